@@ -1,0 +1,89 @@
+# qwisp — build, test, sanitizers, fuzzing, benchmarks.
+#
+#   make            build/qwisp (optimised, -g)
+#   make test       all tests (C unit tests, peers, a short fuzz run); ends with "N passed, N failed"
+#   make asan       the same binaries under AddressSanitizer + UBSan in build-asan/
+#   make fuzz       libFuzzer targets in build-fuzz/ (clang)
+#   make bench      bench/vs_llamacpp.sh
+#   make models/default.gguf   the generated default model (real Qwen3 tokenizer)
+#
+# Sources are found by wildcard: add a .c under src/ and it is built.  Files
+# named *_avx2.c / *_avx512.c get their ISA flags; the rest is baseline x86-64,
+# and kernels choose a SIMD variant at run time.
+
+CC      ?= gcc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+PKGS    := libpcre2-8 libcjson
+DEPCFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+DEPLIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson)
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread $(DEPCFLAGS) $(SAN)
+LDFLAGS += -pthread $(SAN)
+LDLIBS  += $(DEPLIBS) -lm
+
+ISA_AVX2   := -mavx2 -mfma -mf16c
+ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(shell find tests -name 'test_*.c' | sort)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+
+.PHONY: all test asan fuzz bench clean tests-bin check-deps
+all: $(BUILD)/qwisp
+
+$(BUILD)/obj/%_avx2.o: ISA := $(ISA_AVX2)
+$(BUILD)/obj/%_avx512.o: ISA := $(ISA_AVX512)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA) -MMD -MP -c $< -o $@
+
+$(BUILD)/libqwisp.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/qwisp: $(CLI_OBJ) $(BUILD)/libqwisp.a
+	$(CC) $(LDFLAGS) $(CLI_OBJ) $(BUILD)/libqwisp.a $(LDLIBS) -o $@
+
+# Each tests/<dir>/test_x.c is one cmocka program.
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libqwisp.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $< $(BUILD)/libqwisp.a $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
+
+tests-bin: $(BUILD)/qwisp $(TEST_BIN)
+
+test: tests-bin
+	$(MAKE) --no-print-directory BUILD=build-fuzz fuzz
+	tests/run.sh $(BUILD)
+
+asan:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" tests-bin
+
+# libFuzzer: the library is rebuilt with clang and coverage instrumentation.
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+fuzz:
+	$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang OPT=-O1 \
+	    SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" build-fuzz/libqwisp.a
+	@mkdir -p build-fuzz/bin
+	@for f in $(FUZZ_SRC); do \
+	    n=$$(basename $$f .c); \
+	    clang $(OPT) -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(DEPCFLAGS) \
+	        -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer $$f build-fuzz/libqwisp.a \
+	        $(DEPLIBS) -lm -pthread -o build-fuzz/bin/$$n || exit 1; \
+	done
+
+bench: $(BUILD)/qwisp
+	bench/vs_llamacpp.sh
+
+models/default.gguf: $(BUILD)/qwisp
+	$(BUILD)/qwisp gen-model --preset default --tokenizer qwen3 -o $@
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,0 +1,56 @@
+/* base.h — errors, logging and small helpers shared by every layer.
+ *
+ * Error convention (SQLite/gguf-tools style): library functions never exit and
+ * never print on failure.  They return NULL or -1 and fill a caller-owned
+ * qw_error with one line that names what was wrong and where (file, field,
+ * offset, value seen).  Only cli/ turns an error into a message + exit code.
+ *
+ *     qw_error err = {0};
+ *     qw_gguf *g = qw_gguf_open(path, &err);
+ *     if (!g) { fprintf(stderr, "qwisp: %s\n", err.msg); return 1; }
+ */
+#ifndef QWISP_BASE_H
+#define QWISP_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define QW_ERROR_MAX 512
+
+typedef struct qw_error {
+    char msg[QW_ERROR_MAX]; /* NUL-terminated; empty when no error */
+} qw_error;
+
+/* Formats into err (if non-NULL) and returns -1, so `return qw_fail(err, …)` reads well. */
+int qw_fail(qw_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int qw_vfail(qw_error *err, const char *fmt, va_list ap);
+
+/* Logging to stderr; level from QWISP_LOG (error|warn|info|debug), default warn. */
+typedef enum { QW_LOG_ERROR = 0, QW_LOG_WARN = 1, QW_LOG_INFO = 2, QW_LOG_DEBUG = 3 } qw_log_level;
+void qw_log_set_level(qw_log_level lvl);
+qw_log_level qw_log_get_level(void);
+void qw_log(qw_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Broken invariants (never bad input): abort with file:line.  Always on. */
+#define QW_ASSERT(cond)                                                              \
+    do {                                                                             \
+        if (!(cond)) qw_assert_fail(__FILE__, __LINE__, #cond);                      \
+    } while (0)
+void qw_assert_fail(const char *file, int line, const char *expr) __attribute__((noreturn));
+
+/* Monotonic clock in seconds. */
+double qw_time_s(void);
+
+/* Allocation that aborts on OOM — only for small, bounded bookkeeping
+ * (tables, names).  Large dynamic buffers go through memory/ (the pool). */
+void *qw_xmalloc(size_t n);
+void *qw_xcalloc(size_t n, size_t sz);
+void *qw_xrealloc(void *p, size_t n);
+char *qw_xstrdup(const char *s);
+
+/* FNV-1a 64-bit, for logits hashes and summary lines. */
+uint64_t qw_hash64(const void *data, size_t n, uint64_t seed);
+
+#endif

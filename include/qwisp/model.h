@@ -1,0 +1,104 @@
+/* model.h — a loaded model (weights mmaped from GGUF + hyper-parameters) and
+ * an inference context (KV cache, scratch, threads) that runs the forward pass.
+ *
+ * One code path runs a chunk of tokens: prefill passes many, decode passes one.
+ *
+ *     qw_model *m = qw_model_load("m.gguf", &err);
+ *     qw_ctx *c = qw_ctx_new(m, 4096, 2, &err);
+ *     float *logits = qw_ctx_logits(c);                 // [n_vocab] of the last token
+ *     qw_ctx_eval(c, ids, n, QW_LOGITS_LAST, &err);     // appends to the KV cache
+ *     qw_ctx_free(c); qw_model_free(m);
+ */
+#ifndef QWISP_MODEL_H
+#define QWISP_MODEL_H
+
+#include "qwisp/base.h"
+#include "qwisp/gguf.h"
+#include "qwisp/quant.h"
+
+/* A view of one weight tensor in the mapping.  ne[0] is the row length. */
+typedef struct qw_tensor {
+    const char *name;
+    const void *data;
+    qw_type type;
+    int64_t ne[4];
+    size_t row_bytes;    /* bytes of one row of ne[0] elements */
+    size_t matrix_bytes; /* bytes of one ne[0]×ne[1] matrix (3-D expert tensors) */
+} qw_tensor;
+
+typedef struct qw_hparams {
+    char arch[32];
+    int32_t n_vocab;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;      /* key_length == value_length */
+    int32_t n_expert;
+    int32_t n_expert_used;
+    int32_t n_ff_exp;
+    int32_t n_ctx_train;
+    float rope_base;
+    float rms_eps;
+    float expert_weights_scale; /* 0 or 1 = none */
+    bool norm_topk;             /* renormalise the top-k weights (Qwen3: true) */
+} qw_hparams;
+
+typedef struct qw_layer {
+    qw_tensor attn_norm; /* [n_embd] f32 */
+    qw_tensor wq;        /* [n_embd] -> [n_head*head_dim] */
+    qw_tensor wk;        /* [n_embd] -> [n_head_kv*head_dim] */
+    qw_tensor wv;        /* [n_embd] -> [n_head_kv*head_dim] */
+    qw_tensor wo;        /* [n_head*head_dim] -> [n_embd] */
+    qw_tensor q_norm;    /* [head_dim] f32 */
+    qw_tensor k_norm;    /* [head_dim] f32 */
+    qw_tensor ffn_norm;  /* [n_embd] f32 */
+    qw_tensor gate_inp;  /* router [n_embd] -> [n_expert] */
+    qw_tensor gate_exps; /* [n_expert][n_ff_exp][n_embd] */
+    qw_tensor up_exps;   /* [n_expert][n_ff_exp][n_embd] */
+    qw_tensor down_exps; /* [n_expert][n_embd][n_ff_exp] */
+} qw_layer;
+
+typedef struct qw_model {
+    qw_gguf *gguf;
+    qw_hparams hp;
+    qw_tensor tok_embd;    /* [n_vocab][n_embd] */
+    qw_tensor output_norm; /* [n_embd] f32 */
+    qw_tensor output;      /* [n_vocab][n_embd]; == tok_embd when tied */
+    bool tied_output;
+    qw_layer *layers;      /* [n_layer] */
+    uint64_t weight_bytes; /* all tensors */
+} qw_model;
+
+/* Loads and validates (architecture, hyper-parameters, every tensor's presence,
+ * type and shape).  NULL + err naming the file and what is wrong. */
+qw_model *qw_model_load(const char *path, qw_error *err);
+void qw_model_free(qw_model *m);
+/* Bytes of weights one decode token reads (non-expert + n_expert_used experts). */
+uint64_t qw_model_active_bytes(const qw_model *m);
+
+typedef struct qw_ctx qw_ctx;
+
+typedef enum {
+    QW_LOGITS_NONE = 0, /* prefill of a prompt prefix */
+    QW_LOGITS_LAST = 1, /* logits of the last token only */
+    QW_LOGITS_ALL = 2,  /* logits of every token of the chunk (teacher forcing) */
+} qw_logits_mode;
+
+/* n_ctx: maximum tokens in the KV cache (0 = the model's training context).
+ * n_threads >= 1. */
+qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err);
+void qw_ctx_free(qw_ctx *c);
+int32_t qw_ctx_n_ctx(const qw_ctx *c);
+int32_t qw_ctx_n_past(const qw_ctx *c); /* tokens in the KV cache */
+/* Drops the KV cache back to n_past tokens (0 = empty). */
+void qw_ctx_truncate(qw_ctx *c, int32_t n_past);
+
+/* Runs tokens[n] at positions n_past.. and appends them to the KV cache.
+ * Internally splits into chunks of at most the context's chunk size.
+ * Returns 0, or -1 + err (context full, invalid token id). */
+int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err);
+/* Logits from the last eval: LAST -> [n_vocab]; ALL -> [n][n_vocab]. */
+const float *qw_ctx_logits(const qw_ctx *c);
+
+#endif

@@ -1,0 +1,57 @@
+/* ops.h — the math the model reaches through: matmuls by weight type,
+ * attention over an f16 KV cache, norms, RoPE, softmax, activations.
+ *
+ * This is the backend seam of DESIGN.md: model/ calls only these functions,
+ * so a GPU backend can provide the same set later without touching model/.
+ *
+ * Matmul convention: W is [n_rows][k] (one row per output), activations are
+ * f32 [n_tok][k]; y = x W^T is [n_tok][ldy].  Activations are first converted
+ * to qw_vec_dot_type(W) (qw_act_convert), then dotted with each row, exactly
+ * like llama.cpp's CPU backend, so the two agree to rounding.
+ */
+#ifndef QWISP_OPS_H
+#define QWISP_OPS_H
+
+#include "qwisp/quant.h"
+#include "qwisp/threadpool.h"
+
+/* Bytes needed to hold n_tok activation rows of length k converted for wtype. */
+size_t qw_act_bytes(qw_type wtype, int64_t k, int64_t n_tok);
+/* x [n_tok][ldx] f32 -> xq (n_tok rows of qw_row_bytes(vec_dot_type, k)). */
+void qw_act_convert(qw_threadpool *tp, qw_type wtype, const float *x, int64_t ldx, int64_t k,
+                    int64_t n_tok, void *xq);
+
+/* y[j][r] = dot(W[r], xq[idx ? idx[j] : j]) for j < n_tok, r < n_rows. */
+void qw_matmul_q(qw_threadpool *tp, qw_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
+                 int64_t k, const void *xq, const int32_t *idx, int64_t n_tok, float *y, int64_t ldy);
+
+/* Two matmuls over the same activations in one parallel pass (MoE gate + up). */
+void qw_matmul_q2(qw_threadpool *tp, qw_type wtype, const void *w0, const void *w1,
+                  size_t w_row_bytes, int64_t n_rows, int64_t k, const void *xq, const int32_t *idx,
+                  int64_t n_tok, float *y0, float *y1, int64_t ldy);
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], for n_rows rows of n. */
+void qw_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t n_rows, float eps);
+
+/* NeoX-style RoPE in place on x [n_heads][head_dim] at position pos:
+ * pairs (i, i + head_dim/2) rotated by pos * base^(-2i/head_dim). */
+void qw_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, float base);
+
+/* In-place softmax of x[n]. */
+void qw_softmax(float *x, int64_t n);
+
+/* out[i] = silu(g[i]) * u[i]. */
+void qw_swiglu(float *out, const float *g, const float *u, int64_t n);
+
+/* Causal attention for n_tok query tokens at positions pos0.. over an f16 KV
+ * cache holding pos0 + n_tok positions.
+ *   q:   [n_tok][n_head][head_dim] f32 (already normed + roped)
+ *   k,v: [n_pos][n_head_kv][head_dim] f16 (cache, positions 0..pos0+n_tok-1)
+ *   out: [n_tok][n_head][head_dim] f32
+ * scratch: per-thread buffers sized by qw_attention_scratch_bytes. */
+size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim);
+void qw_attention(qw_threadpool *tp, const float *q, const uint16_t *k, const uint16_t *v,
+                  float *out, int64_t n_tok, int32_t pos0, int64_t n_head, int64_t n_head_kv,
+                  int64_t head_dim, float scale, void *scratch);
+
+#endif

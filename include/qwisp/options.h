@@ -1,0 +1,48 @@
+/* options.h — every knob qwisp has, declared once in one table.
+ *
+ * Each option has a name (its environment variable), an optional alias kept
+ * from the seed's spelling, a type, a default, a range and a help line.  The
+ * table is parsed once (qw_options_init) from the environment; the CLI may
+ * then override single values (qw_opt_set, source "flag").  `qwisp config`
+ * prints the whole table with each value's source.  No other file calls getenv
+ * for a knob.
+ *
+ * Sizes accept suffixes K, M, G (binary) where the type is SIZE; a bad value
+ * is an error naming the variable and the text seen.
+ */
+#ifndef QWISP_OPTIONS_H
+#define QWISP_OPTIONS_H
+
+#include "qwisp/base.h"
+
+#include <stdio.h>
+
+/* X(id, env name, alias or NULL, type, default text or NULL, min, max, help) */
+#define QW_OPTIONS(X)                                                                             \
+    X(MODEL, "QWISP_MODEL", NULL, STR, NULL, 0, 0, "model GGUF used when -m is not given")          \
+    X(THREADS, "QWISP_THREADS", NULL, INT, "0", 0, 1024, "compute threads; 0 = all CPUs")           \
+    X(CTX, "QWISP_CTX", NULL, INT, "4096", 16, 1048576, "context length (KV cache positions) for run/chat") \
+    X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512|avx2|scalar (lowers only)") \
+    X(PORT, "QWISP_PORT", NULL, INT, "8080", 1, 65535, "HTTP port for serve")
+
+typedef enum {
+#define QW_OPT_ENUM_ID(id, ...) QW_OPT_##id,
+    QW_OPTIONS(QW_OPT_ENUM_ID)
+#undef QW_OPT_ENUM_ID
+        QW_OPT_COUNT
+} qw_opt;
+
+/* Parses every option from the environment.  -1 + err on the first bad value. */
+int qw_options_init(qw_error *err);
+/* Overrides one option from text (e.g. a CLI flag); source is printed by config. */
+int qw_opt_set(qw_opt id, const char *text, const char *source, qw_error *err);
+
+int64_t qw_opt_int(qw_opt id);
+const char *qw_opt_str(qw_opt id); /* NULL when unset and no default */
+bool qw_opt_is_set(qw_opt id);     /* set by env or flag (not default) */
+const char *qw_opt_name(qw_opt id);
+
+/* One line per option: name, value, source, help. */
+void qw_options_print(FILE *f);
+
+#endif

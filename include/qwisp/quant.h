@@ -1,0 +1,99 @@
+/* quant.h — tensor element types and their block layouts (identical to
+ * GGUF/ggml), conversions, and the dot-product kernels the matmuls are built on.
+ *
+ * Every kernel has a scalar reference (`*_ref`, kernels/quant_ref.c) that is the
+ * oracle; SIMD variants (kernels/quant_avx2.c, quant_avx512.c) are chosen at run time by
+ * CPU feature detection and tested against the reference.
+ *
+ * A matmul y = W x for a weight row of type T first converts the activations x
+ * to qw_vec_dot_type(T) once (qw_quantize_row), then calls qw_vec_dot for each
+ * row.  This mirrors llama.cpp's CPU backend so results agree with it:
+ *   F32 -> F32,  F16 -> F16,  BF16 -> BF16,  Q8_0 -> Q8_0,  Q4_0 -> Q8_0.
+ */
+#ifndef QWISP_QUANT_H
+#define QWISP_QUANT_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum qw_type {
+    QW_TYPE_F32 = 0,
+    QW_TYPE_F16 = 1,
+    QW_TYPE_Q4_0 = 2,
+    QW_TYPE_Q8_0 = 8,
+    QW_TYPE_BF16 = 30,
+} qw_type;
+
+#define QW_QK8_0 32
+#define QW_QK4_0 32
+
+/* Q8_0: 32 weights = d * qs[i]. */
+typedef struct {
+    uint16_t d;           /* fp16 scale */
+    int8_t qs[QW_QK8_0];  /* quants */
+} qw_block_q8_0;
+static_assert(sizeof(qw_block_q8_0) == 34, "q8_0 block must be 34 bytes");
+
+/* Q4_0: 32 weights = d * (q - 8); byte i holds element i (low nibble) and
+ * element i+16 (high nibble). */
+typedef struct {
+    uint16_t d;               /* fp16 scale */
+    uint8_t qs[QW_QK4_0 / 2]; /* nibbles */
+} qw_block_q4_0;
+static_assert(sizeof(qw_block_q4_0) == 18, "q4_0 block must be 18 bytes");
+
+/* True for the types qwisp can compute with. */
+bool qw_type_supported(uint32_t type);
+/* Name as ggml spells it ("f32", "q8_0", …); "unknown" otherwise. */
+const char *qw_type_name(uint32_t type);
+/* Parses a name (case-insensitive); -1 if unknown. */
+int qw_type_from_name(const char *name);
+/* Elements per block (1 for float types); 0 for unknown types. */
+size_t qw_type_block_elems(uint32_t type);
+/* Bytes per block; 0 for unknown types. */
+size_t qw_type_block_bytes(uint32_t type);
+/* Bytes for a row of n elements (n must be a multiple of the block size). */
+size_t qw_row_bytes(uint32_t type, int64_t n);
+/* The activation type that qw_vec_dot pairs with a weight of this type. */
+qw_type qw_vec_dot_type(qw_type type);
+
+/* Scalar conversions, bit-exact with ggml (round to nearest even). */
+float qw_fp16_to_f32(uint16_t h);
+uint16_t qw_f32_to_fp16(float f);
+float qw_bf16_to_f32(uint16_t h);
+uint16_t qw_f32_to_bf16(float f);
+
+/* x[n] (f32) -> dst in `type`.  n must be a multiple of the block size.
+ * Q8_0 matches ggml's quantize_row_q8_0 results; Q4_0 matches ggml's reference
+ * quantizer (used by the writer). */
+void qw_quantize_row(qw_type type, const float *x, void *dst, int64_t n);
+/* src (n elements of `type`) -> y[n] f32. */
+void qw_dequantize_row(qw_type type, const void *src, float *y, int64_t n);
+
+/* *s = dot(w_row, x) for n elements; w_row of type `type`, x already converted
+ * to qw_vec_dot_type(type).  Dispatches to the best SIMD variant. */
+void qw_vec_dot(qw_type type, int64_t n, float *s, const void *w_row, const void *x);
+/* The scalar reference of the same contract. */
+void qw_vec_dot_ref(qw_type type, int64_t n, float *s, const void *w_row, const void *x);
+
+/* The dispatched kernel itself, for matmul loops that call it once per row and
+ * want to skip the per-call type switch: qw_vec_dot_get(T)(n, s, w_row, x) is
+ * qw_vec_dot(T, n, s, w_row, x).  NULL for unsupported types.  The pointer is
+ * valid until the next qw_simd_force. */
+typedef void (*qw_vec_dot_fn)(int64_t n, float *s, const void *w_row, const void *x);
+qw_vec_dot_fn qw_vec_dot_get(qw_type type);
+
+/* Small f32 vector helpers used by the model (SIMD-dispatched). */
+float qw_dot_f32(const float *a, const float *b, int64_t n);
+void qw_axpy_f32(float *y, float a, const float *x, int64_t n); /* y += a*x */
+
+/* Which SIMD level the dispatcher picked: "avx512", "avx2" or "scalar". */
+const char *qw_simd_level(void);
+/* Lowers the level ("scalar", "avx2", "avx512"); never raises it above what the
+ * CPU supports.  Returns 0, or -1 for an unknown name.  (The QWISP_SIMD knob in
+ * the options table calls this; kernels never read the environment.) */
+int qw_simd_force(const char *level);
+
+#endif

@@ -1,0 +1,40 @@
+/* sampler.h — turns a logits row into the next token id.
+ *
+ * Order (as llama.cpp's default chain): penalties (repetition, presence,
+ * frequency over the last penalty_last_n tokens) -> top-k -> top-p -> min-p ->
+ * temperature -> draw.  temp <= 0 means greedy (argmax, lowest id on ties).
+ * The draw uses a private xoshiro/splitmix generator seeded from `seed`, so a
+ * run is reproducible across machines.
+ */
+#ifndef QWISP_SAMPLER_H
+#define QWISP_SAMPLER_H
+
+#include "qwisp/base.h"
+
+typedef struct qw_sampler_params {
+    float temp;              /* <= 0: greedy */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off (divides positive logits, multiplies negative) */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    int32_t penalty_last_n;  /* window for penalties; 0 = off */
+    uint64_t seed;
+} qw_sampler_params;
+
+/* Greedy, no penalties, seed 0. */
+qw_sampler_params qw_sampler_default_params(void);
+
+typedef struct qw_sampler qw_sampler;
+
+qw_sampler *qw_sampler_new(const qw_sampler_params *p, int32_t n_vocab);
+void qw_sampler_free(qw_sampler *s);
+/* Samples from logits[n_vocab] (not modified). */
+int32_t qw_sampler_sample(qw_sampler *s, const float *logits);
+/* Records a token (prompt or generated) for the penalties window. */
+void qw_sampler_accept(qw_sampler *s, int32_t id);
+/* Index of the max logit (lowest id on ties). */
+int32_t qw_argmax(const float *logits, int32_t n);
+
+#endif

@@ -1,0 +1,103 @@
+/* base.c — qw_error formatting, stderr logging, the monotonic clock, checked
+ * small allocations and the FNV-1a hash.  See include/qwisp/base.h. */
+#include "qwisp/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int qw_vfail(qw_error *err, const char *fmt, va_list ap) {
+    if (err) vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    return -1;
+}
+
+int qw_fail(qw_error *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    qw_vfail(err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static qw_log_level g_level = (qw_log_level)-1;
+
+static qw_log_level level_from_env(void) {
+    /* QWISP_LOG is read here rather than via the options table because logging
+     * must work before options are parsed (and inside the options parser). */
+    const char *s = getenv("QWISP_LOG");
+    if (!s) return QW_LOG_WARN;
+    if (!strcmp(s, "error")) return QW_LOG_ERROR;
+    if (!strcmp(s, "info")) return QW_LOG_INFO;
+    if (!strcmp(s, "debug")) return QW_LOG_DEBUG;
+    return QW_LOG_WARN;
+}
+
+void qw_log_set_level(qw_log_level lvl) { g_level = lvl; }
+
+qw_log_level qw_log_get_level(void) {
+    if ((int)g_level < 0) g_level = level_from_env();
+    return g_level;
+}
+
+void qw_log(qw_log_level lvl, const char *fmt, ...) {
+    if (lvl > qw_log_get_level()) return;
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    fprintf(stderr, "qwisp[%s]: ", names[lvl]);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void qw_assert_fail(const char *file, int line, const char *expr) {
+    fprintf(stderr, "qwisp: internal error at %s:%d: assertion '%s' failed\n", file, line, expr);
+    abort();
+}
+
+double qw_time_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void oom(size_t n) {
+    fprintf(stderr, "qwisp: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *qw_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) oom(n);
+    return p;
+}
+
+void *qw_xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) oom(n * sz);
+    return p;
+}
+
+void *qw_xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) oom(n);
+    return q;
+}
+
+char *qw_xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = qw_xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}
+
+uint64_t qw_hash64(const void *data, size_t n, uint64_t seed) {
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ULL ^ seed;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}

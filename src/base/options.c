@@ -1,0 +1,140 @@
+/* options.c — the knob table of options.h: parsing, validation, lookup and
+ * printing.  Values are held as text plus a parsed integer; the source of each
+ * value ("default", "env", "env (alias X)", "flag") is kept for `qwisp config`.
+ */
+#include "qwisp/options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { T_INT, T_STR, T_ENUM, T_SIZE } opt_type;
+#define STR T_STR
+#define INT T_INT
+#define ENUM T_ENUM
+#define SIZE T_SIZE
+
+typedef struct {
+    const char *name, *alias;
+    opt_type type;
+    const char *def;
+    int64_t min, max;
+    const char *help;
+} opt_def;
+
+static const opt_def g_defs[QW_OPT_COUNT] = {
+#define QW_OPT_DEF(id, name, alias, type, def, mn, mx, help) {name, alias, type, def, mn, mx, help},
+    QW_OPTIONS(QW_OPT_DEF)
+#undef QW_OPT_DEF
+};
+
+/* Allowed words for ENUM options, by option id. */
+static const char *enum_words(qw_opt id) {
+    switch (id) {
+    case QW_OPT_SIMD: return "auto|avx512|avx2|scalar";
+    default: return "";
+    }
+}
+
+typedef struct {
+    char *text;
+    int64_t ival;
+    char source[48];
+} opt_val;
+
+static opt_val g_vals[QW_OPT_COUNT];
+
+static int parse_int(const char *name, const char *s, int64_t mn, int64_t mx, bool size, int64_t *out,
+                     qw_error *err) {
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || errno)
+        return qw_fail(err, "%s='%s': not a number", name, s);
+    int64_t mult = 1;
+    if (size && *end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'K': mult = 1LL << 10; break;
+        case 'M': mult = 1LL << 20; break;
+        case 'G': mult = 1LL << 30; break;
+        default: return qw_fail(err, "%s='%s': unknown size suffix '%c' (use K, M or G)", name, s, *end);
+        }
+        end++;
+        if (toupper((unsigned char)*end) == 'B') end++;
+    }
+    if (*end) return qw_fail(err, "%s='%s': trailing characters '%s'", name, s, end);
+    if (v < mn || v > mx)
+        return qw_fail(err, "%s='%s': out of range [%lld, %lld]", name, s, (long long)mn, (long long)mx);
+    *out = (int64_t)v * mult;
+    return 0;
+}
+
+static int assign(qw_opt id, const char *text, const char *source, qw_error *err) {
+    const opt_def *d = &g_defs[id];
+    int64_t iv = 0;
+    if (d->type == T_INT || d->type == T_SIZE) {
+        if (parse_int(d->name, text, d->min, d->max, d->type == T_SIZE, &iv, err)) return -1;
+    } else if (d->type == T_ENUM) {
+        const char *w = enum_words(id);
+        size_t n = strlen(text);
+        const char *p = w;
+        bool ok = false;
+        while (*p) {
+            const char *bar = strchr(p, '|');
+            size_t len = bar ? (size_t)(bar - p) : strlen(p);
+            if (len == n && !strncmp(p, text, n)) ok = true;
+            p += len + (bar ? 1 : 0);
+        }
+        if (!ok) return qw_fail(err, "%s='%s': expected one of %s", d->name, text, w);
+    }
+    free(g_vals[id].text);
+    g_vals[id].text = qw_xstrdup(text);
+    g_vals[id].ival = iv;
+    snprintf(g_vals[id].source, sizeof g_vals[id].source, "%s", source);
+    return 0;
+}
+
+int qw_options_init(qw_error *err) {
+    for (int i = 0; i < QW_OPT_COUNT; i++) {
+        const opt_def *d = &g_defs[i];
+        const char *env = getenv(d->name);
+        char src[48] = "env";
+        if (!env && d->alias) {
+            env = getenv(d->alias);
+            snprintf(src, sizeof src, "env (%s)", d->alias);
+        }
+        if (env && *env) {
+            if (assign((qw_opt)i, env, src, err)) return -1;
+        } else if (d->def) {
+            if (assign((qw_opt)i, d->def, "default", err)) return -1;
+        } else {
+            free(g_vals[i].text);
+            g_vals[i].text = NULL;
+            snprintf(g_vals[i].source, sizeof g_vals[i].source, "unset");
+        }
+    }
+    return 0;
+}
+
+int qw_opt_set(qw_opt id, const char *text, const char *source, qw_error *err) {
+    return assign(id, text, source, err);
+}
+
+int64_t qw_opt_int(qw_opt id) { return g_vals[id].ival; }
+const char *qw_opt_str(qw_opt id) { return g_vals[id].text; }
+const char *qw_opt_name(qw_opt id) { return g_defs[id].name; }
+
+bool qw_opt_is_set(qw_opt id) {
+    return g_vals[id].text && strcmp(g_vals[id].source, "default") != 0;
+}
+
+void qw_options_print(FILE *f) {
+    for (int i = 0; i < QW_OPT_COUNT; i++) {
+        const opt_def *d = &g_defs[i];
+        fprintf(f, "%-28s %-12s %-16s %s", d->name, g_vals[i].text ? g_vals[i].text : "(unset)",
+                g_vals[i].source[0] ? g_vals[i].source : "unset", d->help);
+        if (d->alias) fprintf(f, " (alias %s)", d->alias);
+        fputc('\n', f);
+    }
+}

@@ -1,0 +1,200 @@
+/* cli_common.c — see cli_common.h.  The natural text used by --prompt-tokens
+ * is an original passage written for qwisp (no licence concerns); it is
+ * tokenized and repeated until exactly n tokens are available. */
+#include "cli_common.h"
+
+#include "qwisp/options.h"
+#include "qwisp/threadpool.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int qw_cli_flag(const char *cmd, int argc, char **argv, int *i, const char *flag, const char **val) {
+    if (strcmp(argv[*i], flag) != 0) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "qwisp %s: %s needs a value\n", cmd, flag);
+        return -1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+int qw_cli_long(const char *cmd, const char *flag, const char *s, long min, long max, long *out) {
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno) {
+        fprintf(stderr, "qwisp %s: %s '%s': not an integer\n", cmd, flag, s);
+        return -1;
+    }
+    if (v < min || v > max) {
+        fprintf(stderr, "qwisp %s: %s '%s': out of range [%ld, %ld]\n", cmd, flag, s, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int qw_cli_float(const char *cmd, const char *flag, const char *s, double min, double max, float *out) {
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v)) {
+        fprintf(stderr, "qwisp %s: %s '%s': not a number\n", cmd, flag, s);
+        return -1;
+    }
+    if (v < min || v > max) {
+        fprintf(stderr, "qwisp %s: %s '%s': out of range [%g, %g]\n", cmd, flag, s, min, max);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+int qw_cli_u64(const char *cmd, const char *flag, const char *s, uint64_t *out) {
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end || errno || s[0] == '-') {
+        fprintf(stderr, "qwisp %s: %s '%s': not a non-negative integer\n", cmd, flag, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static bool file_exists(const char *p) { return access(p, R_OK) == 0; }
+
+const char *qw_cli_model_path(const char *cmd, const char *flag_value) {
+    if (flag_value) return flag_value;
+    const char *env = qw_opt_str(QW_OPT_MODEL);
+    if (env) return env;
+    static char path[PATH_MAX + 32];
+    if (file_exists("models/default.gguf")) return "models/default.gguf";
+    /* Next to the binary: <repo>/build/qwisp -> <repo>/models/default.gguf */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/../models/default.gguf", exe);
+            if (file_exists(path)) return path;
+        }
+    }
+    fprintf(stderr,
+            "qwisp %s: no model given and models/default.gguf not found "
+            "(use -m FILE, set QWISP_MODEL, or run 'make models/default.gguf')\n",
+            cmd);
+    return NULL;
+}
+
+int qw_cli_threads(long flag_value) {
+    if (flag_value > 0) return (int)flag_value;
+    int64_t env = qw_opt_int(QW_OPT_THREADS);
+    if (env > 0) return (int)env;
+    return qw_cpu_count();
+}
+
+static const char k_natural_text[] =
+    "The river came down from the hills in the spring, brown with snowmelt and loud enough to "
+    "hear from the village. Every year the miller walked the bank at dawn to see how high the "
+    "water had climbed on the old stone marker, and every year he wrote the number in a ledger "
+    "that his grandmother had started. Some pages were stained with flour, others with rain. "
+    "Children liked to read the ledger aloud, because the numbers told stories: the year the "
+    "bridge washed out, the dry summer when the wheel stood still for six weeks, the winter the "
+    "ice was thick enough to carry a horse and cart. Nobody in the village could say why the "
+    "miller kept counting, only that the counting had become part of the season, like the first "
+    "swallows or the smell of cut grass. When strangers asked about it, he would open the book, "
+    "run a finger down the columns, and explain that a river remembers more than people do. "
+    "In the evenings the square filled with traders selling apples, wool, copper pots and "
+    "bright paper lanterns. A teacher explained fractions with slices of bread; a carpenter "
+    "argued about the price of oak; two sisters practised a song for the harvest festival. "
+    "Later, when the lamps were lit, the talk turned to roads and weather, to letters from "
+    "cousins in the city, and to the question that every village asks in the end: what will "
+    "the next year bring, and will we be ready for it? ";
+
+int32_t *qw_cli_natural_prompt(const qw_tokenizer *tok, int32_t n) {
+    size_t m = 0;
+    int32_t *base = qw_tokenize(tok, k_natural_text, sizeof k_natural_text - 1, false, &m);
+    if (!base || m == 0) {
+        free(base);
+        return NULL;
+    }
+    int32_t *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (!out) {
+        free(base);
+        return NULL;
+    }
+    for (int32_t i = 0; i < n; i++) out[i] = base[(size_t)i % m];
+    free(base);
+    return out;
+}
+
+int32_t *qw_cli_parse_ids(const char *cmd, const char *s, size_t *n_out) {
+    size_t cap = 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof(int32_t));
+    const char *p = s;
+    while (ids && *p) {
+        errno = 0;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr, "qwisp %s: bad token id list at '%s' (expected e.g. 1,2,3)\n", cmd, p);
+            free(ids);
+            return NULL;
+        }
+        if (n == cap) {
+            int32_t *g = realloc(ids, (cap *= 2) * sizeof(int32_t));
+            if (!g) break;
+            ids = g;
+        }
+        ids[n++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    if (!ids || n == 0) {
+        fprintf(stderr, "qwisp %s: empty token id list\n", cmd);
+        free(ids);
+        return NULL;
+    }
+    *n_out = n;
+    return ids;
+}
+
+char *qw_cli_read_file(const char *cmd, const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "qwisp %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (n + 1 == cap) {
+            char *g = realloc(buf, cap *= 2);
+            if (!g) {
+                free(buf);
+                buf = NULL;
+            } else
+                buf = g;
+        }
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        fprintf(stderr, "qwisp %s: error reading '%s'\n", cmd, path);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}

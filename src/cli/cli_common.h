@@ -1,0 +1,37 @@
+/* cli_common.h — helpers shared by subcommands: flag value parsing with clear
+ * errors, default model lookup, thread count, natural-text prompts. */
+#ifndef QWISP_CLI_COMMON_H
+#define QWISP_CLI_COMMON_H
+
+#include "qwisp/tokenizer.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* If argv[*i] is `flag`, stores the next argument in *val, advances *i and
+ * returns 1; returns -1 (after printing "qwisp CMD: FLAG needs a value") when
+ * the value is missing; 0 if argv[*i] is not this flag. */
+int qw_cli_flag(const char *cmd, int argc, char **argv, int *i, const char *flag, const char **val);
+
+/* Parse numbers; on error print "qwisp CMD: FLAG 'TEXT': reason" and return -1. */
+int qw_cli_long(const char *cmd, const char *flag, const char *s, long min, long max, long *out);
+int qw_cli_float(const char *cmd, const char *flag, const char *s, double min, double max, float *out);
+int qw_cli_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+
+/* -m given, else QWISP_MODEL, else models/default.gguf next to the working
+ * directory or the binary.  Returns NULL (and prints why) if none exists. */
+const char *qw_cli_model_path(const char *cmd, const char *flag_value);
+
+/* Thread count: flag if > 0, else QWISP_THREADS if > 0, else all CPUs. */
+int qw_cli_threads(long flag_value);
+
+/* Exactly n tokens of natural English text (repeated as needed). */
+int32_t *qw_cli_natural_prompt(const qw_tokenizer *tok, int32_t n);
+
+/* Parses "1,2,3" into a malloc'd array; prints an error and returns NULL on junk. */
+int32_t *qw_cli_parse_ids(const char *cmd, const char *s, size_t *n_out);
+
+/* Reads a whole file (NUL-terminated); prints an error and returns NULL on failure. */
+char *qw_cli_read_file(const char *cmd, const char *path, size_t *len);
+
+#endif

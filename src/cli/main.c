@@ -1,0 +1,51 @@
+/* main.c — the qwisp command line: a table of subcommands, each in its own
+ * cmd_<name>.c.  Parses the knob table from the environment first so a bad
+ * QWISP_* value is reported once, before any work. */
+#include "commands.h"
+#include "qwisp/base.h"
+#include "qwisp/options.h"
+#include "qwisp/quant.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} subcommand;
+
+static const subcommand g_cmds[] = {
+    {"run", qw_cmd_run, "generate text from a prompt"},
+    {"logits", qw_cmd_logits, "teacher-forced next-token distributions (JSON)"},
+    {"info", qw_cmd_info, "print a GGUF file's metadata and tensor table"},
+    {"tokenize", qw_cmd_tokenize, "text to token ids and back"},
+    {"gen-model", qw_cmd_gen_model, "write a synthetic qwen3moe GGUF"},
+    {"config", qw_cmd_config, "print every knob, its value and where it came from"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: qwisp <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+        fprintf(f, "  %-10s %s\n", g_cmds[i].name, g_cmds[i].help);
+    fprintf(f, "\n'qwisp <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    qw_error err = {0};
+    if (qw_options_init(&err)) {
+        fprintf(stderr, "qwisp: %s\n", err.msg);
+        return 2;
+    }
+    const char *simd = qw_opt_str(QW_OPT_SIMD);
+    if (simd && strcmp(simd, "auto") != 0) qw_simd_force(simd);
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+        if (!strcmp(argv[1], g_cmds[i].name)) return g_cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "qwisp: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,85 @@
+/* attention.c — causal multi-head attention (GQA) over an f16 KV cache.
+ *
+ * For each (query token, head): scores s_j = dot(f16(q), k_j) for the
+ * positions j <= pos, softmax(s * scale) with the sum in double, then
+ * out = sum_j f16(p_j) * v_j.  Rounding q and p to f16 mirrors llama.cpp's
+ * CPU path (its K·Q and V·P matmuls convert the f32 side to the cache type),
+ * which keeps logits within rounding of it.
+ *
+ * Work items are (token, head) pairs handed to the thread pool; each thread
+ * owns a slice of `scratch` for its scores and converted query.  Scratch grows
+ * with the context length (n_pos), never with its square.
+ */
+#include "qwisp/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim) {
+    size_t per = (size_t)n_pos * (sizeof(float) + sizeof(uint16_t)) + (size_t)head_dim * 6 + 256;
+    per = (per + 63) & ~(size_t)63; /* each thread's slice starts 64-byte aligned */
+    return per * (size_t)n_threads;
+}
+
+typedef struct {
+    const float *q;
+    const uint16_t *k, *v;
+    float *out;
+    int64_t n_head, n_head_kv, head_dim, n_pos_max;
+    int32_t pos0;
+    float scale;
+    char *scratch;
+    size_t per_thread;
+} attn_job;
+
+static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
+    attn_job *j = p;
+    const int64_t D = j->head_dim, group = j->n_head / j->n_head_kv;
+    const int64_t kv_stride = j->n_head_kv * D;
+    char *mine = j->scratch + (size_t)ith * j->per_thread;
+    float *scores = (float *)mine;
+    uint16_t *p16 = (uint16_t *)(scores + j->n_pos_max);
+    uint16_t *q16 = p16 + j->n_pos_max;
+    float *acc = (float *)(((uintptr_t)(q16 + D) + 63) & ~(uintptr_t)63);
+
+    for (int64_t item = i0; item < i1; item++) {
+        const int64_t t = item / j->n_head, h = item % j->n_head, hkv = h / group;
+        const int64_t n_pos = j->pos0 + t + 1; /* causal: positions 0..pos */
+        const float *q = j->q + (t * j->n_head + h) * D;
+        qw_quantize_row(QW_TYPE_F16, q, q16, D);
+
+        float mx = -INFINITY;
+        for (int64_t s = 0; s < n_pos; s++) {
+            float d;
+            qw_vec_dot(QW_TYPE_F16, D, &d, j->k + s * kv_stride + hkv * D, q16);
+            d *= j->scale;
+            scores[s] = d;
+            mx = d > mx ? d : mx;
+        }
+        double sum = 0.0;
+        for (int64_t s = 0; s < n_pos; s++) {
+            scores[s] = expf(scores[s] - mx);
+            sum += (double)scores[s];
+        }
+        const float inv = (float)(1.0 / sum);
+        memset(acc, 0, (size_t)D * sizeof(float));
+        for (int64_t s = 0; s < n_pos; s++) {
+            const float pj = qw_fp16_to_f32(qw_f32_to_fp16(scores[s] * inv));
+            if (pj == 0.0f) continue;
+            const uint16_t *vr = j->v + s * kv_stride + hkv * D;
+            for (int64_t d = 0; d < D; d++) acc[d] += pj * qw_fp16_to_f32(vr[d]);
+        }
+        memcpy(j->out + (t * j->n_head + h) * D, acc, (size_t)D * sizeof(float));
+    }
+    (void)p16;
+}
+
+void qw_attention(qw_threadpool *tp, const float *q, const uint16_t *k, const uint16_t *v,
+                  float *out, int64_t n_tok, int32_t pos0, int64_t n_head, int64_t n_head_kv,
+                  int64_t head_dim, float scale, void *scratch) {
+    const int n_threads = qw_threadpool_size(tp);
+    const int64_t n_pos_max = pos0 + n_tok;
+    attn_job j = {q, k, v, out, n_head, n_head_kv, head_dim, n_pos_max, pos0, scale, scratch,
+                  qw_attention_scratch_bytes(n_threads, n_pos_max, head_dim) / (size_t)n_threads};
+    qw_parallel_for(tp, n_tok * n_head, 1, attend_items, &j);
+}

@@ -1,0 +1,201 @@
+/* quant.c — the type table and the run-time SIMD dispatcher.
+ *
+ * Owns: the list of element types qwisp computes with (names, block sizes,
+ * row sizes, the activation type each weight type pairs with), CPU feature
+ * detection, and the active kernel table that every public qw_* kernel entry
+ * point goes through.
+ *
+ * Dispatch: the first call detects the CPU once (__builtin_cpu_supports, which
+ * also checks that the OS saves the AVX/AVX-512 register state) and picks the
+ * best level: "avx512" needs avx512f+bw+vl+vnni (its bf16 dot additionally
+ * needs avx512bf16, else the AVX2 bf16 dot is patched in), "avx2" needs
+ * avx2+fma+f16c, "scalar" always works.  qw_simd_force can only lower the
+ * level; tests use it to run every level against the reference.
+ *
+ * Invariant: the active table is a complete table (no NULL entries) valid for
+ * this CPU.  Switching levels is not synchronized with kernels running on
+ * other threads: call qw_simd_force before starting work (options parsing,
+ * test setup), never during it.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "kernels/quant_impl.h"
+
+/* ---- type table -------------------------------------------------------- */
+
+typedef struct {
+    uint32_t type;
+    const char *name;
+    size_t block_elems;
+    size_t block_bytes;
+    qw_type dot_type;
+} type_info;
+
+static const type_info k_types[] = {
+    {QW_TYPE_F32, "f32", 1, 4, QW_TYPE_F32},
+    {QW_TYPE_F16, "f16", 1, 2, QW_TYPE_F16},
+    {QW_TYPE_Q4_0, "q4_0", QW_QK4_0, sizeof(qw_block_q4_0), QW_TYPE_Q8_0},
+    {QW_TYPE_Q8_0, "q8_0", QW_QK8_0, sizeof(qw_block_q8_0), QW_TYPE_Q8_0},
+    {QW_TYPE_BF16, "bf16", 1, 2, QW_TYPE_BF16},
+};
+#define N_TYPES (sizeof k_types / sizeof k_types[0])
+
+static const type_info *find_type(uint32_t type) {
+    for (size_t i = 0; i < N_TYPES; i++)
+        if (k_types[i].type == type) return &k_types[i];
+    return NULL;
+}
+
+bool qw_type_supported(uint32_t type) { return find_type(type) != NULL; }
+
+const char *qw_type_name(uint32_t type) {
+    const type_info *t = find_type(type);
+    return t ? t->name : "unknown";
+}
+
+int qw_type_from_name(const char *name) {
+    if (!name) return -1;
+    for (size_t i = 0; i < N_TYPES; i++)
+        if (strcasecmp(name, k_types[i].name) == 0) return (int)k_types[i].type;
+    return -1;
+}
+
+size_t qw_type_block_elems(uint32_t type) {
+    const type_info *t = find_type(type);
+    return t ? t->block_elems : 0;
+}
+
+size_t qw_type_block_bytes(uint32_t type) {
+    const type_info *t = find_type(type);
+    return t ? t->block_bytes : 0;
+}
+
+size_t qw_row_bytes(uint32_t type, int64_t n) {
+    const type_info *t = find_type(type);
+    if (!t || n < 0) return 0;
+    return (size_t)n / t->block_elems * t->block_bytes;
+}
+
+qw_type qw_vec_dot_type(qw_type type) {
+    const type_info *t = find_type((uint32_t)type);
+    return t ? t->dot_type : type;
+}
+
+/* ---- CPU detection and the active table -------------------------------- */
+
+enum { LEVEL_SCALAR = 0, LEVEL_AVX2 = 1, LEVEL_AVX512 = 2 };
+
+static int g_cpu_level = -1;   /* best level the CPU supports, once detected */
+static bool g_cpu_bf16 = false; /* avx512bf16 present */
+static qw_kernel_table g_avx512_patched; /* avx512 table with avx2 bf16 dot */
+static const qw_kernel_table *g_active = NULL;
+
+static void detect_cpu(void) {
+    __builtin_cpu_init();
+    int level = LEVEL_SCALAR;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        level = LEVEL_AVX2;
+    if (level == LEVEL_AVX2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
+        level = LEVEL_AVX512;
+    g_cpu_bf16 = __builtin_cpu_supports("avx512bf16");
+    g_cpu_level = level;
+}
+
+static const qw_kernel_table *table_for(int level) {
+    if (level >= LEVEL_AVX512) {
+        if (g_cpu_bf16) return &qw_kernels_avx512;
+        g_avx512_patched = qw_kernels_avx512;
+        g_avx512_patched.dot_bf16 = qw_kernels_avx2.dot_bf16;
+        return &g_avx512_patched;
+    }
+    if (level == LEVEL_AVX2) return &qw_kernels_avx2;
+    return &qw_kernels_ref;
+}
+
+static inline const qw_kernel_table *active(void) {
+    const qw_kernel_table *t = __atomic_load_n(&g_active, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(t != NULL, 1)) return t;
+    /* Racing first calls each detect the same answer; the store is idempotent. */
+    detect_cpu();
+    t = table_for(g_cpu_level);
+    __atomic_store_n(&g_active, t, __ATOMIC_RELEASE);
+    return t;
+}
+
+const char *qw_simd_level(void) { return active()->name; }
+
+int qw_simd_force(const char *level) {
+    int want;
+    if (!level) return -1;
+    if (strcasecmp(level, "scalar") == 0) want = LEVEL_SCALAR;
+    else if (strcasecmp(level, "avx2") == 0) want = LEVEL_AVX2;
+    else if (strcasecmp(level, "avx512") == 0) want = LEVEL_AVX512;
+    else return -1;
+    (void)active(); /* make sure the CPU has been detected */
+    if (want > g_cpu_level) want = g_cpu_level;
+    __atomic_store_n(&g_active, table_for(want), __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* ---- public entry points ----------------------------------------------- */
+
+static qw_vec_dot_fn dot_of(const qw_kernel_table *t, qw_type type) {
+    switch (type) {
+    case QW_TYPE_F32: return t->dot_f32;
+    case QW_TYPE_F16: return t->dot_f16;
+    case QW_TYPE_BF16: return t->dot_bf16;
+    case QW_TYPE_Q8_0: return t->dot_q8_0;
+    case QW_TYPE_Q4_0: return t->dot_q4_0;
+    }
+    return NULL;
+}
+
+qw_vec_dot_fn qw_vec_dot_get(qw_type type) { return dot_of(active(), type); }
+
+void qw_vec_dot(qw_type type, int64_t n, float *s, const void *w_row, const void *x) {
+    qw_vec_dot_fn f = dot_of(active(), type);
+    if (!f) {
+        *s = 0.0f;
+        return;
+    }
+    f(n, s, w_row, x);
+}
+
+void qw_vec_dot_ref(qw_type type, int64_t n, float *s, const void *w_row, const void *x) {
+    qw_vec_dot_fn f = dot_of(&qw_kernels_ref, type);
+    if (!f) {
+        *s = 0.0f;
+        return;
+    }
+    f(n, s, w_row, x);
+}
+
+void qw_quantize_row(qw_type type, const float *x, void *dst, int64_t n) {
+    const qw_kernel_table *t = active();
+    switch (type) {
+    case QW_TYPE_F32: memcpy(dst, x, (size_t)n * sizeof(float)); return;
+    case QW_TYPE_F16: t->f32_to_fp16(x, dst, n); return;
+    case QW_TYPE_BF16: t->f32_to_bf16(x, dst, n); return;
+    case QW_TYPE_Q8_0: t->quantize_q8_0(x, dst, n); return;
+    case QW_TYPE_Q4_0: qw_ref_quantize_q4_0(x, dst, n); return; /* writer only */
+    }
+}
+
+void qw_dequantize_row(qw_type type, const void *src, float *y, int64_t n) {
+    const qw_kernel_table *t = active();
+    switch (type) {
+    case QW_TYPE_F32: memcpy(y, src, (size_t)n * sizeof(float)); return;
+    case QW_TYPE_F16: t->fp16_to_f32(src, y, n); return;
+    case QW_TYPE_BF16: t->bf16_to_f32(src, y, n); return;
+    case QW_TYPE_Q8_0: qw_ref_dequantize_q8_0(src, y, n); return;
+    case QW_TYPE_Q4_0: qw_ref_dequantize_q4_0(src, y, n); return;
+    }
+}
+
+float qw_dot_f32(const float *a, const float *b, int64_t n) { return active()->dot_f32v(a, b, n); }
+
+void qw_axpy_f32(float *y, float a, const float *x, int64_t n) { active()->axpy_f32(y, a, x, n); }

@@ -1,0 +1,60 @@
+/* quant_impl.h — private to kernels/quant*.c: the per-ISA kernel table.
+ *
+ * Each ISA file (quant_ref.c, quant_avx2.c, quant_avx512.c) exports one
+ * constant table of function pointers; quant.c picks one at run time from the
+ * CPU's features and routes the public qw_* entry points through it.  A table
+ * never points at code the CPU it was selected for cannot run, with one
+ * exception resolved in quant.c: the AVX-512 table's bf16 dot needs
+ * AVX512_BF16, and when that is missing the AVX2 entry is patched in.
+ *
+ * Contracts (same at every level):
+ *   vec_dot[T](n, s, w, x): *s = dot of n elements; w is a row of type T, x a
+ *     row of qw_vec_dot_type(T).  Block types need n % 32 == 0; float types
+ *     take any n >= 0.  Unaligned pointers are fine.
+ *   quantize_q8_0: n % 32 == 0; bytes identical at every level.
+ *   f32_to_fp16 / fp16_to_f32 / f32_to_bf16 / bf16_to_f32: any n; bit
+ *     identical at every level (round to nearest even, NaN kept and quieted).
+ */
+#ifndef QWISP_KERNELS_QUANT_IMPL_H
+#define QWISP_KERNELS_QUANT_IMPL_H
+
+#include "qwisp/quant.h"
+
+typedef struct qw_kernel_table {
+    const char *name; /* "scalar", "avx2", "avx512" */
+    qw_vec_dot_fn dot_f32;
+    qw_vec_dot_fn dot_f16;
+    qw_vec_dot_fn dot_bf16;
+    qw_vec_dot_fn dot_q8_0;
+    qw_vec_dot_fn dot_q4_0;
+    void (*quantize_q8_0)(const float *x, void *dst, int64_t n);
+    void (*f32_to_fp16)(const float *x, uint16_t *y, int64_t n);
+    void (*fp16_to_f32)(const uint16_t *x, float *y, int64_t n);
+    void (*f32_to_bf16)(const float *x, uint16_t *y, int64_t n);
+    void (*bf16_to_f32)(const uint16_t *x, float *y, int64_t n);
+    float (*dot_f32v)(const float *a, const float *b, int64_t n);
+    void (*axpy_f32)(float *y, float a, const float *x, int64_t n);
+} qw_kernel_table;
+
+extern const qw_kernel_table qw_kernels_ref;
+extern const qw_kernel_table qw_kernels_avx2;
+extern const qw_kernel_table qw_kernels_avx512;
+
+/* Scalar reference pieces other files reuse (tails, non-hot conversions). */
+void qw_ref_vec_dot_f32(int64_t n, float *s, const void *w, const void *x);
+void qw_ref_vec_dot_f16(int64_t n, float *s, const void *w, const void *x);
+void qw_ref_vec_dot_bf16(int64_t n, float *s, const void *w, const void *x);
+void qw_ref_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x);
+void qw_ref_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x);
+void qw_ref_quantize_q8_0(const float *x, void *dst, int64_t n);
+void qw_ref_quantize_q4_0(const float *x, void *dst, int64_t n);
+void qw_ref_dequantize_q8_0(const void *src, float *y, int64_t n);
+void qw_ref_dequantize_q4_0(const void *src, float *y, int64_t n);
+void qw_ref_f32_to_fp16(const float *x, uint16_t *y, int64_t n);
+void qw_ref_fp16_to_f32(const uint16_t *x, float *y, int64_t n);
+void qw_ref_f32_to_bf16(const float *x, uint16_t *y, int64_t n);
+void qw_ref_bf16_to_f32(const uint16_t *x, float *y, int64_t n);
+float qw_ref_dot_f32v(const float *a, const float *b, int64_t n);
+void qw_ref_axpy_f32(float *y, float a, const float *x, int64_t n);
+
+#endif

@@ -1,0 +1,273 @@
+/* quant_ref.c — the scalar reference of every conversion, quantizer and dot.
+ *
+ * This file is the oracle the SIMD variants are tested against, and the code
+ * that runs when the CPU has no AVX2.  It is written for obviousness, not
+ * speed, and compiled for baseline x86-64 (no F16C, no FMA), so every float
+ * operation here is a plain IEEE single operation in program order
+ * (-std=c11 keeps GCC from contracting a*b+c into an FMA).
+ *
+ * Semantics, fixed by what llama.cpp's CPU backend computes on x86 (facts read
+ * from its source, not its code):
+ *
+ *  - fp16 <-> f32: IEEE binary16, round to nearest even, exactly what the F16C
+ *    instructions do (ggml-cpu uses them on x86).  A NaN keeps its sign and
+ *    the top 10 payload bits and gets its quiet bit set, as VCVTPS2PH /
+ *    VCVTPH2PS do.  (ggml's portable software path maps every NaN to 0x7E00
+ *    instead; only NaN payloads differ, which no model relies on.)
+ *  - f32 -> bf16: round to nearest even on the bit pattern; a NaN is
+ *    truncated and forced quiet (bit 6 of the bf16).  Subnormals are kept,
+ *    not flushed — ggml's CPU from_float for BF16 is this scalar rule, not
+ *    the VCVTNEPS2BF16 instruction (which flushes subnormals).
+ *  - Q8_0 activations: per block amax = max |x|, d = amax / 127 (f32
+ *    division), stored as fp16(d) rounded to nearest even; the multiplier is
+ *    id = 127 / amax (NOT 1/d; the two differ in the last bit), 0 when
+ *    amax == 0; q = round(x * id) with round-half-to-EVEN.  ggml's x86 path
+ *    (quantize_row_q8_0 under __AVX2__) rounds with _mm256_round_ps(…,
+ *    _MM_ROUND_NEAREST), i.e. half-to-even, while its portable reference
+ *    (quantize_row_q8_0_ref) uses roundf (half away from zero) and 1/d.  We
+ *    match the x86 SIMD path because that is what llama.cpp runs here; the
+ *    two disagree only when x*id lands exactly on k+0.5.
+ *  - Q4_0 quantizer: ggml's reference: m = the element of largest |x| (first
+ *    one wins on ties) with its sign, d = m / -8, id = 1/d (0 if d == 0),
+ *    q = min(15, (int8_t)(x*id + 8.5f)) — truncation, not rounding.
+ *  - Q8_0 / Q4_0 dots: exact int32 dot per block, times (d_w * d_x) in f32,
+ *    summed in f32.  Q4_0 elements are (nibble - 8).
+ *  - Float dots: products in f32 (exact for fp16/bf16 inputs), summed in
+ *    double here so the oracle is as accurate as cheaply possible.
+ *
+ * NaN/Inf inputs to the quantizers give unspecified (but memory-safe) bytes.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/quant_impl.h"
+
+/* ---- scalar conversions ------------------------------------------------ */
+
+static inline uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float qw_fp16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0x1f) /* inf, or NaN made quiet */
+        return bits_f32(sign | 0x7f800000u | (mant ? 0x400000u | (mant << 13) : 0));
+    if (exp == 0) { /* zero or subnormal: mant * 2^-24 is exact in f32 */
+        float v = (float)mant * 0x1p-24f;
+        return bits_f32(sign | f32_bits(v));
+    }
+    return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+uint16_t qw_f32_to_fp16(float f) {
+    uint32_t x = f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    x &= 0x7fffffffu;
+    if (x > 0x7f800000u) /* NaN: quiet it, keep the top payload bits */
+        return (uint16_t)(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
+    /* 65520 = 0x477ff000 is the midpoint between 65504 (max, odd mantissa)
+     * and 65536; ties go to even, i.e. up to infinity. */
+    if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    uint32_t e = x >> 23;
+    if (e < 113) { /* result is subnormal (or zero) in half */
+        if (e < 102) return sign; /* below 2^-25: rounds to zero */
+        uint32_t m = (x & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - e; /* value / 2^-24 = m >> shift */
+        uint32_t q = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return (uint16_t)(sign | q); /* q may carry into the smallest normal */
+    }
+    uint32_t h = ((e - 112) << 10) | ((x >> 13) & 0x3ffu);
+    uint32_t rem = x & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* may carry into exp */
+    return (uint16_t)(sign | h);
+}
+
+float qw_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+uint16_t qw_f32_to_bf16(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* ---- row conversions --------------------------------------------------- */
+
+void qw_ref_f32_to_fp16(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = qw_f32_to_fp16(x[i]);
+}
+
+void qw_ref_fp16_to_f32(const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = qw_fp16_to_f32(x[i]);
+}
+
+void qw_ref_f32_to_bf16(const float *x, uint16_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = qw_f32_to_bf16(x[i]);
+}
+
+void qw_ref_bf16_to_f32(const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = qw_bf16_to_f32(x[i]);
+}
+
+/* ---- quantizers -------------------------------------------------------- */
+
+void qw_ref_quantize_q8_0(const float *x, void *dst, int64_t n) {
+    qw_block_q8_0 *y = dst;
+    const int64_t nb = n / QW_QK8_0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QW_QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < QW_QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[b].d = qw_f32_to_fp16(d);
+        for (int j = 0; j < QW_QK8_0; j++) {
+            const float v = xb[j] * id;
+            /* nearbyintf rounds half to even in the default rounding mode,
+             * like the x86 path's _mm256_round_ps(…, _MM_ROUND_NEAREST). */
+            y[b].qs[j] = (int8_t)nearbyintf(v);
+        }
+    }
+}
+
+void qw_ref_quantize_q4_0(const float *x, void *dst, int64_t n) {
+    qw_block_q4_0 *y = dst;
+    const int64_t nb = n / QW_QK4_0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QW_QK4_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QW_QK4_0; j++) {
+            if (amax < fabsf(xb[j])) { /* strict: the first maximum wins */
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = qw_f32_to_fp16(d);
+        for (int j = 0; j < QW_QK4_0 / 2; j++) {
+            const float x0 = xb[j] * id;
+            const float x1 = xb[j + QW_QK4_0 / 2] * id;
+            /* x*id lies in [-8, 8] so +8.5 is in [0.5, 16.5]: the int8
+             * conversion truncates and 16 is clamped to 15. */
+            int q0 = (int8_t)(x0 + 8.5f);
+            int q1 = (int8_t)(x1 + 8.5f);
+            if (q0 > 15) q0 = 15;
+            if (q1 > 15) q1 = 15;
+            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+void qw_ref_dequantize_q8_0(const void *src, float *y, int64_t n) {
+    const qw_block_q8_0 *x = src;
+    const int64_t nb = n / QW_QK8_0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float d = qw_fp16_to_f32(x[b].d);
+        for (int j = 0; j < QW_QK8_0; j++) y[b * QW_QK8_0 + j] = (float)x[b].qs[j] * d;
+    }
+}
+
+void qw_ref_dequantize_q4_0(const void *src, float *y, int64_t n) {
+    const qw_block_q4_0 *x = src;
+    const int64_t nb = n / QW_QK4_0;
+    for (int64_t b = 0; b < nb; b++) {
+        const float d = qw_fp16_to_f32(x[b].d);
+        float *yb = y + b * QW_QK4_0;
+        for (int j = 0; j < QW_QK4_0 / 2; j++) {
+            yb[j] = (float)((x[b].qs[j] & 0x0f) - 8) * d;
+            yb[j + QW_QK4_0 / 2] = (float)((x[b].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* ---- dots -------------------------------------------------------------- */
+
+void qw_ref_vec_dot_f32(int64_t n, float *s, const void *w, const void *x) {
+    const float *a = w, *b = x;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(a[i] * b[i]);
+    *s = (float)sum;
+}
+
+void qw_ref_vec_dot_f16(int64_t n, float *s, const void *w, const void *x) {
+    const uint16_t *a = w, *b = x;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(qw_fp16_to_f32(a[i]) * qw_fp16_to_f32(b[i]));
+    *s = (float)sum;
+}
+
+void qw_ref_vec_dot_bf16(int64_t n, float *s, const void *w, const void *x) {
+    const uint16_t *a = w, *b = x;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(qw_bf16_to_f32(a[i]) * qw_bf16_to_f32(b[i]));
+    *s = (float)sum;
+}
+
+void qw_ref_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q8_0 *a = w, *b = x;
+    const int64_t nb = n / QW_QK8_0;
+    float sum = 0.0f;
+    for (int64_t k = 0; k < nb; k++) {
+        int32_t isum = 0;
+        for (int j = 0; j < QW_QK8_0; j++) isum += (int32_t)a[k].qs[j] * (int32_t)b[k].qs[j];
+        const float d = qw_fp16_to_f32(a[k].d) * qw_fp16_to_f32(b[k].d);
+        sum += (float)isum * d;
+    }
+    *s = sum;
+}
+
+void qw_ref_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q4_0 *a = w;
+    const qw_block_q8_0 *b = x;
+    const int64_t nb = n / QW_QK8_0;
+    float sum = 0.0f;
+    for (int64_t k = 0; k < nb; k++) {
+        int32_t isum = 0;
+        for (int j = 0; j < QW_QK4_0 / 2; j++) {
+            isum += ((a[k].qs[j] & 0x0f) - 8) * (int32_t)b[k].qs[j];
+            isum += ((a[k].qs[j] >> 4) - 8) * (int32_t)b[k].qs[j + QW_QK4_0 / 2];
+        }
+        const float d = qw_fp16_to_f32(a[k].d) * qw_fp16_to_f32(b[k].d);
+        sum += (float)isum * d;
+    }
+    *s = sum;
+}
+
+float qw_ref_dot_f32v(const float *a, const float *b, int64_t n) {
+    float s;
+    qw_ref_vec_dot_f32(n, &s, a, b);
+    return s;
+}
+
+void qw_ref_axpy_f32(float *y, float a, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+const qw_kernel_table qw_kernels_ref = {
+    .name = "scalar",
+    .dot_f32 = qw_ref_vec_dot_f32,
+    .dot_f16 = qw_ref_vec_dot_f16,
+    .dot_bf16 = qw_ref_vec_dot_bf16,
+    .dot_q8_0 = qw_ref_vec_dot_q8_0,
+    .dot_q4_0 = qw_ref_vec_dot_q4_0,
+    .quantize_q8_0 = qw_ref_quantize_q8_0,
+    .f32_to_fp16 = qw_ref_f32_to_fp16,
+    .fp16_to_f32 = qw_ref_fp16_to_f32,
+    .f32_to_bf16 = qw_ref_f32_to_bf16,
+    .bf16_to_f32 = qw_ref_bf16_to_f32,
+    .dot_f32v = qw_ref_dot_f32v,
+    .axpy_f32 = qw_ref_axpy_f32,
+};

@@ -1,0 +1,706 @@
+/* gen_model.c — writes deterministic synthetic qwen3moe GGUF files.
+ *
+ * What it owns: the presets, the shape checks, the vocabulary (a small learned
+ * byte-level BPE, or a real Hugging Face tokenizer through the tokenizer
+ * layer's spec reader), the metadata a qwen3moe GGUF carries, and the seeded
+ * weights.  The GGUF bytes themselves are written by format/gguf_write.c.
+ *
+ * File layout matches what llama.cpp's qwen3moe loader creates (dims are
+ * ggml order, ne[0] = row length):
+ *   token_embd [n_embd, n_vocab]           embd_type
+ *   output_norm [n_embd]                   f32
+ *   output [n_embd, n_vocab]               embd_type, absent when tied
+ *   blk.i.attn_norm [n_embd]               f32
+ *   blk.i.attn_q [n_embd, n_head*hd]       type
+ *   blk.i.attn_k/v [n_embd, n_head_kv*hd]  type
+ *   blk.i.attn_output [n_head*hd, n_embd]  type
+ *   blk.i.attn_q_norm/k_norm [hd]          f32
+ *   blk.i.ffn_norm [n_embd]                f32
+ *   blk.i.ffn_gate_inp [n_embd, n_expert]  f32 (llama-quantize never quantizes the router)
+ *   blk.i.ffn_gate_exps/up_exps [n_embd, n_ff_exp, n_expert]  type
+ *   blk.i.ffn_down_exps [n_ff_exp, n_embd, n_expert]          type
+ *
+ * Determinism: every tensor draws from its own xoshiro256** stream seeded by
+ * splitmix64(seed ^ hash(tensor name)), rows in order, so the file depends
+ * only on (params, seed) and not on write order or thread count.
+ *
+ * Memory: the writer calls fill() once per tensor with the destination
+ * buffer; rows are generated into one f32 row buffer and converted in place,
+ * so peak memory is the largest tensor in its stored type plus one row.
+ *
+ * Scales — why a random model is worth testing against.  Weights at "init"
+ * scale make a model whose residual stream is dominated by the token
+ * embedding, so the LM head maps the current token to a fixed next token and
+ * greedy decoding falls into a short loop independent of the prompt; and
+ * logits that sit close together make two engines' float rounding flip the
+ * argmax.  The choices below follow three principles, independent of shape:
+ *   1. Every branch (attention, MoE) writes O(1)-per-element output into the
+ *      residual, and the embedding is *smaller* than that (std C/sqrt(n_embd)),
+ *      so after a layer the stream is mostly context, not the current token.
+ *   2. Logit spread is fixed in absolute units: the LM head rows (tied or not)
+ *      have norm ~C and the final RMS norm gives the state norm ~sqrt(n_embd)
+ *      times the output-norm gain, so logits have std ~C whatever n_embd is;
+ *      C = 6 puts the median top-1/top-2 margin well over 0.5 even with a
+ *      151k vocabulary (max-of-n Gaussian spacing ~ C/sqrt(2 ln n)).
+ *   3. Attention is sharp, not uniform: q_norm/k_norm gains ~2-3 make the
+ *      per-head score std ~ g_q*g_k, so each head attends to a few
+ *      content/position-dependent tokens; the router's logits have std ~3 so
+ *      the top-k expert set changes from token to token.
+ * Norm gains vary per channel (uniform ranges) so no direction is special.
+ * Measured with llama.cpp (tests/peers/llama_ref.mjs, greedy 32 tokens, 6
+ * prompts, several shapes) — see the numbers recorded at GEN_SCALES below.
+ */
+#include "qwisp/gen_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qwisp/gguf.h"
+#include "qwisp/quant.h"
+#include "qwisp/tokenizer.h"
+
+/* ------------------------------------------------------------------------ */
+/* GEN_SCALES (see the header comment for the principles).
+ * Measured on llama.cpp, greedy 32 tokens x 6 prompts (English, code, CJK,
+ * emoji, numbers, chat):  filled in by the tuning runs below. */
+#define GEN_LOGIT_STD 6.0f    /* C: std of the logits, in nats */
+#define GEN_HEAD_ROW_SIGMA 0.5f /* log-normal spread of LM head row norms */
+#define GEN_QK_GAIN_LO 2.0f   /* q_norm / k_norm gains ~ U[lo, hi] */
+#define GEN_QK_GAIN_HI 3.0f
+#define GEN_ROUTER_STD 3.0f   /* std of router logits */
+#define GEN_DOWN_GAIN 2.0f    /* expert down-proj gain (silu(g)*u has std ~0.5) */
+#define GEN_WO_GAIN 1.0f      /* attention output gain */
+#define GEN_NORM_LO 0.7f      /* attn_norm / ffn_norm gains ~ U[lo, hi] */
+#define GEN_NORM_HI 1.3f
+#define GEN_OUT_NORM_LO 0.8f
+#define GEN_OUT_NORM_HI 1.2f
+
+/* ---- random numbers: splitmix64 seeds xoshiro256** ---------------------- */
+
+typedef struct {
+    uint64_t s[4];
+    bool have_spare;
+    float spare;
+} gen_rng;
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void rng_seed(gen_rng *r, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    r->have_spare = false;
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(gen_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t res = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+/* Uniform in (0, 1): 53 random bits, never exactly 0 (log() below). */
+static double rng_unit(gen_rng *r) { return ((double)(rng_next(r) >> 11) + 0.5) * 0x1.0p-53; }
+
+static float rng_uniform(gen_rng *r, float lo, float hi) {
+    return lo + (hi - lo) * (float)rng_unit(r);
+}
+
+/* Standard normal by Box-Muller; the second value is kept for the next call. */
+static float rng_normal(gen_rng *r) {
+    if (r->have_spare) {
+        r->have_spare = false;
+        return r->spare;
+    }
+    double u = rng_unit(r), v = rng_unit(r);
+    double m = sqrt(-2.0 * log(u));
+    r->spare = (float)(m * sin(2.0 * M_PI * v));
+    r->have_spare = true;
+    return (float)(m * cos(2.0 * M_PI * v));
+}
+
+/* ---- presets and validation --------------------------------------------- */
+
+int qw_gen_model_preset(const char *name, qw_gen_model_params *p) {
+    qw_gen_model_params d = {
+        .name = "qwisp-synthetic",
+        .tokenizer = QW_GEN_TOK_HF,
+        .type = QW_TYPE_F32,
+        .embd_type = QW_TYPE_F32,
+        .n_ctx = 4096,
+        .rope_base = 1000000.0f,
+        .rms_eps = 1e-6f,
+        .tied = false,
+        .seed = 42,
+    };
+    if (strcmp(name, "tiny") == 0) {
+        d.name = "qwisp-tiny";
+        d.tokenizer = QW_GEN_TOK_BYTES;
+        d.n_embd = 64, d.n_layer = 2, d.n_head = 4, d.n_head_kv = 2, d.head_dim = 16;
+        d.n_expert = 8, d.n_expert_used = 2, d.n_ff_exp = 32;
+        d.n_ctx = 2048;
+    } else if (strcmp(name, "small") == 0) {
+        d.name = "qwisp-small";
+        d.n_embd = 128, d.n_layer = 4, d.n_head = 8, d.n_head_kv = 4, d.head_dim = 32;
+        d.n_expert = 16, d.n_expert_used = 4, d.n_ff_exp = 64;
+    } else if (strcmp(name, "default") == 0) {
+        /* < 40 MB with the 151k Qwen3 vocab: the embedding alone would be
+         * 41 MB in q8_0, so it is stored in q4_0 and tied (one copy), and
+         * n_ff_exp is 96 rather than 128 to keep the q8_0 experts ~16 MB. */
+        d.name = "qwisp-default";
+        d.n_embd = 256, d.n_layer = 6, d.n_head = 8, d.n_head_kv = 4, d.head_dim = 32;
+        d.n_expert = 32, d.n_expert_used = 4, d.n_ff_exp = 96;
+        d.type = QW_TYPE_Q8_0, d.embd_type = QW_TYPE_Q4_0, d.tied = true;
+    } else if (strcmp(name, "bench") == 0) {
+        d.name = "qwisp-bench";
+        d.n_embd = 1024, d.n_layer = 8, d.n_head = 16, d.n_head_kv = 4, d.head_dim = 64;
+        d.n_expert = 64, d.n_expert_used = 8, d.n_ff_exp = 512;
+        d.type = QW_TYPE_Q8_0, d.embd_type = QW_TYPE_Q8_0;
+    } else {
+        return -1;
+    }
+    *p = d;
+    return 0;
+}
+
+static bool gen_type_ok(uint32_t t) {
+    return t == QW_TYPE_F32 || t == QW_TYPE_F16 || t == QW_TYPE_BF16 || t == QW_TYPE_Q8_0 ||
+           t == QW_TYPE_Q4_0;
+}
+
+static const char *gen_type_name(uint32_t t) {
+    switch (t) {
+    case QW_TYPE_F32: return "f32";
+    case QW_TYPE_F16: return "f16";
+    case QW_TYPE_BF16: return "bf16";
+    case QW_TYPE_Q8_0: return "q8_0";
+    case QW_TYPE_Q4_0: return "q4_0";
+    default: return "unknown";
+    }
+}
+
+static bool gen_is_block_type(uint32_t t) { return t == QW_TYPE_Q8_0 || t == QW_TYPE_Q4_0; }
+
+/* LLAMA_FTYPE of a file whose big matrices are `t` (1-D tensors stay f32). */
+static uint32_t gen_file_type(uint32_t t) {
+    switch (t) {
+    case QW_TYPE_F16: return 1;
+    case QW_TYPE_Q4_0: return 2;
+    case QW_TYPE_Q8_0: return 7;
+    case QW_TYPE_BF16: return 32;
+    default: return 0;
+    }
+}
+
+int qw_gen_model_validate(const qw_gen_model_params *p, qw_error *err) {
+    struct {
+        const char *flag;
+        int v, lo, hi;
+    } ranges[] = {
+        {"--n-embd", p->n_embd, 2, 65536},       {"--n-layer", p->n_layer, 1, 1024},
+        {"--n-head", p->n_head, 1, 1024},        {"--n-head-kv", p->n_head_kv, 1, 1024},
+        {"--head-dim", p->head_dim, 2, 1024},    {"--n-expert", p->n_expert, 1, 4096},
+        {"--n-expert-used", p->n_expert_used, 1, 4096}, {"--n-ff-exp", p->n_ff_exp, 1, 1 << 20},
+        {"--n-ctx", p->n_ctx, 1, 1 << 24},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (ranges[i].v < ranges[i].lo || ranges[i].v > ranges[i].hi)
+            return qw_fail(err, "%s %d: must be in [%d, %d]", ranges[i].flag, ranges[i].v,
+                           ranges[i].lo, ranges[i].hi);
+    if (!gen_type_ok(p->type))
+        return qw_fail(err, "--type %u: not one of f32, f16, bf16, q8_0, q4_0", p->type);
+    if (!gen_type_ok(p->embd_type))
+        return qw_fail(err, "--embd-type %u: not one of f32, f16, bf16, q8_0, q4_0", p->embd_type);
+    if (p->head_dim % 2 != 0)
+        return qw_fail(err, "--head-dim %d: must be even (RoPE rotates pairs)", p->head_dim);
+    if (p->n_head % p->n_head_kv != 0)
+        return qw_fail(err, "--n-head-kv %d: must divide --n-head %d", p->n_head_kv, p->n_head);
+    if (p->n_expert_used > p->n_expert)
+        return qw_fail(err, "--n-expert-used %d: must be <= --n-expert %d", p->n_expert_used,
+                       p->n_expert);
+    if (gen_is_block_type(p->type)) {
+        if (p->n_embd % 32 != 0)
+            return qw_fail(err, "--n-embd %d: must be a multiple of 32 for type %s", p->n_embd,
+                           gen_type_name(p->type));
+        if ((p->n_head * p->head_dim) % 32 != 0)
+            return qw_fail(err, "--head-dim %d: n_head*head_dim (%d) must be a multiple of 32 for type %s",
+                           p->head_dim, p->n_head * p->head_dim, gen_type_name(p->type));
+        if (p->n_ff_exp % 32 != 0)
+            return qw_fail(err, "--n-ff-exp %d: must be a multiple of 32 for type %s", p->n_ff_exp,
+                           gen_type_name(p->type));
+    }
+    if (gen_is_block_type(p->embd_type) && p->n_embd % 32 != 0)
+        return qw_fail(err, "--n-embd %d: must be a multiple of 32 for embedding type %s", p->n_embd,
+                       gen_type_name(p->embd_type));
+    if (!(p->rope_base > 0.0f) || !isfinite(p->rope_base))
+        return qw_fail(err, "--rope-base %g: must be a positive number", (double)p->rope_base);
+    if (!(p->rms_eps > 0.0f) || !isfinite(p->rms_eps))
+        return qw_fail(err, "rms_eps %g: must be a positive number", (double)p->rms_eps);
+    if (p->tokenizer == QW_GEN_TOK_HF && (!p->hf_tokenizer_dir || !*p->hf_tokenizer_dir))
+        return qw_fail(err, "--tokenizer qwen3: no tokenizer directory given (--hf-tokenizer DIR)");
+    return 0;
+}
+
+/* ---- vocabulary ---------------------------------------------------------- */
+
+/* The vocabulary in GGUF form: tokens in byte-level unicode, ggml types,
+ * merges "a b", special ids, chat template.  All strings owned. */
+typedef struct gen_vocab {
+    char **tokens;
+    int32_t *types;
+    size_t n_tokens, cap_tokens;
+    char **merges;
+    size_t n_merges, cap_merges;
+    int32_t bos, eos, pad;
+    char *chat_template;
+} gen_vocab;
+
+static void vocab_free(gen_vocab *v) {
+    for (size_t i = 0; i < v->n_tokens; i++) free(v->tokens[i]);
+    for (size_t i = 0; i < v->n_merges; i++) free(v->merges[i]);
+    free(v->tokens);
+    free(v->types);
+    free(v->merges);
+    free(v->chat_template);
+    memset(v, 0, sizeof *v);
+}
+
+static int32_t vocab_add(gen_vocab *v, const char *s, int32_t type) {
+    if (v->n_tokens == v->cap_tokens) {
+        v->cap_tokens = v->cap_tokens ? 2 * v->cap_tokens : 1024;
+        v->tokens = qw_xrealloc(v->tokens, v->cap_tokens * sizeof *v->tokens);
+        v->types = qw_xrealloc(v->types, v->cap_tokens * sizeof *v->types);
+    }
+    v->tokens[v->n_tokens] = qw_xstrdup(s);
+    v->types[v->n_tokens] = type;
+    return (int32_t)v->n_tokens++;
+}
+
+static int32_t vocab_find(const gen_vocab *v, const char *s) {
+    for (size_t i = 0; i < v->n_tokens; i++)
+        if (strcmp(v->tokens[i], s) == 0) return (int32_t)i;
+    return -1;
+}
+
+static void vocab_add_merge(gen_vocab *v, const char *a, const char *b) {
+    if (v->n_merges == v->cap_merges) {
+        v->cap_merges = v->cap_merges ? 2 * v->cap_merges : 512;
+        v->merges = qw_xrealloc(v->merges, v->cap_merges * sizeof *v->merges);
+    }
+    size_t la = strlen(a), lb = strlen(b);
+    char *m = qw_xmalloc(la + lb + 2);
+    memcpy(m, a, la);
+    m[la] = ' ';
+    memcpy(m + la + 1, b, lb + 1);
+    v->merges[v->n_merges++] = m;
+}
+
+/* GPT-2's byte -> unicode code point map: printable Latin-1 bytes map to
+ * themselves, the other 68 bytes to U+0100 upward in byte order, so every
+ * byte has a visible, whitespace-free character. */
+static uint32_t byte_to_cp(int b) {
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) return (uint32_t)b;
+    int n = 0;
+    for (int c = 0; c < b; c++)
+        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255))) n++;
+    return 256u + (uint32_t)n;
+}
+
+/* Appends the UTF-8 of code point cp (< 0x800 here) to out; returns bytes written. */
+static int put_cp(char *out, uint32_t cp) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xC0 | (cp >> 6));
+    out[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+
+/* Built-in training text for the small vocabulary: English prose, code and a
+ * little of everything the parity prompts use, so common words get merged. */
+static const char gen_corpus[] =
+    "The quick brown fox jumps over the lazy dog. The weather today is sunny with a light breeze, "
+    "and the children are playing in the park near the river. She said that the meeting would "
+    "start at nine in the morning and end before lunch. There is nothing more important than "
+    "the time we spend with the people we love. In the beginning there was the word, and the "
+    "word was written in a book that nobody could read. When the train arrived at the station, "
+    "the passengers were waiting on the platform with their bags and their tickets in hand. "
+    "The history of the city goes back more than a thousand years, to the time when it was a "
+    "small village of farmers and fishermen living on the coast. This is a test of the "
+    "tokenizer and the model, and it should work for any text that we give it. Machine "
+    "learning models are trained on large amounts of data, and the quality of that data "
+    "matters as much as the size of the model. Memory is a resource that must be measured "
+    "and bounded, not assumed to be free. The expert cache holds the weights of the experts "
+    "that were used most recently, and the pool keeps buffers for reuse.\n"
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + "
+    "fibonacci(n - 2)\n\nfor i in range(10):\n    print(i, fibonacci(i))\n\n"
+    "int main(int argc, char **argv) {\n    for (int i = 0; i < argc; i++) {\n        "
+    "printf(\"%s\\n\", argv[i]);\n    }\n    return 0;\n}\n\n"
+    "function add(a, b) { return a + b; }\nconst result = add(1, 2);\nconsole.log(result);\n"
+    "import numpy as np\nx = np.array([1, 2, 3])\nprint(x.sum())\n"
+    "Hello, world! How are you doing today? I am fine, thank you. What is your name? "
+    "My name is Qwisp and I am a small language model that runs on the CPU. "
+    "Numbers: 0 1 2 3 4 5 6 7 8 9 10 100 1000 2024 3.14159 42. "
+    "Once upon a time, in a land far away, there lived a king who had three daughters. "
+    "The first was wise, the second was brave, and the third was kind to everyone she met.\n";
+
+/* Splits text into pre-tokenizer-like chunks (a rough cut of the qwen2 regex:
+ * an optional space + letters, single digits, an optional space +
+ * punctuation, whitespace runs).  Calls emit(start, len). */
+static size_t corpus_chunks(const char *s, size_t n, size_t *starts, size_t *lens, size_t cap) {
+    size_t k = 0, i = 0;
+#define IS_ALPHA(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z') || (unsigned char)(c) >= 0x80)
+#define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
+#define IS_SPACE(c) ((c) == ' ' || (c) == '\n' || (c) == '\t')
+    while (i < n && k < cap) {
+        size_t st = i;
+        if (s[i] == ' ' && i + 1 < n && !IS_SPACE(s[i + 1]) && !IS_DIGIT(s[i + 1])) i++;
+        if (IS_ALPHA(s[i])) {
+            while (i < n && IS_ALPHA(s[i])) i++;
+        } else if (IS_DIGIT(s[i])) {
+            i++;
+        } else if (IS_SPACE(s[i])) {
+            while (i < n && IS_SPACE(s[i])) i++;
+        } else {
+            while (i < n && !IS_ALPHA(s[i]) && !IS_DIGIT(s[i]) && !IS_SPACE(s[i])) i++;
+        }
+        starts[k] = st;
+        lens[k] = i - st;
+        k++;
+    }
+#undef IS_ALPHA
+#undef IS_DIGIT
+#undef IS_SPACE
+    return k;
+}
+
+#define GEN_MAX_MERGES 500
+
+/* Classic BPE training on gen_corpus: count adjacent symbol pairs over the
+ * unique chunks (weighted by frequency), merge the most frequent pair (ties:
+ * lowest symbol ids), repeat until GEN_MAX_MERGES or no pair occurs twice.
+ * Deterministic: no hashing order leaks into the result. */
+static void vocab_learn_merges(gen_vocab *v) {
+    size_t n = sizeof gen_corpus - 1;
+    size_t cap = n;
+    size_t *st = qw_xmalloc(cap * sizeof *st), *ln = qw_xmalloc(cap * sizeof *ln);
+    size_t nc = corpus_chunks(gen_corpus, n, st, ln, cap);
+
+    /* unique chunks with counts */
+    int32_t **words = qw_xcalloc(nc, sizeof *words);
+    size_t *wlen = qw_xcalloc(nc, sizeof *wlen);
+    int *wcount = qw_xcalloc(nc, sizeof *wcount);
+    size_t nw = 0;
+    for (size_t c = 0; c < nc; c++) {
+        size_t j;
+        for (j = 0; j < nw; j++) {
+            if (wlen[j] != ln[c]) continue;
+            size_t t = 0;
+            while (t < ln[c] && words[j][t] == (unsigned char)gen_corpus[st[c] + t]) t++;
+            if (t == ln[c]) break;
+        }
+        if (j < nw) {
+            wcount[j]++;
+            continue;
+        }
+        words[nw] = qw_xmalloc(ln[c] * sizeof **words);
+        for (size_t t = 0; t < ln[c]; t++) words[nw][t] = (unsigned char)gen_corpus[st[c] + t];
+        wlen[nw] = ln[c];
+        wcount[nw] = 1;
+        nw++;
+    }
+
+    /* pair counts in a dense table: symbols stay < 256 + GEN_MAX_MERGES */
+    size_t ns_max = 256 + GEN_MAX_MERGES;
+    int *pc = qw_xmalloc(ns_max * ns_max * sizeof *pc);
+    for (int m = 0; m < GEN_MAX_MERGES; m++) {
+        size_t ns = v->n_tokens;
+        memset(pc, 0, ns * ns_max * sizeof *pc);
+        for (size_t w = 0; w < nw; w++)
+            for (size_t t = 0; t + 1 < wlen[w]; t++)
+                pc[(size_t)words[w][t] * ns_max + (size_t)words[w][t + 1]] += wcount[w];
+        int best = 1;
+        int32_t ba = -1, bb = -1;
+        for (size_t a = 0; a < ns; a++)
+            for (size_t b = 0; b < ns; b++)
+                if (pc[a * ns_max + b] > best) {
+                    best = pc[a * ns_max + b];
+                    ba = (int32_t)a, bb = (int32_t)b;
+                }
+        if (ba < 0) break;
+        const char *sa = v->tokens[ba], *sb = v->tokens[bb];
+        size_t la = strlen(sa), lb = strlen(sb);
+        char *cat = qw_xmalloc(la + lb + 1);
+        memcpy(cat, sa, la);
+        memcpy(cat + la, sb, lb + 1);
+        vocab_add_merge(v, sa, sb);
+        /* two different pairs can spell the same string ("a"+"bc", "ab"+"c"):
+         * the merge is still a rule, but the token exists once */
+        int32_t id = vocab_find(v, cat);
+        if (id < 0) id = vocab_add(v, cat, QW_TOKEN_NORMAL);
+        free(cat);
+        for (size_t w = 0; w < nw; w++) {
+            size_t o = 0;
+            for (size_t t = 0; t < wlen[w]; t++) {
+                if (t + 1 < wlen[w] && words[w][t] == ba && words[w][t + 1] == bb) {
+                    words[w][o++] = id;
+                    t++;
+                } else {
+                    words[w][o++] = words[w][t];
+                }
+            }
+            wlen[w] = o;
+        }
+        if (v->n_tokens >= ns_max) break;
+    }
+    free(pc);
+    for (size_t w = 0; w < nw; w++) free(words[w]);
+    free(words);
+    free(wlen);
+    free(wcount);
+    free(st);
+    free(ln);
+}
+
+static const char gen_chatml_template[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+    "}}{% endif %}";
+
+static void vocab_build_bytes(gen_vocab *v) {
+    for (int b = 0; b < 256; b++) {
+        char s[4];
+        int k = put_cp(s, byte_to_cp(b));
+        s[k] = 0;
+        vocab_add(v, s, QW_TOKEN_NORMAL);
+    }
+    vocab_learn_merges(v);
+    int32_t eot = vocab_add(v, "<|endoftext|>", QW_TOKEN_CONTROL);
+    vocab_add(v, "<|im_start|>", QW_TOKEN_CONTROL);
+    int32_t im_end = vocab_add(v, "<|im_end|>", QW_TOKEN_CONTROL);
+    v->bos = eot;
+    v->eos = im_end;
+    v->pad = eot;
+    v->chat_template = qw_xstrdup(gen_chatml_template);
+}
+
+/* Fills v from a Hugging Face tokenizer directory via the tokenizer layer. */
+static int vocab_build_hf(gen_vocab *v, const char *dir, qw_error *err);
+
+/* ---- tensors ------------------------------------------------------------- */
+
+typedef enum { INIT_UNIFORM, INIT_NORMAL } gen_init;
+
+typedef struct gen_tensor {
+    char name[64];
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[3];
+    gen_init init;
+    float a, b;      /* UNIFORM: [a, b]; NORMAL: mean a, std b */
+    float row_sigma; /* NORMAL: each row scaled by exp(row_sigma*z - row_sigma^2), E[scale^2] = 1 */
+} gen_tensor;
+
+typedef struct gen_ctx {
+    gen_tensor *t;
+    size_t n;
+    uint64_t seed;
+    float *row; /* ne[0] floats of the widest row */
+} gen_ctx;
+
+static void plan_add(gen_ctx *c, const char *name, uint32_t type, uint32_t n_dims, uint64_t ne0,
+                     uint64_t ne1, uint64_t ne2, gen_init init, float a, float b) {
+    gen_tensor *t = &c->t[c->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = type;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = ne2;
+    t->init = init;
+    t->a = a, t->b = b;
+}
+
+/* The tensor list with each tensor's distribution (see GEN_SCALES). */
+static void plan_tensors(gen_ctx *c, const qw_gen_model_params *p, uint64_t n_vocab) {
+    const uint64_t E = (uint64_t)p->n_embd, hd = (uint64_t)p->head_dim;
+    const uint64_t nq = hd * (uint64_t)p->n_head, nkv = hd * (uint64_t)p->n_head_kv;
+    const uint64_t X = (uint64_t)p->n_expert, F = (uint64_t)p->n_ff_exp;
+    const float e_std = GEN_LOGIT_STD / sqrtf((float)E);
+    const float in_std = 1.0f / sqrtf((float)E);
+    char nm[64];
+
+    c->t = qw_xcalloc(3 + 12 * (size_t)p->n_layer, sizeof *c->t);
+    /* token_embd doubles as the LM head when tied, so it has the head's scale */
+    plan_add(c, "token_embd.weight", p->embd_type, 2, E, n_vocab, 1, INIT_NORMAL, 0, e_std);
+    c->t[c->n - 1].row_sigma = GEN_HEAD_ROW_SIGMA;
+    plan_add(c, "output_norm.weight", QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_OUT_NORM_LO,
+             GEN_OUT_NORM_HI);
+    if (!p->tied)
+        plan_add(c, "output.weight", p->embd_type, 2, E, n_vocab, 1, INIT_NORMAL, 0, e_std);
+    if (!p->tied) c->t[c->n - 1].row_sigma = GEN_HEAD_ROW_SIGMA;
+    for (int l = 0; l < p->n_layer; l++) {
+#define NM(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", l), nm)
+        plan_add(c, NM("attn_norm"), QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_NORM_LO, GEN_NORM_HI);
+        plan_add(c, NM("attn_q"), p->type, 2, E, nq, 1, INIT_NORMAL, 0, in_std);
+        plan_add(c, NM("attn_k"), p->type, 2, E, nkv, 1, INIT_NORMAL, 0, in_std);
+        plan_add(c, NM("attn_v"), p->type, 2, E, nkv, 1, INIT_NORMAL, 0, in_std);
+        plan_add(c, NM("attn_output"), p->type, 2, nq, E, 1, INIT_NORMAL, 0,
+                 GEN_WO_GAIN / sqrtf((float)nq));
+        plan_add(c, NM("attn_q_norm"), QW_TYPE_F32, 1, hd, 1, 1, INIT_UNIFORM, GEN_QK_GAIN_LO,
+                 GEN_QK_GAIN_HI);
+        plan_add(c, NM("attn_k_norm"), QW_TYPE_F32, 1, hd, 1, 1, INIT_UNIFORM, GEN_QK_GAIN_LO,
+                 GEN_QK_GAIN_HI);
+        plan_add(c, NM("ffn_norm"), QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_NORM_LO, GEN_NORM_HI);
+        plan_add(c, NM("ffn_gate_inp"), QW_TYPE_F32, 2, E, X, 1, INIT_NORMAL, 0,
+                 GEN_ROUTER_STD / sqrtf((float)E));
+        plan_add(c, NM("ffn_gate_exps"), p->type, 3, E, F, X, INIT_NORMAL, 0, in_std);
+        plan_add(c, NM("ffn_up_exps"), p->type, 3, E, F, X, INIT_NORMAL, 0, in_std);
+        plan_add(c, NM("ffn_down_exps"), p->type, 3, F, E, X, INIT_NORMAL, 0,
+                 GEN_DOWN_GAIN / sqrtf((float)F));
+#undef NM
+    }
+}
+
+static int gen_fill(void *vctx, int index, void *dst, size_t nbytes, qw_error *err) {
+    gen_ctx *c = vctx;
+    if (index < 0 || (size_t)index >= c->n) return qw_fail(err, "gen-model: bad tensor index %d", index);
+    const gen_tensor *t = &c->t[index];
+    const int64_t ne0 = (int64_t)t->ne[0];
+    const uint64_t rows = t->ne[1] * t->ne[2];
+    const size_t rb = qw_row_bytes(t->type, ne0);
+    if (rb * rows != nbytes)
+        return qw_fail(err, "gen-model: %s: writer asked for %zu bytes, expected %zu", t->name, nbytes,
+                       rb * (size_t)rows);
+    gen_rng r;
+    rng_seed(&r, c->seed ^ qw_hash64(t->name, strlen(t->name), 0x5157495350ull));
+    uint8_t *out = dst;
+    for (uint64_t i = 0; i < rows; i++) {
+        float *x = c->row;
+        if (t->init == INIT_UNIFORM)
+            for (int64_t j = 0; j < ne0; j++) x[j] = rng_uniform(&r, t->a, t->b);
+        else {
+            float std = t->b;
+            if (t->row_sigma > 0.0f)
+                std *= expf(t->row_sigma * rng_normal(&r) - t->row_sigma * t->row_sigma);
+            for (int64_t j = 0; j < ne0; j++) x[j] = t->a + std * rng_normal(&r);
+        }
+        if (t->type == QW_TYPE_F32)
+            memcpy(out, x, (size_t)ne0 * sizeof(float));
+        else
+            qw_quantize_row((qw_type)t->type, x, out, ne0);
+        out += rb;
+    }
+    return 0;
+}
+
+/* ---- metadata + write ---------------------------------------------------- */
+
+static void set_metadata(qw_gguf_writer *w, const qw_gen_model_params *p, const gen_vocab *v) {
+    qw_gguf_set_str(w, "general.architecture", "qwen3moe");
+    qw_gguf_set_str(w, "general.name", p->name ? p->name : "qwisp-synthetic");
+    qw_gguf_set_u32(w, "general.file_type", gen_file_type(p->type));
+    qw_gguf_set_u32(w, "general.quantization_version", 2);
+    qw_gguf_set_u64(w, "qwisp.gen.seed", p->seed);
+
+    qw_gguf_set_u32(w, "qwen3moe.context_length", (uint32_t)p->n_ctx);
+    qw_gguf_set_u32(w, "qwen3moe.embedding_length", (uint32_t)p->n_embd);
+    qw_gguf_set_u32(w, "qwen3moe.block_count", (uint32_t)p->n_layer);
+    /* Qwen3-MoE configs give intermediate_size = n_expert_used * moe size */
+    qw_gguf_set_u32(w, "qwen3moe.feed_forward_length", (uint32_t)(p->n_ff_exp * p->n_expert_used));
+    qw_gguf_set_u32(w, "qwen3moe.attention.head_count", (uint32_t)p->n_head);
+    qw_gguf_set_u32(w, "qwen3moe.attention.head_count_kv", (uint32_t)p->n_head_kv);
+    qw_gguf_set_u32(w, "qwen3moe.attention.key_length", (uint32_t)p->head_dim);
+    qw_gguf_set_u32(w, "qwen3moe.attention.value_length", (uint32_t)p->head_dim);
+    qw_gguf_set_f32(w, "qwen3moe.rope.freq_base", p->rope_base);
+    qw_gguf_set_f32(w, "qwen3moe.attention.layer_norm_rms_epsilon", p->rms_eps);
+    qw_gguf_set_u32(w, "qwen3moe.expert_count", (uint32_t)p->n_expert);
+    qw_gguf_set_u32(w, "qwen3moe.expert_used_count", (uint32_t)p->n_expert_used);
+    qw_gguf_set_u32(w, "qwen3moe.expert_feed_forward_length", (uint32_t)p->n_ff_exp);
+
+    qw_gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    qw_gguf_set_str(w, "tokenizer.ggml.pre", "qwen2");
+    qw_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, v->n_tokens);
+    qw_gguf_set_arr(w, "tokenizer.ggml.token_type", QW_GGUF_INT32, v->types, v->n_tokens);
+    qw_gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, v->n_merges);
+    if (v->bos >= 0) qw_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos);
+    if (v->eos >= 0) qw_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
+    if (v->pad >= 0) qw_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad);
+    qw_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", false);
+    if (v->chat_template) qw_gguf_set_str(w, "tokenizer.chat_template", v->chat_template);
+}
+
+int qw_gen_model_write(const qw_gen_model_params *p, const char *path, qw_error *err) {
+    if (qw_gen_model_validate(p, err) != 0) return -1;
+    gen_vocab v = {.bos = -1, .eos = -1, .pad = -1};
+    if (p->tokenizer == QW_GEN_TOK_BYTES)
+        vocab_build_bytes(&v);
+    else if (vocab_build_hf(&v, p->hf_tokenizer_dir, err) != 0) {
+        vocab_free(&v);
+        return -1;
+    }
+
+    gen_ctx c = {.seed = p->seed};
+    plan_tensors(&c, p, v.n_tokens);
+    uint64_t widest = 0;
+    for (size_t i = 0; i < c.n; i++)
+        if (c.t[i].ne[0] > widest) widest = c.t[i].ne[0];
+    c.row = qw_xmalloc(widest * sizeof(float));
+
+    int rc = -1;
+    qw_gguf_writer *w = qw_gguf_writer_new();
+    set_metadata(w, p, &v);
+    for (size_t i = 0; i < c.n; i++)
+        if (qw_gguf_add_tensor(w, c.t[i].name, c.t[i].type, c.t[i].n_dims, c.t[i].ne, err) < 0)
+            goto done;
+    rc = qw_gguf_writer_write(w, path, gen_fill, &c, err);
+done:
+    qw_gguf_writer_free(w);
+    free(c.row);
+    free(c.t);
+    vocab_free(&v);
+    return rc;
+}
+
+/* ---- Hugging Face tokenizer --------------------------------------------- */
+
+/* Real vocabularies (Qwen3: 151,669 tokens, 151,387 merges) come through the
+ * tokenizer layer's reader so there is one interpretation of tokenizer.json
+ * in qwisp.  No padding to the HF config's vocab_size: n_vocab is the
+ * tokenizer's own size.  Real Qwen GGUFs name <|endoftext|> as BOS and
+ * padding even though add_bos is false, so the same is done here when the
+ * config leaves them unset. */
+static int vocab_build_hf(gen_vocab *v, const char *dir, qw_error *err) {
+    qw_tokenizer_spec *s = qw_tokenizer_spec_from_hf_json(dir, NULL, 0, err);
+    if (!s) return -1;
+    v->cap_tokens = (size_t)s->n_tokens;
+    v->tokens = qw_xmalloc(v->cap_tokens * sizeof *v->tokens);
+    v->types = qw_xmalloc(v->cap_tokens * sizeof *v->types);
+    for (int32_t i = 0; i < s->n_tokens; i++)
+        vocab_add(v, s->tokens[i], s->token_types ? s->token_types[i] : QW_TOKEN_NORMAL);
+    v->cap_merges = s->n_merges > 0 ? (size_t)s->n_merges : 1;
+    v->merges = qw_xmalloc(v->cap_merges * sizeof *v->merges);
+    for (int32_t i = 0; i < s->n_merges; i++) v->merges[v->n_merges++] = qw_xstrdup(s->merges[i]);
+    int32_t eot = vocab_find(v, "<|endoftext|>");
+    v->bos = s->bos_id >= 0 ? s->bos_id : eot;
+    v->eos = s->eos_id >= 0 ? s->eos_id : vocab_find(v, "<|im_end|>");
+    v->pad = s->pad_id >= 0 ? s->pad_id : eot;
+    v->chat_template = qw_xstrdup(s->chat_template ? s->chat_template : gen_chatml_template);
+    qw_tokenizer_spec_free(s);
+    if (v->n_tokens == 0 || v->n_merges == 0)
+        return qw_fail(err, "gen-model: %s: empty vocabulary or no merges", dir);
+    return 0;
+}

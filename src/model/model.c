@@ -1,0 +1,212 @@
+/* model.c — loads a model from GGUF: reads the architecture's hyper-parameters
+ * from metadata and binds every weight tensor by name, checking its type and
+ * shape before the forward pass ever touches it.  Weights are not copied; each
+ * qw_tensor points into the read-only mapping owned by the qw_gguf handle.
+ *
+ * Architectures: qwen3moe (one file per architecture for the forward pass:
+ * qwen3moe.c).  Anything else is refused with the architecture's name.
+ */
+#include "qwisp/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int get_u32_key(const qw_gguf *g, const char *arch, const char *suffix, int32_t *out,
+                       bool required, qw_error *err) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v;
+    if (qw_gguf_get_u32(g, key, &v) != 0) {
+        if (!required) return 1;
+        return qw_fail(err, "%s: missing or non-integer metadata key '%s'", qw_gguf_path(g), key);
+    }
+    if (v > (uint32_t)INT32_MAX)
+        return qw_fail(err, "%s: metadata '%s' = %u is out of range", qw_gguf_path(g), key, v);
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int get_f32_key(const qw_gguf *g, const char *arch, const char *suffix, float *out,
+                       bool required, qw_error *err) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (qw_gguf_get_f32(g, key, out) != 0) {
+        if (!required) return 1;
+        return qw_fail(err, "%s: missing or non-float metadata key '%s'", qw_gguf_path(g), key);
+    }
+    return 0;
+}
+
+static int read_hparams(const qw_gguf *g, qw_hparams *hp, qw_error *err) {
+    const char *arch;
+    size_t alen;
+    if (qw_gguf_get_str(g, "general.architecture", &arch, &alen) != 0)
+        return qw_fail(err, "%s: missing metadata key 'general.architecture'", qw_gguf_path(g));
+    if (strcmp(arch, "qwen3moe") != 0)
+        return qw_fail(err, "%s: architecture '%s' is not supported (qwisp runs: qwen3moe)",
+                       qw_gguf_path(g), arch);
+    snprintf(hp->arch, sizeof hp->arch, "%s", arch);
+
+    if (get_u32_key(g, arch, "embedding_length", &hp->n_embd, true, err) ||
+        get_u32_key(g, arch, "block_count", &hp->n_layer, true, err) ||
+        get_u32_key(g, arch, "attention.head_count", &hp->n_head, true, err) ||
+        get_u32_key(g, arch, "expert_count", &hp->n_expert, true, err) ||
+        get_u32_key(g, arch, "expert_used_count", &hp->n_expert_used, true, err) ||
+        get_f32_key(g, arch, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true, err))
+        return -1;
+    hp->n_head_kv = hp->n_head;
+    if (get_u32_key(g, arch, "attention.head_count_kv", &hp->n_head_kv, false, err) < 0) return -1;
+    hp->head_dim = hp->n_head ? hp->n_embd / hp->n_head : 0;
+    if (get_u32_key(g, arch, "attention.key_length", &hp->head_dim, false, err) < 0) return -1;
+    int32_t vlen = hp->head_dim;
+    if (get_u32_key(g, arch, "attention.value_length", &vlen, false, err) < 0) return -1;
+    hp->n_ctx_train = 4096;
+    if (get_u32_key(g, arch, "context_length", &hp->n_ctx_train, false, err) < 0) return -1;
+    hp->rope_base = 10000.0f;
+    if (get_f32_key(g, arch, "rope.freq_base", &hp->rope_base, false, err) < 0) return -1;
+    hp->n_ff_exp = 0;
+    if (get_u32_key(g, arch, "expert_feed_forward_length", &hp->n_ff_exp, false, err) < 0) return -1;
+    hp->expert_weights_scale = 0.0f;
+    if (get_f32_key(g, arch, "expert_weights_scale", &hp->expert_weights_scale, false, err) < 0)
+        return -1;
+    hp->norm_topk = true; /* llama.cpp's qwen3moe graph always renormalises */
+
+    const char *path = qw_gguf_path(g);
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0)
+        return qw_fail(err, "%s: bad shape: n_embd=%d n_layer=%d n_head=%d n_head_kv=%d", path,
+                       hp->n_embd, hp->n_layer, hp->n_head, hp->n_head_kv);
+    if (hp->n_head % hp->n_head_kv != 0)
+        return qw_fail(err, "%s: head_count %d is not a multiple of head_count_kv %d", path,
+                       hp->n_head, hp->n_head_kv);
+    if (hp->head_dim <= 0 || hp->head_dim % 2 != 0 || vlen != hp->head_dim)
+        return qw_fail(err, "%s: unsupported head dims: key_length=%d value_length=%d", path,
+                       hp->head_dim, vlen);
+    if (hp->n_expert <= 0 || hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert ||
+        hp->n_expert_used > 64)
+        return qw_fail(err, "%s: bad experts: expert_count=%d expert_used_count=%d", path,
+                       hp->n_expert, hp->n_expert_used);
+    if (!(hp->rms_eps > 0.0f) || !(hp->rope_base > 0.0f))
+        return qw_fail(err, "%s: bad rms_eps=%g or rope.freq_base=%g", path, hp->rms_eps,
+                       hp->rope_base);
+    return 0;
+}
+
+/* Binds tensor `name` and checks its shape against want[0..n_dims) (innermost first). */
+static int bind(const qw_gguf *g, qw_tensor *t, const char *name, int n_dims, const int64_t *want,
+                bool float_only, qw_error *err) {
+    const qw_gguf_tensor *gt = qw_gguf_find_tensor(g, name);
+    if (!gt) return qw_fail(err, "%s: missing tensor '%s'", qw_gguf_path(g), name);
+    if (!qw_type_supported(gt->type))
+        return qw_fail(err, "%s: tensor '%s' has type %s (%u), which qwisp cannot compute with",
+                       qw_gguf_path(g), name, qw_type_name(gt->type), gt->type);
+    if (float_only && gt->type != QW_TYPE_F32)
+        return qw_fail(err, "%s: tensor '%s' must be f32, found %s", qw_gguf_path(g), name,
+                       qw_type_name(gt->type));
+    for (int d = 0; d < 4; d++) {
+        int64_t w = d < n_dims ? want[d] : 1;
+        if ((int64_t)gt->ne[d] != w || (d >= n_dims && gt->ne[d] != 1))
+            return qw_fail(err,
+                           "%s: tensor '%s' has shape [%lld,%lld,%lld,%lld], expected dim %d = %lld",
+                           qw_gguf_path(g), name, (long long)gt->ne[0], (long long)gt->ne[1],
+                           (long long)gt->ne[2], (long long)gt->ne[3], d, (long long)w);
+    }
+    t->name = gt->name;
+    t->data = gt->data;
+    t->type = (qw_type)gt->type;
+    for (int d = 0; d < 4; d++) t->ne[d] = (int64_t)gt->ne[d];
+    t->row_bytes = qw_row_bytes(gt->type, t->ne[0]);
+    t->matrix_bytes = t->row_bytes * (size_t)t->ne[1];
+    return 0;
+}
+
+#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
+
+static int bind_layer(const qw_gguf *g, const qw_hparams *hp, int il, qw_layer *L, qw_error *err) {
+    char nm[96];
+    const int64_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
+    const int64_t X = hp->n_expert, F = hp->n_ff_exp;
+#define B(field, suffix, nd, dims, f32)                                                  \
+    do {                                                                                 \
+        snprintf(nm, sizeof nm, "blk.%d.%s.weight", il, suffix);                         \
+        if (bind(g, &L->field, nm, nd, dims, f32, err)) return -1;                       \
+    } while (0)
+    B(attn_norm, "attn_norm", 1, DIMS(E), true);
+    B(wq, "attn_q", 2, DIMS(E, H * D), false);
+    B(wk, "attn_k", 2, DIMS(E, HKV * D), false);
+    B(wv, "attn_v", 2, DIMS(E, HKV * D), false);
+    B(wo, "attn_output", 2, DIMS(H * D, E), false);
+    B(q_norm, "attn_q_norm", 1, DIMS(D), true);
+    B(k_norm, "attn_k_norm", 1, DIMS(D), true);
+    B(ffn_norm, "ffn_norm", 1, DIMS(E), true);
+    B(gate_inp, "ffn_gate_inp", 2, DIMS(E, X), false);
+    B(gate_exps, "ffn_gate_exps", 3, DIMS(E, F, X), false);
+    B(up_exps, "ffn_up_exps", 3, DIMS(E, F, X), false);
+    B(down_exps, "ffn_down_exps", 3, DIMS(F, E, X), false);
+#undef B
+    return 0;
+}
+
+qw_model *qw_model_load(const char *path, qw_error *err) {
+    qw_gguf *g = qw_gguf_open(path, err);
+    if (!g) return NULL;
+    qw_model *m = qw_xcalloc(1, sizeof *m);
+    m->gguf = g;
+    qw_hparams *hp = &m->hp;
+    if (read_hparams(g, hp, err)) goto fail;
+
+    const qw_gguf_tensor *te = qw_gguf_find_tensor(g, "token_embd.weight");
+    if (!te) {
+        qw_fail(err, "%s: missing tensor 'token_embd.weight'", path);
+        goto fail;
+    }
+    hp->n_vocab = (int32_t)te->ne[1];
+    if (hp->n_ff_exp == 0) {
+        /* Older files: infer from the expert tensor, as the shape is authoritative. */
+        const qw_gguf_tensor *ge = qw_gguf_find_tensor(g, "blk.0.ffn_gate_exps.weight");
+        if (ge) hp->n_ff_exp = (int32_t)ge->ne[1];
+    }
+    if (hp->n_ff_exp <= 0) {
+        qw_fail(err, "%s: cannot determine expert_feed_forward_length", path);
+        goto fail;
+    }
+    if (bind(g, &m->tok_embd, "token_embd.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err) ||
+        bind(g, &m->output_norm, "output_norm.weight", 1, DIMS(hp->n_embd), true, err))
+        goto fail;
+    if (qw_gguf_find_tensor(g, "output.weight")) {
+        if (bind(g, &m->output, "output.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err))
+            goto fail;
+    } else {
+        m->output = m->tok_embd;
+        m->tied_output = true;
+    }
+    m->layers = qw_xcalloc((size_t)hp->n_layer, sizeof(qw_layer));
+    for (int il = 0; il < hp->n_layer; il++)
+        if (bind_layer(g, hp, il, &m->layers[il], err)) goto fail;
+
+    for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) m->weight_bytes += qw_gguf_tensor_at(g, i)->nbytes;
+    return m;
+fail:
+    qw_model_free(m);
+    return NULL;
+}
+
+void qw_model_free(qw_model *m) {
+    if (!m) return;
+    free(m->layers);
+    qw_gguf_close(m->gguf);
+    free(m);
+}
+
+uint64_t qw_model_active_bytes(const qw_model *m) {
+    const qw_hparams *hp = &m->hp;
+    uint64_t b = m->output.row_bytes * (uint64_t)hp->n_vocab + m->tok_embd.row_bytes;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const qw_layer *L = &m->layers[il];
+        b += L->wq.matrix_bytes + L->wk.matrix_bytes + L->wv.matrix_bytes + L->wo.matrix_bytes;
+        b += L->gate_inp.matrix_bytes;
+        b += (uint64_t)hp->n_expert_used *
+             (L->gate_exps.matrix_bytes + L->up_exps.matrix_bytes + L->down_exps.matrix_bytes);
+    }
+    return b;
+}

@@ -1,0 +1,390 @@
+/* qwen3moe.c — the forward pass of the qwen3moe architecture (as llama.cpp
+ * defines it) and the inference context that owns its state.
+ *
+ * Per layer, for a chunk of n tokens at positions n_past..n_past+n-1:
+ *   xn = RMSNorm(x) * attn_norm
+ *   q, k, v = xn Wq, xn Wk, xn Wv; q, k get a per-head RMSNorm (q_norm, k_norm)
+ *   and NeoX RoPE; k, v are appended to the layer's f16 KV cache
+ *   x += Attention(q, K, V) Wo                         (GQA, causal, 1/sqrt(d))
+ *   xn = RMSNorm(x) * ffn_norm
+ *   p = softmax(xn Wr) over experts; pick top-k; w = p_sel / sum(p_sel)
+ *   x += sum_{s<k} w_s * Down_e( silu(Gate_e xn) * Up_e xn ),  e = sel_s
+ * then logits = RMSNorm(x) * output_norm Wout for the rows asked for.
+ *
+ * Prefill and decode share this path.  In the MoE step the chunk's tokens are
+ * grouped by expert, so each chosen expert's weights are read once per chunk.
+ * Expert outputs are summed in top-k order, as llama.cpp does, so float
+ * rounding matches.
+ *
+ * Memory: every dynamic buffer (KV cache, activations sized by chunk, attention
+ * scratch sized by context) comes from the pool.  The KV cache starts small
+ * and doubles on demand up to n_ctx instead of reserving the worst case.
+ */
+#include "qwisp/model.h"
+#include "qwisp/ops.h"
+#include "qwisp/pool.h"
+#include "qwisp/threadpool.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { DEFAULT_CHUNK = 512, KV_INITIAL = 256 };
+
+struct qw_ctx {
+    const qw_model *m;
+    qw_threadpool *tp;
+    int n_threads;
+    int32_t n_ctx, n_past, chunk;
+
+    /* KV cache: per layer [kv_cap][n_head_kv*head_dim] f16 */
+    uint16_t **k, **v;
+    int32_t kv_cap;
+
+    /* chunk-sized activations (pool), rows = chunk */
+    float *x;        /* [chunk][n_embd] residual stream */
+    float *xn;       /* [chunk][n_embd] normed */
+    float *q;        /* [chunk][n_head*head_dim] */
+    float *kc, *vc;  /* [chunk][n_head_kv*head_dim] */
+    float *attn;     /* [chunk][n_head*head_dim] */
+    float *proj;     /* [chunk][n_embd] attention output projection */
+    float *router;   /* [chunk][n_expert] */
+    int32_t *sel;    /* [chunk][k] chosen experts */
+    float *selw;     /* [chunk][k] their weights */
+    float *eout;     /* [chunk][k][n_embd] weighted expert outputs */
+    float *gate, *up;/* [chunk][n_ff_exp] for one expert's tokens */
+    float *down;     /* [chunk][n_embd] */
+    int32_t *tok_of; /* [chunk*k] tokens routed to the current expert */
+    int32_t *slot_of;/* [chunk*k] their top-k slot */
+    int32_t *count;  /* [n_expert] */
+    void *xq;        /* converted activations */
+    size_t xq_cap;
+    void *attn_scratch;
+    size_t attn_scratch_cap;
+
+    float *logits;   /* [rows][n_vocab] */
+    int32_t logits_rows, logits_cap;
+};
+
+/* ---- buffers ---- */
+
+static int grow(void **p, size_t *cap, size_t need, qw_error *err) {
+    if (need <= *cap) return 0;
+    void *q = qw_pool_realloc(*p, need);
+    if (!q) return qw_fail(err, "out of memory growing a buffer to %zu bytes", need);
+    *p = q;
+    *cap = need;
+    return 0;
+}
+
+static void *chunk_buf(int32_t chunk, size_t row_bytes) { return qw_pool_alloc((size_t)chunk * row_bytes); }
+
+static int kv_reserve(qw_ctx *c, int32_t need, qw_error *err) {
+    if (need <= c->kv_cap) return 0;
+    int32_t cap = c->kv_cap ? c->kv_cap : KV_INITIAL;
+    while (cap < need) cap = cap > c->n_ctx / 2 ? c->n_ctx : cap * 2;
+    if (cap > c->n_ctx) cap = c->n_ctx;
+    const qw_hparams *hp = &c->m->hp;
+    const size_t row = (size_t)hp->n_head_kv * hp->head_dim * sizeof(uint16_t);
+    for (int il = 0; il < hp->n_layer; il++) {
+        uint16_t *nk = qw_pool_realloc(c->k[il], (size_t)cap * row);
+        if (!nk) return qw_fail(err, "out of memory growing the KV cache to %d positions", cap);
+        c->k[il] = nk;
+        uint16_t *nv = qw_pool_realloc(c->v[il], (size_t)cap * row);
+        if (!nv) return qw_fail(err, "out of memory growing the KV cache to %d positions", cap);
+        c->v[il] = nv;
+    }
+    c->kv_cap = cap;
+    return 0;
+}
+
+qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err) {
+    const qw_hparams *hp = &m->hp;
+    if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
+    if (n_ctx <= 0) n_ctx = 4096;
+    if (hp->head_dim > 1024) {
+        qw_fail(err, "head_dim %d exceeds the supported 1024", hp->head_dim);
+        return NULL;
+    }
+    qw_ctx *c = qw_xcalloc(1, sizeof *c);
+    c->m = m;
+    c->n_ctx = n_ctx;
+    c->n_threads = n_threads < 1 ? 1 : n_threads;
+    c->tp = qw_threadpool_new(c->n_threads);
+    c->chunk = DEFAULT_CHUNK < n_ctx ? DEFAULT_CHUNK : n_ctx;
+    c->k = qw_xcalloc((size_t)hp->n_layer, sizeof(uint16_t *));
+    c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(uint16_t *));
+
+    const int32_t C = c->chunk, E = hp->n_embd, QD = hp->n_head * hp->head_dim;
+    const int32_t KD = hp->n_head_kv * hp->head_dim, K = hp->n_expert_used;
+    c->x = chunk_buf(C, E * 4);
+    c->xn = chunk_buf(C, E * 4);
+    c->q = chunk_buf(C, QD * 4);
+    c->kc = chunk_buf(C, KD * 4);
+    c->vc = chunk_buf(C, KD * 4);
+    c->attn = chunk_buf(C, QD * 4);
+    c->proj = chunk_buf(C, E * 4);
+    c->router = chunk_buf(C, hp->n_expert * 4);
+    c->sel = chunk_buf(C, K * 4);
+    c->selw = chunk_buf(C, K * 4);
+    c->eout = chunk_buf(C, (size_t)K * E * 4);
+    c->gate = chunk_buf(C, hp->n_ff_exp * 4);
+    c->up = chunk_buf(C, hp->n_ff_exp * 4);
+    c->down = chunk_buf(C, E * 4);
+    c->tok_of = chunk_buf(C, K * 4);
+    c->slot_of = chunk_buf(C, K * 4);
+    c->count = qw_pool_alloc((size_t)hp->n_expert * 4);
+    if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->attn || !c->proj || !c->router ||
+        !c->sel || !c->selw || !c->eout || !c->gate || !c->up || !c->down || !c->tok_of ||
+        !c->slot_of || !c->count || kv_reserve(c, 1, err)) {
+        if (!err || !err->msg[0]) qw_fail(err, "out of memory creating the context");
+        qw_ctx_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void qw_ctx_free(qw_ctx *c) {
+    if (!c) return;
+    if (c->k)
+        for (int il = 0; il < c->m->hp.n_layer; il++) {
+            qw_pool_free(c->k[il]);
+            qw_pool_free(c->v[il]);
+        }
+    free(c->k);
+    free(c->v);
+    void *bufs[] = {c->x,    c->xn,   c->q,    c->kc,     c->vc,      c->attn,  c->proj,
+                    c->router, c->sel, c->selw, c->eout,  c->gate,    c->up,    c->down,
+                    c->tok_of, c->slot_of, c->count, c->xq, c->attn_scratch, c->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qw_pool_free(bufs[i]);
+    qw_threadpool_free(c->tp);
+    free(c);
+}
+
+int32_t qw_ctx_n_ctx(const qw_ctx *c) { return c->n_ctx; }
+int32_t qw_ctx_n_past(const qw_ctx *c) { return c->n_past; }
+const float *qw_ctx_logits(const qw_ctx *c) { return c->logits; }
+
+void qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
+    if (n_past >= 0 && n_past < c->n_past) c->n_past = n_past;
+}
+
+/* ---- forward ---- */
+
+/* y[n][rows] = x[n][k] W^T for a 2-D weight. */
+static int linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, float *y, qw_error *err) {
+    const int64_t k = w->ne[0], rows = w->ne[1];
+    if (grow(&c->xq, &c->xq_cap, qw_act_bytes(w->type, k, n), err)) return -1;
+    qw_act_convert(c->tp, w->type, x, k, k, n, c->xq);
+    qw_matmul_q(c->tp, w->type, w->data, w->row_bytes, rows, k, c->xq, NULL, n, y, rows);
+    return 0;
+}
+
+static int attention_block(qw_ctx *c, const qw_layer *L, int il, int32_t n, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
+    qw_rmsnorm(c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
+    if (linear(c, &L->wq, c->xn, n, c->q, err) || linear(c, &L->wk, c->xn, n, c->kc, err) ||
+        linear(c, &L->wv, c->xn, n, c->vc, err))
+        return -1;
+    qw_rmsnorm(c->q, c->q, L->q_norm.data, D, (int64_t)n * H, hp->rms_eps);
+    qw_rmsnorm(c->kc, c->kc, L->k_norm.data, D, (int64_t)n * HKV, hp->rms_eps);
+    const size_t kv_row = (size_t)HKV * D;
+    for (int32_t t = 0; t < n; t++) {
+        const int32_t pos = c->n_past + t;
+        qw_rope_neox(c->q + (size_t)t * H * D, H, D, pos, hp->rope_base);
+        qw_rope_neox(c->kc + (size_t)t * kv_row, HKV, D, pos, hp->rope_base);
+        qw_quantize_row(QW_TYPE_F16, c->kc + t * kv_row, c->k[il] + (size_t)pos * kv_row, (int64_t)kv_row);
+        qw_quantize_row(QW_TYPE_F16, c->vc + t * kv_row, c->v[il] + (size_t)pos * kv_row, (int64_t)kv_row);
+    }
+    size_t need = qw_attention_scratch_bytes(c->n_threads, c->n_past + n, D);
+    if (grow(&c->attn_scratch, &c->attn_scratch_cap, need, err)) return -1;
+    qw_attention(c->tp, c->q, c->k[il], c->v[il], c->attn, n, c->n_past, H, HKV, D,
+                 1.0f / sqrtf((float)D), c->attn_scratch);
+    if (linear(c, &L->wo, c->attn, n, c->proj, err)) return -1;
+    for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->proj[i];
+    return 0;
+}
+
+/* Top-k of probs[n_expert] by descending probability (lower index wins ties). */
+static void top_k(const float *probs, int n_expert, int k, int32_t *sel) {
+    for (int s = 0; s < k; s++) {
+        int best = -1;
+        for (int e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (int u = 0; u < s; u++) taken |= sel[u] == e;
+            if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+        }
+        sel[s] = best;
+    }
+}
+
+static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int X = hp->n_expert, K = hp->n_expert_used;
+    if (linear(c, &L->gate_inp, c->xn, n, c->router, err)) return -1;
+    for (int32_t t = 0; t < n; t++) {
+        float *p = c->router + (size_t)t * X;
+        qw_softmax(p, X);
+        int32_t *sel = c->sel + (size_t)t * K;
+        float *w = c->selw + (size_t)t * K;
+        top_k(p, X, K, sel);
+        float sum = 0.0f;
+        for (int s = 0; s < K; s++) {
+            w[s] = p[sel[s]];
+            sum += w[s];
+        }
+        if (hp->norm_topk) {
+            /* llama.cpp clamps the sum to the smallest normal f16 before dividing. */
+            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+            for (int s = 0; s < K; s++) w[s] /= sum;
+        }
+        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+            for (int s = 0; s < K; s++) w[s] *= hp->expert_weights_scale;
+    }
+    return 0;
+}
+
+static int moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
+    qw_rmsnorm(c->xn, c->x, L->ffn_norm.data, E, n, hp->rms_eps);
+    if (route(c, L, n, err)) return -1;
+
+    /* Gate/up activations are converted once for the whole chunk. */
+    const qw_type gt = L->gate_exps.type, dt = L->down_exps.type;
+    const size_t gate_act_bytes = qw_act_bytes(gt, E, n);
+    const size_t down_act_bytes = qw_act_bytes(dt, F, n);
+    if (grow(&c->xq, &c->xq_cap, gate_act_bytes + down_act_bytes, err)) return -1;
+    char *xq = c->xq, *hq = (char *)c->xq + gate_act_bytes;
+    qw_act_convert(c->tp, gt, c->xn, E, E, n, xq);
+
+    memset(c->count, 0, (size_t)X * sizeof(int32_t));
+    for (int32_t i = 0; i < n * K; i++) c->count[c->sel[i]]++;
+    for (int32_t e = 0; e < X; e++) {
+        if (!c->count[e]) continue;
+        int32_t m = 0;
+        for (int32_t t = 0; t < n; t++)
+            for (int32_t s = 0; s < K; s++)
+                if (c->sel[t * K + s] == e) {
+                    c->tok_of[m] = t;
+                    c->slot_of[m] = s;
+                    m++;
+                }
+        const char *wg = (const char *)L->gate_exps.data + (size_t)e * L->gate_exps.matrix_bytes;
+        const char *wu = (const char *)L->up_exps.data + (size_t)e * L->up_exps.matrix_bytes;
+        const char *wd = (const char *)L->down_exps.data + (size_t)e * L->down_exps.matrix_bytes;
+        if (L->up_exps.type == gt) {
+            qw_matmul_q2(c->tp, gt, wg, wu, L->gate_exps.row_bytes, F, E, xq, c->tok_of, m, c->gate,
+                         c->up, F);
+        } else {
+            /* Mixed gate/up types (rare): convert for each separately. */
+            qw_matmul_q(c->tp, gt, wg, L->gate_exps.row_bytes, F, E, xq, c->tok_of, m, c->gate, F);
+            if (grow(&c->xq, &c->xq_cap, gate_act_bytes + down_act_bytes + qw_act_bytes(L->up_exps.type, E, n), err))
+                return -1;
+            xq = c->xq;
+            hq = (char *)c->xq + gate_act_bytes;
+            char *uq = hq + down_act_bytes;
+            qw_act_convert(c->tp, L->up_exps.type, c->xn, E, E, n, uq);
+            qw_matmul_q(c->tp, L->up_exps.type, wu, L->up_exps.row_bytes, F, E, uq, c->tok_of, m,
+                        c->up, F);
+        }
+        for (int32_t i = 0; i < m; i++)
+            qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
+        qw_act_convert(c->tp, dt, c->gate, F, F, m, hq);
+        qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down, E);
+        for (int32_t i = 0; i < m; i++) {
+            const int32_t t = c->tok_of[i], s = c->slot_of[i];
+            const float w = c->selw[t * K + s];
+            float *dst = c->eout + ((size_t)t * K + s) * E;
+            const float *src = c->down + (size_t)i * E;
+            for (int32_t d = 0; d < E; d++) dst[d] = src[d] * w;
+        }
+    }
+    /* Sum expert outputs in top-k order, then add to the residual. */
+    for (int32_t t = 0; t < n; t++) {
+        float *x = c->x + (size_t)t * E;
+        const float *eo = c->eout + (size_t)t * K * E;
+        for (int32_t d = 0; d < E; d++) {
+            float acc = eo[d];
+            for (int32_t s = 1; s < K; s++) acc += eo[(size_t)s * E + d];
+            x[d] += acc;
+        }
+    }
+    return 0;
+}
+
+static int output_logits(qw_ctx *c, int32_t n, int32_t first_row, qw_error *err) {
+    const qw_model *m = c->m;
+    const int32_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    const int32_t rows = n - first_row;
+    if (rows > c->logits_cap) {
+        qw_pool_free(c->logits);
+        c->logits = qw_pool_alloc((size_t)rows * V * sizeof(float));
+        if (!c->logits) {
+            c->logits_cap = 0;
+            return qw_fail(err, "out of memory for %d rows of logits", rows);
+        }
+        c->logits_cap = rows;
+    }
+    qw_rmsnorm(c->xn, c->x + (size_t)first_row * E, m->output_norm.data, E, rows, m->hp.rms_eps);
+    if (linear(c, &m->output, c->xn, rows, c->logits, err)) return -1;
+    c->logits_rows = rows;
+    return 0;
+}
+
+static int eval_chunk(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode,
+                      float *all_logits, qw_error *err) {
+    const qw_model *m = c->m;
+    const int32_t E = m->hp.n_embd;
+    if (kv_reserve(c, c->n_past + n, err)) return -1;
+    for (int32_t t = 0; t < n; t++)
+        qw_dequantize_row(m->tok_embd.type,
+                          (const char *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
+                          c->x + (size_t)t * E, E);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const qw_layer *L = &m->layers[il];
+        if (attention_block(c, L, il, n, err) || moe_block(c, L, n, err)) return -1;
+    }
+    if (mode != QW_LOGITS_NONE) {
+        if (output_logits(c, n, mode == QW_LOGITS_ALL ? 0 : n - 1, err)) return -1;
+        if (all_logits)
+            memcpy(all_logits, c->logits, (size_t)c->logits_rows * m->hp.n_vocab * sizeof(float));
+    }
+    c->n_past += n;
+    return 0;
+}
+
+int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    if (n <= 0) return qw_fail(err, "nothing to evaluate (0 tokens)");
+    if (c->n_past + n > c->n_ctx)
+        return qw_fail(err, "context full: %d tokens in cache + %d new > n_ctx %d", c->n_past, n,
+                       c->n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return qw_fail(err, "token id %d at index %d is outside the vocabulary (0..%d)",
+                           tokens[i], i, hp->n_vocab - 1);
+
+    /* ALL needs every chunk's rows kept; gather them into one buffer. */
+    float *all = NULL;
+    if (mode == QW_LOGITS_ALL && n > c->chunk) {
+        all = qw_pool_alloc((size_t)n * hp->n_vocab * sizeof(float));
+        if (!all) return qw_fail(err, "out of memory for %d rows of logits", n);
+    }
+    for (int32_t i0 = 0; i0 < n; i0 += c->chunk) {
+        int32_t m = n - i0 < c->chunk ? n - i0 : c->chunk;
+        bool last = i0 + m == n;
+        qw_logits_mode cm = mode == QW_LOGITS_ALL ? QW_LOGITS_ALL : (last ? mode : QW_LOGITS_NONE);
+        if (eval_chunk(c, tokens + i0, m, cm, all ? all + (size_t)i0 * hp->n_vocab : NULL, err)) {
+            qw_pool_free(all);
+            return -1;
+        }
+    }
+    if (all) {
+        qw_pool_free(c->logits);
+        c->logits = all;
+        c->logits_rows = c->logits_cap = n;
+    }
+    return 0;
+}

@@ -1,0 +1,103 @@
+/* chat_template.c — renders a conversation into the prompt text a model was
+ * trained on.  See qw_chat_render in include/qwisp/tokenizer.h.
+ *
+ * qwisp does not run Jinja.  Like llama.cpp without --jinja, it recognises the
+ * template's family from marker strings in the template text and renders that
+ * family with built-in code.  Only ChatML is rendered today:
+ *
+ *     <|im_start|>{role}\n{content}<|im_end|>\n      per message
+ *     <|im_start|>assistant\n                         with add_generation_prompt
+ *
+ * This is byte-for-byte llama.cpp's built-in "chatml" output, which llama.cpp
+ * picks for any template containing "<|im_start|>" (Qwen2, Qwen2.5, Qwen3, …)
+ * unless it also contains "<|im_sep|>" (Phi-4) or "<end_of_utterance>"
+ * (SmolVLM).  For Qwen3's real Jinja template it equals the Jinja output for
+ * system/user turns with the default enable_thinking; it differs for
+ * assistant turns holding <think> blocks (Jinja strips the reasoning of
+ * earlier turns) and for tool calls, which the built-in form passes through
+ * verbatim.  A template of another family is an error naming the family, so
+ * a model is never silently prompted in the wrong format.
+ */
+#include "qwisp/tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct family_marker {
+    const char *needle, *also, *name;
+} family_marker;
+
+/* Families qwisp recognises but does not render, for a precise error. */
+static const family_marker OTHER_FAMILIES[] = {
+    {"<|start_header_id|>", "<|end_header_id|>", "llama3"},
+    {"[INST]", NULL, "mistral/llama2"},
+    {"<start_of_turn>", NULL, "gemma"},
+    {"<|assistant|>", "<|end|>", "phi3"},
+    {"<|assistant|>", "<|user|>", "glm/zephyr"},
+    {"<|START_OF_TURN_TOKEN|>", NULL, "command-r"},
+    {"<|start|>", "<|channel|>", "gpt-oss"},
+    {"### Instruction:", NULL, "deepseek-coder"},
+};
+
+/* 0 = ChatML; -1 + err otherwise. */
+static int detect(const char *tmpl, qw_error *err) {
+    if (!tmpl || !*tmpl || !strcmp(tmpl, "chatml")) return 0;
+    if (strstr(tmpl, "<|im_start|>")) {
+        if (strstr(tmpl, "<|im_sep|>"))
+            return qw_fail(err, "chat template family \"phi4\" (<|im_sep|>) is not supported; only ChatML is");
+        if (strstr(tmpl, "<end_of_utterance>"))
+            return qw_fail(err, "chat template family \"smolvlm\" is not supported; only ChatML is");
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof OTHER_FAMILIES / sizeof OTHER_FAMILIES[0]; i++) {
+        const family_marker *f = &OTHER_FAMILIES[i];
+        if (strstr(tmpl, f->needle) && (!f->also || strstr(tmpl, f->also)))
+            return qw_fail(err, "chat template family \"%s\" is not supported; only ChatML is", f->name);
+    }
+    return qw_fail(err, "chat template of an unknown family (starts \"%.40s\"); only ChatML is supported",
+                   tmpl);
+}
+
+char *qw_chat_render_template(const char *tmpl, const qw_chat_msg *msgs, size_t n,
+                              bool add_generation_prompt, qw_error *err) {
+    if (detect(tmpl, err) != 0) return NULL;
+    static const char open[] = "<|im_start|>", close[] = "<|im_end|>\n", gen[] = "<|im_start|>assistant\n";
+    size_t total = 1 + (add_generation_prompt ? sizeof gen : 0);
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            qw_fail(err, "chat message %zu has no %s", i, msgs[i].role ? "content" : "role");
+            return NULL;
+        }
+        total += sizeof open + strlen(msgs[i].role) + 1 + strlen(msgs[i].content) + sizeof close;
+    }
+    char *s = malloc(total);
+    if (!s) {
+        qw_fail(err, "chat template: out of memory (%zu bytes)", total);
+        return NULL;
+    }
+    char *p = s;
+#define PUT(str, len) (memcpy(p, (str), (len)), p += (len))
+    for (size_t i = 0; i < n; i++) {
+        PUT(open, sizeof open - 1);
+        PUT(msgs[i].role, strlen(msgs[i].role));
+        PUT("\n", 1);
+        PUT(msgs[i].content, strlen(msgs[i].content));
+        PUT(close, sizeof close - 1);
+    }
+    if (add_generation_prompt) PUT(gen, sizeof gen - 1);
+#undef PUT
+    *p = 0;
+    return s;
+}
+
+char *qw_chat_render(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, bool add_generation_prompt,
+                     qw_error *err) {
+    const char *tmpl = NULL;
+    size_t len;
+    if (g && qw_gguf_find_key(g, "tokenizer.chat_template") >= 0 &&
+        qw_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &len) != 0) {
+        qw_fail(err, "%s: tokenizer.chat_template is not a string", qw_gguf_path(g));
+        return NULL;
+    }
+    return qw_chat_render_template(tmpl, msgs, n, add_generation_prompt, err);
+}

@@ -1,0 +1,278 @@
+/* sampler.c — next-token selection from a logits row.  See
+ * include/qwisp/sampler.h.
+ *
+ * Chain (llama.cpp's semantics for each stage):
+ *   penalties   for each token seen in the last penalty_last_n accepted tokens
+ *               (count c > 0): logit /= repeat if logit > 0 else *= repeat,
+ *               then logit -= c * frequency + presence.
+ *   top-k       keep the k highest logits.
+ *   top-p       softmax (at temperature 1) over the survivors, keep the
+ *               shortest highest-first prefix whose mass reaches p (>= 1 token).
+ *   min-p       keep logits >= max + log(min_p), i.e. p_i >= min_p * p_max.
+ *   temperature logits /= temp, softmax, draw one.
+ * temp <= 0 is greedy: argmax after penalties (lowest id on ties).
+ *
+ * Cost: the vocabulary is ~150k, so nothing sorts it whole unless it must.
+ * top-k selects with a size-k heap; top-p first sorts only the best 256 and
+ * widens to a full sort only when those do not reach p.  Candidates live in
+ * a buffer sized once at qw_sampler_new.
+ *
+ * Ordering is total — logit descending, then id ascending — so results do not
+ * depend on sort stability, and with the private xoshiro256** generator
+ * (seeded by splitmix64) a run is reproducible on any machine.
+ */
+#include "qwisp/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cand {
+    int32_t id;
+    float logit;
+    float p;
+} cand;
+
+struct qw_sampler {
+    qw_sampler_params p;
+    int32_t n_vocab;
+    cand *c;          /* [n_vocab] candidates */
+    cand *tmp;        /* [n_vocab] scratch for selection */
+    int32_t *count;   /* [n_vocab] occurrences in the penalty window */
+    int32_t *ring;    /* [penalty_last_n] last accepted tokens */
+    int32_t ring_n, ring_head;
+    uint64_t s[4];    /* xoshiro256** state */
+};
+
+/* ---- RNG ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(uint64_t s[4]) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, 1). */
+static double uniform01(uint64_t s[4]) { return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53; }
+
+/* ---- lifecycle ---- */
+
+qw_sampler_params qw_sampler_default_params(void) {
+    return (qw_sampler_params){
+        .temp = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
+        .presence_penalty = 0.0f, .frequency_penalty = 0.0f, .penalty_last_n = 0, .seed = 0,
+    };
+}
+
+qw_sampler *qw_sampler_new(const qw_sampler_params *p, int32_t n_vocab) {
+    if (n_vocab <= 0) return NULL;
+    qw_sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    if (s->p.penalty_last_n < 0) s->p.penalty_last_n = 0;
+    s->c = malloc((size_t)n_vocab * sizeof *s->c);
+    s->tmp = malloc((size_t)n_vocab * sizeof *s->tmp);
+    s->count = calloc((size_t)n_vocab, sizeof *s->count);
+    s->ring = malloc(((size_t)s->p.penalty_last_n + 1) * sizeof *s->ring);
+    if (!s->c || !s->tmp || !s->count || !s->ring) {
+        qw_sampler_free(s);
+        return NULL;
+    }
+    uint64_t x = p->seed;
+    for (int i = 0; i < 4; i++) s->s[i] = splitmix64(&x);
+    return s;
+}
+
+void qw_sampler_free(qw_sampler *s) {
+    if (!s) return;
+    free(s->c); free(s->tmp); free(s->count); free(s->ring);
+    free(s);
+}
+
+void qw_sampler_accept(qw_sampler *s, int32_t id) {
+    int32_t w = s->p.penalty_last_n;
+    if (w <= 0 || id < 0 || id >= s->n_vocab) return;
+    if (s->ring_n == w) { /* evict the oldest */
+        s->count[s->ring[s->ring_head]]--;
+        s->ring[s->ring_head] = id;
+        s->ring_head = (s->ring_head + 1) % w;
+    } else {
+        s->ring[(s->ring_head + s->ring_n) % w] = id;
+        s->ring_n++;
+    }
+    s->count[id]++;
+}
+
+/* ---- stages ---- */
+
+int32_t qw_argmax(const float *logits, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+static inline bool better(const cand *a, const cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int cmp_desc(const void *x, const void *y) {
+    const cand *a = x, *b = y;
+    return better(a, b) ? -1 : better(b, a) ? 1 : 0;
+}
+
+static bool penalties_on(const qw_sampler *s) {
+    return s->p.penalty_last_n > 0 && s->ring_n > 0 &&
+           (s->p.repeat_penalty != 1.0f || s->p.presence_penalty != 0.0f || s->p.frequency_penalty != 0.0f);
+}
+
+static void apply_penalties(qw_sampler *s, cand *c, int32_t n) {
+    for (int32_t i = 0; i < s->ring_n; i++) {
+        int32_t id = s->ring[i];
+        int32_t cnt = s->count[id];
+        if (cnt <= 0) continue;
+        cand *x = &c[id]; /* candidates are still indexed by id here */
+        if (x->logit <= 0) x->logit *= s->p.repeat_penalty;
+        else x->logit /= s->p.repeat_penalty;
+        x->logit -= (float)cnt * s->p.frequency_penalty + s->p.presence_penalty;
+        s->count[id] = -cnt; /* mark done: a token may sit in the ring several times */
+    }
+    for (int32_t i = 0; i < s->ring_n; i++) {
+        int32_t id = s->ring[i];
+        if (s->count[id] < 0) s->count[id] = -s->count[id];
+    }
+    (void)n;
+}
+
+/* Moves the best k of c[0..n) to c[0..k), sorted best first.  Size-k min-heap
+ * (root = worst kept) over tmp. */
+static int32_t select_top(qw_sampler *s, cand *c, int32_t n, int32_t k) {
+    if (k >= n) {
+        qsort(c, (size_t)n, sizeof *c, cmp_desc);
+        return n;
+    }
+    cand *h = s->tmp;
+    int32_t hn = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (hn == k && !better(&c[i], &h[0])) continue;
+        cand x = c[i];
+        size_t j;
+        if (hn < k) { /* sift up: parent must be worse than child */
+            j = (size_t)hn++;
+            while (j > 0 && better(&h[(j - 1) / 2], &x)) { h[j] = h[(j - 1) / 2]; j = (j - 1) / 2; }
+        } else { /* replace root, sift down */
+            j = 0;
+            for (;;) {
+                size_t l = 2 * j + 1, m;
+                if (l >= (size_t)hn) break;
+                m = (l + 1 < (size_t)hn && better(&h[l], &h[l + 1])) ? l + 1 : l;
+                if (!better(&x, &h[m])) break;
+                h[j] = h[m];
+                j = m;
+            }
+        }
+        h[j] = x;
+    }
+    qsort(h, (size_t)hn, sizeof *h, cmp_desc);
+    memcpy(c, h, (size_t)hn * sizeof *c);
+    return hn;
+}
+
+/* Softmax of c[0..n) at temperature 1 into .p; returns nothing. */
+static void softmax(cand *c, int32_t n) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) if (c[i].logit > mx) mx = c[i].logit;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) { c[i].p = expf(c[i].logit - mx); sum += c[i].p; }
+    for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
+}
+
+/* Keeps the top-p prefix; c becomes sorted.  *sorted tells whether it was. */
+static int32_t top_p(qw_sampler *s, cand *c, int32_t n, bool *sorted) {
+    softmax(c, n);
+    int32_t k = n;
+    if (!*sorted) {
+        /* sort only the head first; probabilities are already normalised over all n */
+        int32_t head = n > 1024 ? 256 : n;
+        if (head < n) {
+            cand *save = malloc((size_t)n * sizeof *save);
+            if (save) {
+                memcpy(save, c, (size_t)n * sizeof *c);
+                select_top(s, c, n, head);
+                double cum = 0;
+                for (int32_t i = 0; i < head; i++) {
+                    cum += c[i].p;
+                    if (cum >= s->p.top_p) { free(save); *sorted = true; return i + 1; }
+                }
+                memcpy(c, save, (size_t)n * sizeof *c);
+                free(save);
+            }
+        }
+        qsort(c, (size_t)n, sizeof *c, cmp_desc);
+        *sorted = true;
+    }
+    double cum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (cum >= s->p.top_p) { k = i + 1; break; }
+    }
+    return k;
+}
+
+static int32_t min_p(qw_sampler *s, cand *c, int32_t n) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) if (c[i].logit > mx) mx = c[i].logit;
+    float thr = mx + logf(s->p.min_p);
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (c[i].logit >= thr) c[m++] = c[i];
+    return m > 0 ? m : n;
+}
+
+int32_t qw_sampler_sample(qw_sampler *s, const float *logits) {
+    const int32_t nv = s->n_vocab;
+    bool pen = penalties_on(s);
+    if (s->p.temp <= 0 && !pen) return qw_argmax(logits, nv);
+
+    cand *c = s->c;
+    for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, logits[i], 0};
+    if (pen) apply_penalties(s, c, nv);
+    int32_t n = nv;
+    if (s->p.temp <= 0) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++) if (better(&c[i], &c[best])) best = i;
+        return c[best].id;
+    }
+
+    bool sorted = false;
+    if (s->p.top_k > 0) {
+        n = select_top(s, c, n, s->p.top_k);
+        sorted = true;
+    }
+    if (s->p.top_p < 1.0f && n > 1) n = top_p(s, c, n, &sorted);
+    if (s->p.min_p > 0.0f && n > 1) n = min_p(s, c, n);
+
+    /* temperature + draw */
+    for (int32_t i = 0; i < n; i++) c[i].logit /= s->p.temp;
+    softmax(c, n);
+    double u = uniform01(s->s), cum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (u < cum) return c[i].id;
+    }
+    /* rounding left u above the total: the last token with mass */
+    for (int32_t i = n - 1; i > 0; i--) if (c[i].p > 0) return c[i].id;
+    return c[0].id;
+}
