@@ -73,7 +73,9 @@ void qw_quantize_row(qw_type type, const float *x, void *dst, int64_t n);
 void qw_dequantize_row(qw_type type, const void *src, float *y, int64_t n);
 
 /* *s = dot(w_row, x) for n elements; w_row of type `type`, x already converted
- * to qw_vec_dot_type(type).  Dispatches to the best SIMD variant. */
+ * to qw_vec_dot_type(type).  Dispatches to the best SIMD variant.  Rows need
+ * only their element's alignment (2 bytes for block and 16-bit types, 4 for
+ * f32), never vector alignment.  Block rows: n % 32 == 0; float rows: any n. */
 void qw_vec_dot(qw_type type, int64_t n, float *s, const void *w_row, const void *x);
 /* The scalar reference of the same contract. */
 void qw_vec_dot_ref(qw_type type, int64_t n, float *s, const void *w_row, const void *x);

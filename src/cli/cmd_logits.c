@@ -78,8 +78,10 @@ int qw_cmd_logits(int argc, char **argv) {
     int rc = 1;
     size_t n = 0;
     int32_t *ids = NULL;
-    if (tokens) ids = qw_cli_parse_ids(C, tokens, &n);
-    else if (prompt) ids = qw_tokenize(tok, prompt, strlen(prompt), true, &n);
+    if (tokens) {
+        ids = qw_cli_parse_ids(C, tokens, &n);
+        if (!ids) rc = 2; /* a malformed list is a usage error */
+    } else if (prompt) ids = qw_tokenize(tok, prompt, strlen(prompt), true, &n);
     else {
         n = (size_t)prompt_tokens;
         ids = qw_cli_natural_prompt(tok, (int32_t)n);

@@ -56,11 +56,12 @@ static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
         int64_t r1 = r0 + ROW_BLOCK < j->n_rows ? r0 + ROW_BLOCK : j->n_rows;
         const char *w = j->w[m];
         float *y = j->y[m];
+        const qw_vec_dot_fn dot = qw_vec_dot_get(j->wtype);
         for (int64_t t = 0; t < j->n_tok; t++) {
             const char *xr = j->xq + (size_t)(j->idx ? j->idx[t] : t) * j->xq_row_bytes;
             float *yr = y + t * j->ldy;
             for (int64_t r = r0; r < r1; r++)
-                qw_vec_dot(j->wtype, j->k, &yr[r], w + (size_t)r * j->w_row_bytes, xr);
+                dot(j->k, &yr[r], w + (size_t)r * j->w_row_bytes, xr);
         }
     }
 }

@@ -22,6 +22,8 @@
 
 #include "kernels/quant_impl.h"
 
+#include <cpuid.h>
+
 /* ---- type table -------------------------------------------------------- */
 
 typedef struct {
@@ -91,11 +93,18 @@ static bool g_cpu_bf16 = false; /* avx512bf16 present */
 static qw_kernel_table g_avx512_patched; /* avx512 table with avx2 bf16 dot */
 static const qw_kernel_table *g_active = NULL;
 
+/* F16C is CPUID leaf 1, ECX bit 29; read directly because clang 14's
+ * __builtin_cpu_supports does not know the name. */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    return (c >> 29) & 1u;
+}
+
 static void detect_cpu(void) {
     __builtin_cpu_init();
     int level = LEVEL_SCALAR;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
         level = LEVEL_AVX2;
     if (level == LEVEL_AVX2 && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

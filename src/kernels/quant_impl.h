@@ -10,7 +10,8 @@
  * Contracts (same at every level):
  *   vec_dot[T](n, s, w, x): *s = dot of n elements; w is a row of type T, x a
  *     row of qw_vec_dot_type(T).  Block types need n % 32 == 0; float types
- *     take any n >= 0.  Unaligned pointers are fine.
+ *     take any n >= 0.  Pointers need only the element type's alignment
+ *     (2 bytes for f16/bf16/q8_0/q4_0 rows, 4 for f32): no vector alignment.
  *   quantize_q8_0: n % 32 == 0; bytes identical at every level.
  *   f32_to_fp16 / fp16_to_f32 / f32_to_bf16 / bf16_to_f32: any n; bit
  *     identical at every level (round to nearest even, NaN kept and quieted).

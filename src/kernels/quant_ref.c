@@ -123,6 +123,18 @@ void qw_ref_bf16_to_f32(const uint16_t *x, float *y, int64_t n) {
 
 /* ---- quantizers -------------------------------------------------------- */
 
+/* What CVTPS2DQ + saturating packs do to a rounded value: out-of-int32 and
+ * NaN give the "integer indefinite" INT32_MIN, which saturates to -128; the
+ * rest saturates to [-128, 127].  Only reachable when id overflows to inf
+ * (amax < ~3.7e-37: then x*id is +-inf, or NaN for x == 0), where ggml's x86
+ * path produces exactly these bytes. */
+static inline int8_t q8_narrow(float r) {
+    if (!(fabsf(r) < 2147483648.0f)) return INT8_MIN;
+    if (r > 127.0f) return 127;
+    if (r < -128.0f) return INT8_MIN;
+    return (int8_t)r;
+}
+
 void qw_ref_quantize_q8_0(const float *x, void *dst, int64_t n) {
     qw_block_q8_0 *y = dst;
     const int64_t nb = n / QW_QK8_0;
@@ -134,10 +146,10 @@ void qw_ref_quantize_q8_0(const float *x, void *dst, int64_t n) {
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         y[b].d = qw_f32_to_fp16(d);
         for (int j = 0; j < QW_QK8_0; j++) {
-            const float v = xb[j] * id;
             /* nearbyintf rounds half to even in the default rounding mode,
              * like the x86 path's _mm256_round_ps(…, _MM_ROUND_NEAREST). */
-            y[b].qs[j] = (int8_t)nearbyintf(v);
+            const float r = nearbyintf(xb[j] * id);
+            y[b].qs[j] = q8_narrow(r);
         }
     }
 }

@@ -21,7 +21,15 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-enum { SPIN_LIMIT = 200000 };
+/* Polls before yielding the CPU, and before sleeping.  Yielding matters when
+ * the machine is oversubscribed: a spinning thread would otherwise burn the
+ * time slice the thread it waits for needs. */
+enum { SPIN_BEFORE_YIELD = 2000, SPIN_LIMIT = 200000 };
+
+static inline void relax(int spins) {
+    if (spins < SPIN_BEFORE_YIELD) _mm_pause();
+    else sched_yield();
+}
 
 struct qw_threadpool {
     int n_threads;
@@ -69,7 +77,7 @@ static void *worker_main(void *p) {
         while ((g = atomic_load_explicit(&tp->generation, memory_order_acquire)) == seen) {
             if (atomic_load_explicit(&tp->stop, memory_order_relaxed)) return NULL;
             if (++spins < SPIN_LIMIT) {
-                _mm_pause();
+                relax(spins);
                 continue;
             }
             pthread_mutex_lock(&tp->mu);
@@ -139,7 +147,7 @@ void qw_parallel_for(qw_threadpool *tp, int64_t n, int64_t grain, qw_range_fn fn
     if (tp->n_sleeping > 0) pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
     run_chunks(tp, 0);
-    while (atomic_load_explicit(&tp->active, memory_order_acquire) > 0) _mm_pause();
+    for (int spins = 0; atomic_load_explicit(&tp->active, memory_order_acquire) > 0; spins++) relax(spins);
 }
 
 int qw_cpu_count(void) {

@@ -65,14 +65,19 @@
 /* GEN_SCALES (see the header comment for the principles).
  * Measured on llama.cpp, greedy 32 tokens x 6 prompts (English, code, CJK,
  * emoji, numbers, chat):  filled in by the tuning runs below. */
-#define GEN_LOGIT_STD 6.0f    /* C: std of the logits, in nats */
-#define GEN_HEAD_ROW_SIGMA 0.5f /* log-normal spread of LM head row norms */
-#define GEN_QK_GAIN_LO 2.0f   /* q_norm / k_norm gains ~ U[lo, hi] */
-#define GEN_QK_GAIN_HI 3.0f
-#define GEN_ROUTER_STD 3.0f   /* std of router logits */
-#define GEN_DOWN_GAIN 2.0f    /* expert down-proj gain (silu(g)*u has std ~0.5) */
-#define GEN_WO_GAIN 1.0f      /* attention output gain */
-#define GEN_NORM_LO 0.7f      /* attn_norm / ffn_norm gains ~ U[lo, hi] */
+/* TUNING-ONLY: env overrides, removed before delivery */
+static float gen_knob(const char *name, float def) {
+    const char *v = getenv(name);
+    return v ? strtof(v, NULL) : def;
+}
+#define GEN_LOGIT_STD gen_knob("G_C", 6.0f)
+#define GEN_HEAD_ROW_SIGMA gen_knob("G_SIG", 0.4f)
+#define GEN_QK_GAIN_LO gen_knob("G_QKLO", 2.0f)
+#define GEN_QK_GAIN_HI gen_knob("G_QKHI", 3.0f)
+#define GEN_ROUTER_STD gen_knob("G_ROUT", 3.0f)
+#define GEN_DOWN_GAIN gen_knob("G_DOWN", 2.0f)
+#define GEN_WO_GAIN gen_knob("G_WO", 1.0f)
+#define GEN_NORM_LO 0.7f
 #define GEN_NORM_HI 1.3f
 #define GEN_OUT_NORM_LO 0.8f
 #define GEN_OUT_NORM_HI 1.2f

@@ -138,7 +138,7 @@ static bool penalties_on(const qw_sampler *s) {
            (s->p.repeat_penalty != 1.0f || s->p.presence_penalty != 0.0f || s->p.frequency_penalty != 0.0f);
 }
 
-static void apply_penalties(qw_sampler *s, cand *c, int32_t n) {
+static void apply_penalties(qw_sampler *s, cand *c) {
     for (int32_t i = 0; i < s->ring_n; i++) {
         int32_t id = s->ring[i];
         int32_t cnt = s->count[id];
@@ -153,7 +153,6 @@ static void apply_penalties(qw_sampler *s, cand *c, int32_t n) {
         int32_t id = s->ring[i];
         if (s->count[id] < 0) s->count[id] = -s->count[id];
     }
-    (void)n;
 }
 
 /* Moves the best k of c[0..n) to c[0..k), sorted best first.  Size-k min-heap
@@ -248,7 +247,7 @@ int32_t qw_sampler_sample(qw_sampler *s, const float *logits) {
 
     cand *c = s->c;
     for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, logits[i], 0};
-    if (pen) apply_penalties(s, c, nv);
+    if (pen) apply_penalties(s, c);
     int32_t n = nv;
     if (s->p.temp <= 0) {
         int32_t best = 0;

@@ -794,15 +794,25 @@ static void test_big_vocab_speed(void **state) {
         assert_string_equal(qw_gguf_arr_str(g, (size_t)i, 77, &len), "tok77");
         qw_gguf_close(g);
     }
-#if defined(__SANITIZE_ADDRESS__)
-    const double limit = 0.5; /* ASan makes every copy several times slower */
-#else
-    const double limit = 0.05;
-#endif
+    /* Speed is reported, never asserted: tests check behaviour only. */
     print_message("vocab of %d strings parsed in %.1f ms\n", N, best * 1e3);
-    assert_true(best < limit);
     free(store);
     free(strs);
+}
+
+/* The fuzz seeds are meant to be valid files (the fuzzer mutates from them):
+ * they must parse.  Paths are relative to the repo root (tests/run.sh's cwd). */
+static void test_fuzz_seeds_parse(void **state) {
+    (void)state;
+    const char *seeds[] = {"fuzz/seeds/gguf/full.gguf", "fuzz/seeds/gguf/align1.gguf",
+                           "fuzz/seeds/gguf/v2_nested.gguf"};
+    for (int k = 0; k < 3; k++) {
+        qw_error err = {{0}};
+        qw_gguf *g = qw_gguf_open(seeds[k], &err);
+        if (!g) fail_msg("%s (run from the repo root)", err.msg);
+        assert_true(qw_gguf_n_kv(g) > 0);
+        qw_gguf_close(g);
+    }
 }
 
 int main(void) {
@@ -813,6 +823,7 @@ int main(void) {
         cmocka_unit_test(test_bad_values),       cmocka_unit_test(test_bad_alignment),
         cmocka_unit_test(test_bad_tensors),      cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_open_errors),      cmocka_unit_test(test_big_vocab_speed),
+        cmocka_unit_test(test_fuzz_seeds_parse),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -1,0 +1,42 @@
+#!/bin/bash
+# t_cli_errors.sh — bad input to the CLI gets one clear line and a non-zero
+# exit, never a crash: missing file, wrong architecture, bad flags, bad knobs.
+set -u
+Q=${QWISP_BIN:?QWISP_BIN not set}
+T=${QWISP_TEST_TMP:-/tmp}/cli_errors
+mkdir -p "$T"
+
+# expect NAME WANT_RC PATTERN -- command...
+expect() {
+    local name=$1 want_rc=$2 pat=$3; shift 4
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" -eq "$want_rc" ] && echo "$out" | grep -qE -- "$pat"; then
+        echo "PASS: $name"
+    else
+        echo "FAIL: $name (rc=$rc, want $want_rc; output: $(echo "$out" | head -3))"
+    fi
+}
+
+"$Q" gen-model --preset tiny -o "$T/tiny.gguf" >/dev/null 2>&1 || echo "FAIL: gen-model tiny"
+printf 'GGUF\003\000\000\000' > "$T/trunc.gguf"
+head -c 100 /dev/urandom > "$T/noise.gguf"
+
+expect "run: missing model file names the path" 1 "$T/nope.gguf" -- "$Q" run -m "$T/nope.gguf" -p hi
+expect "run: truncated gguf is one clear error" 1 "trunc.gguf.*offset" -- "$Q" run -m "$T/trunc.gguf" -p hi
+expect "run: random bytes rejected (magic)" 1 "noise.gguf.*magic" -- "$Q" run -m "$T/noise.gguf" -p hi
+expect "run: unknown flag" 2 "unknown option '--bogus'" -- "$Q" run -m "$T/tiny.gguf" --bogus
+expect "run: bad -n value" 2 "-n 'abc': not an integer" -- "$Q" run -m "$T/tiny.gguf" -p hi -n abc
+expect "run: temperature out of range" 2 "--temp '-1': out of range" -- "$Q" run -m "$T/tiny.gguf" -p hi --temp -1
+expect "run: no prompt" 2 "exactly one of -p" -- "$Q" run -m "$T/tiny.gguf"
+expect "run: flag without value" 2 "-p needs a value" -- "$Q" run -m "$T/tiny.gguf" -p
+expect "bad knob value" 2 "QWISP_THREADS='many': not a number" -- env QWISP_THREADS=many "$Q" run -m "$T/tiny.gguf" -p hi
+expect "bad knob range" 2 "QWISP_CTX='1': out of range" -- env QWISP_CTX=1 "$Q" config
+expect "bad enum knob" 2 "QWISP_SIMD='sse9': expected one of" -- env QWISP_SIMD=sse9 "$Q" config
+expect "unknown command" 2 "unknown command 'frobnicate'" -- "$Q" frobnicate
+expect "config shows env source" 0 "QWISP_THREADS +3 +env" -- env QWISP_THREADS=3 "$Q" config
+expect "logits: bad token list" 2 "bad token id list" -- "$Q" logits -m "$T/tiny.gguf" --tokens 1,x,3
+expect "logits: token outside vocab" 1 "outside the vocabulary" -- "$Q" logits -m "$T/tiny.gguf" --tokens 1,99999999
+expect "run: generates and reports json" 0 '"gen_tokens":8' -- "$Q" run -m "$T/tiny.gguf" -p "Hello" -n 8 --ignore-eos --json
+expect "run: prompt-tokens gives exactly N" 0 '"prompt_tokens":100' -- "$Q" run -m "$T/tiny.gguf" --prompt-tokens 100 -n 2 --json
+expect "run: chat template applied" 0 '"prompt_ids":\[' -- "$Q" run -m "$T/tiny.gguf" -p "Hi" --chat -n 2 --json

@@ -1,0 +1,195 @@
+/* test_forward.c — behaviour of the qwen3moe forward pass that the peer
+ * parity tests do not pin down: one code path for prefill and decode (the
+ * logits of a token must not depend on how the sequence was chunked), KV
+ * truncation, and clear errors for bad inputs and bad model files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "qwisp/gen_model.h"
+#include "qwisp/gguf.h"
+#include "qwisp/model.h"
+#include "qwisp/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_dir[256];
+static char g_f32[300], g_q8[300];
+
+static int write_model(const char *path, uint32_t type, bool tied) {
+    qw_gen_model_params p;
+    qw_error err = {0};
+    if (qw_gen_model_preset("tiny", &p)) return -1;
+    p.type = type;
+    p.embd_type = type;
+    p.tied = tied;
+    if (qw_gen_model_write(&p, path, &err)) {
+        fprintf(stderr, "gen: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/qwisp-test-forward.XXXXXX");
+    if (!mkdtemp(g_dir)) return -1;
+    snprintf(g_f32, sizeof g_f32, "%s/f32.gguf", g_dir);
+    snprintf(g_q8, sizeof g_q8, "%s/q8.gguf", g_dir);
+    return write_model(g_f32, QW_TYPE_F32, false) || write_model(g_q8, QW_TYPE_Q8_0, true);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    unlink(g_f32);
+    unlink(g_q8);
+    rmdir(g_dir);
+    return 0;
+}
+
+static float max_abs_diff(const float *a, const float *b, int n) {
+    float m = 0;
+    for (int i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]);
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+/* Prefill of the whole sequence with all logits == token-by-token decode. */
+static void check_chunking(const char *path) {
+    qw_error err = {0};
+    qw_model *m = qw_model_load(path, &err);
+    assert_non_null(m);
+    const int n = 40, V = m->hp.n_vocab;
+    int32_t ids[40];
+    for (int i = 0; i < n; i++) ids[i] = (i * 37 + 11) % V;
+
+    qw_ctx *a = qw_ctx_new(m, 64, 2, &err);
+    assert_non_null(a);
+    assert_int_equal(qw_ctx_eval(a, ids, n, QW_LOGITS_ALL, &err), 0);
+    float *all = malloc((size_t)n * V * sizeof(float));
+    memcpy(all, qw_ctx_logits(a), (size_t)n * V * sizeof(float));
+
+    qw_ctx *b = qw_ctx_new(m, 64, 1, &err);
+    assert_non_null(b);
+    /* first 13 tokens as one chunk, then one at a time */
+    assert_int_equal(qw_ctx_eval(b, ids, 13, QW_LOGITS_LAST, &err), 0);
+    assert_true(max_abs_diff(qw_ctx_logits(b), all + 12 * V, V) < 1e-3f);
+    for (int i = 13; i < n; i++) {
+        assert_int_equal(qw_ctx_eval(b, &ids[i], 1, QW_LOGITS_LAST, &err), 0);
+        float d = max_abs_diff(qw_ctx_logits(b), all + (size_t)i * V, V);
+        if (d >= 1e-3f) fail_msg("position %d: decode vs prefill logits differ by %g", i, d);
+    }
+    assert_int_equal(qw_ctx_n_past(b), n);
+
+    /* truncate and replay gives the same logits again */
+    qw_ctx_truncate(b, 20);
+    assert_int_equal(qw_ctx_n_past(b), 20);
+    assert_int_equal(qw_ctx_eval(b, &ids[20], 5, QW_LOGITS_LAST, &err), 0);
+    assert_true(max_abs_diff(qw_ctx_logits(b), all + 24 * V, V) < 1e-3f);
+
+    /* logits are finite and not constant */
+    float lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        assert_true(isfinite(all[i]));
+        lo = fminf(lo, all[i]);
+        hi = fmaxf(hi, all[i]);
+    }
+    assert_true(hi - lo > 1.0f);
+    free(all);
+    qw_ctx_free(a);
+    qw_ctx_free(b);
+    qw_model_free(m);
+}
+
+static void test_chunking_f32(void **state) { (void)state; check_chunking(g_f32); }
+static void test_chunking_q8(void **state) { (void)state; check_chunking(g_q8); }
+
+static void test_bad_inputs(void **state) {
+    (void)state;
+    qw_error err = {0};
+    qw_model *m = qw_model_load(g_q8, &err);
+    assert_non_null(m);
+    assert_true(m->tied_output);
+    qw_ctx *c = qw_ctx_new(m, 16, 2, &err);
+    assert_non_null(c);
+    int32_t bad = m->hp.n_vocab;
+    assert_int_equal(qw_ctx_eval(c, &bad, 1, QW_LOGITS_LAST, &err), -1);
+    assert_non_null(strstr(err.msg, "outside the vocabulary"));
+    int32_t ids[20] = {0};
+    assert_int_equal(qw_ctx_eval(c, ids, 20, QW_LOGITS_LAST, &err), -1);
+    assert_non_null(strstr(err.msg, "context full"));
+    assert_int_equal(qw_ctx_n_past(c), 0); /* nothing half-applied */
+    assert_int_equal(qw_ctx_eval(c, ids, 16, QW_LOGITS_LAST, &err), 0);
+    qw_ctx_free(c);
+    qw_model_free(m);
+}
+
+/* A GGUF that is valid but is not a qwen3moe model. */
+static void test_wrong_arch(void **state) {
+    (void)state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/llama.gguf", g_dir);
+    qw_gguf_writer *w = qw_gguf_writer_new();
+    qw_gguf_set_str(w, "general.architecture", "llama");
+    qw_error err = {0};
+    assert_int_equal(qw_gguf_writer_write(w, path, NULL, NULL, &err), 0);
+    qw_gguf_writer_free(w);
+    assert_null(qw_model_load(path, &err));
+    assert_non_null(strstr(err.msg, "architecture 'llama' is not supported"));
+    unlink(path);
+}
+
+/* A qwen3moe file with one tensor missing names that tensor. */
+static void test_missing_tensor(void **state) {
+    (void)state;
+    qw_error err = {0};
+    qw_gguf *g = qw_gguf_open(g_f32, &err);
+    assert_non_null(g);
+    char path[320];
+    snprintf(path, sizeof path, "%s/missing.gguf", g_dir);
+    qw_gguf_writer *w = qw_gguf_writer_new();
+    for (size_t i = 0; i < qw_gguf_n_kv(g); i++) {
+        const char *key = qw_gguf_kv_key(g, i);
+        qw_gguf_vtype t = qw_gguf_kv_type(g, i);
+        if (t == QW_GGUF_STRING) qw_gguf_set_str(w, key, qw_gguf_kv_str(g, i, NULL));
+        else if (t == QW_GGUF_FLOAT32) {
+            double d;
+            qw_gguf_kv_as_f64(g, i, &d);
+            qw_gguf_set_f32(w, key, (float)d);
+        } else if (t == QW_GGUF_UINT32 || t == QW_GGUF_INT32) {
+            int64_t v;
+            qw_gguf_kv_as_i64(g, i, &v);
+            qw_gguf_set_u32(w, key, (uint32_t)v);
+        }
+    }
+    for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) {
+        const qw_gguf_tensor *t = qw_gguf_tensor_at(g, i);
+        if (!strcmp(t->name, "blk.1.ffn_up_exps.weight")) continue;
+        assert_true(qw_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err) >= 0);
+    }
+    assert_int_equal(qw_gguf_writer_write(w, path, NULL, NULL, &err), 0);
+    qw_gguf_writer_free(w);
+    qw_gguf_close(g);
+    assert_null(qw_model_load(path, &err));
+    assert_non_null(strstr(err.msg, "missing tensor 'blk.1.ffn_up_exps.weight'"));
+    unlink(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chunking_f32),
+        cmocka_unit_test(test_chunking_q8),
+        cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_wrong_arch),
+        cmocka_unit_test(test_missing_tensor),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
