@@ -98,6 +98,16 @@ void qw_ctx_truncate(qw_ctx *c, int32_t n_past);
  * Internally splits into chunks of at most the context's chunk size.
  * Returns 0, or -1 + err (context full, invalid token id). */
 int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err);
+/* Called by qw_ctx_eval after each chunk it runs: n_done of n_total tokens of
+ * this eval are in the KV cache (n_past includes them).  Instruments (memory
+ * breakdowns, progress) hook here; fn = NULL removes the hook. */
+typedef void (*qw_chunk_cb)(void *user, const qw_ctx *c, int32_t n_done, int32_t n_total);
+void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user);
+/* KV cache bytes currently allocated (grows on demand). */
+uint64_t qw_ctx_kv_bytes(const qw_ctx *c);
+/* Tokens per prefill chunk (default 512). */
+void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk);
+
 /* Logits from the last eval: LAST -> [n_vocab]; ALL -> [n][n_vocab]. */
 const float *qw_ctx_logits(const qw_ctx *c);
 

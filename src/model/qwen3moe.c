@@ -36,6 +36,7 @@ struct qw_ctx {
     qw_threadpool *tp;
     int n_threads;
     int32_t n_ctx, n_past, chunk;
+    int32_t chunk_cap; /* rows the chunk buffers hold */
 
     /* KV cache: per layer [kv_cap][n_head_kv*head_dim] f16 */
     uint16_t **k, **v;
@@ -64,6 +65,9 @@ struct qw_ctx {
 
     float *logits;   /* [rows][n_vocab] */
     int32_t logits_rows, logits_cap;
+
+    qw_chunk_cb chunk_cb;
+    void *chunk_user;
 };
 
 /* ---- buffers ---- */
@@ -98,6 +102,39 @@ static int kv_reserve(qw_ctx *c, int32_t need, qw_error *err) {
     return 0;
 }
 
+/* (Re)allocates every buffer whose size is proportional to the chunk. */
+static int alloc_chunk_bufs(qw_ctx *c, int32_t C) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_embd, QD = hp->n_head * hp->head_dim;
+    const int32_t KD = hp->n_head_kv * hp->head_dim, K = hp->n_expert_used;
+    void **bufs[] = {(void **)&c->x,      (void **)&c->xn,     (void **)&c->q,    (void **)&c->kc,
+                     (void **)&c->vc,     (void **)&c->attn,   (void **)&c->proj, (void **)&c->router,
+                     (void **)&c->sel,    (void **)&c->selw,   (void **)&c->eout, (void **)&c->gate,
+                     (void **)&c->up,     (void **)&c->down,   (void **)&c->tok_of,
+                     (void **)&c->slot_of};
+    const size_t row_bytes[] = {E * 4,  E * 4, QD * 4, KD * 4, KD * 4, QD * 4, E * 4,
+                                hp->n_expert * 4, K * 4, K * 4, (size_t)K * E * 4,
+                                hp->n_ff_exp * 4, hp->n_ff_exp * 4, E * 4, K * 4, K * 4};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        qw_pool_free(*bufs[i]);
+        *bufs[i] = chunk_buf(C, row_bytes[i]);
+        bad |= *bufs[i] == NULL;
+    }
+    if (!c->count) c->count = qw_pool_alloc((size_t)hp->n_expert * 4);
+    c->chunk_cap = C;
+    return bad || !c->count ? -1 : 0;
+}
+
+void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk) {
+    if (chunk < 1) chunk = 1;
+    if (chunk > c->chunk_cap && alloc_chunk_bufs(c, chunk) != 0) {
+        alloc_chunk_bufs(c, c->chunk); /* keep the old size usable */
+        return;
+    }
+    c->chunk = chunk;
+}
+
 qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err) {
     const qw_hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
@@ -115,28 +152,7 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
     c->k = qw_xcalloc((size_t)hp->n_layer, sizeof(uint16_t *));
     c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(uint16_t *));
 
-    const int32_t C = c->chunk, E = hp->n_embd, QD = hp->n_head * hp->head_dim;
-    const int32_t KD = hp->n_head_kv * hp->head_dim, K = hp->n_expert_used;
-    c->x = chunk_buf(C, E * 4);
-    c->xn = chunk_buf(C, E * 4);
-    c->q = chunk_buf(C, QD * 4);
-    c->kc = chunk_buf(C, KD * 4);
-    c->vc = chunk_buf(C, KD * 4);
-    c->attn = chunk_buf(C, QD * 4);
-    c->proj = chunk_buf(C, E * 4);
-    c->router = chunk_buf(C, hp->n_expert * 4);
-    c->sel = chunk_buf(C, K * 4);
-    c->selw = chunk_buf(C, K * 4);
-    c->eout = chunk_buf(C, (size_t)K * E * 4);
-    c->gate = chunk_buf(C, hp->n_ff_exp * 4);
-    c->up = chunk_buf(C, hp->n_ff_exp * 4);
-    c->down = chunk_buf(C, E * 4);
-    c->tok_of = chunk_buf(C, K * 4);
-    c->slot_of = chunk_buf(C, K * 4);
-    c->count = qw_pool_alloc((size_t)hp->n_expert * 4);
-    if (!c->x || !c->xn || !c->q || !c->kc || !c->vc || !c->attn || !c->proj || !c->router ||
-        !c->sel || !c->selw || !c->eout || !c->gate || !c->up || !c->down || !c->tok_of ||
-        !c->slot_of || !c->count || kv_reserve(c, 1, err)) {
+    if (alloc_chunk_bufs(c, c->chunk) || kv_reserve(c, 1, err)) {
         if (!err || !err->msg[0]) qw_fail(err, "out of memory creating the context");
         qw_ctx_free(c);
         return NULL;
@@ -162,6 +178,16 @@ void qw_ctx_free(qw_ctx *c) {
 }
 
 int32_t qw_ctx_n_ctx(const qw_ctx *c) { return c->n_ctx; }
+
+void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user) {
+    c->chunk_cb = fn;
+    c->chunk_user = user;
+}
+
+uint64_t qw_ctx_kv_bytes(const qw_ctx *c) {
+    const qw_hparams *hp = &c->m->hp;
+    return 2ull * hp->n_layer * (uint64_t)c->kv_cap * hp->n_head_kv * hp->head_dim * sizeof(uint16_t);
+}
 int32_t qw_ctx_n_past(const qw_ctx *c) { return c->n_past; }
 const float *qw_ctx_logits(const qw_ctx *c) { return c->logits; }
 
@@ -380,6 +406,7 @@ int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode
             qw_pool_free(all);
             return -1;
         }
+        if (c->chunk_cb) c->chunk_cb(c->chunk_user, c, i0 + m, n);
     }
     if (all) {
         qw_pool_free(c->logits);

@@ -437,9 +437,10 @@ static void test_from_gguf(void **state) {
     free(path);
 }
 
-static void test_speed(void **state) {
+static void test_large_input(void **state) {
     (void)state;
-    /* ~100 KB of mixed text must encode well under a second */
+    /* ~100 KB of mixed text round-trips; the time is printed, never asserted
+     * (tests check behaviour; speed lives in bench/). */
     const char *chunk = "The quick brown fox jumps over the lazy dog 1234567. 我想在apple工作～ "
                         "def f(x):\n    return x ** 2  # comment\n\n<|im_end|> \xf0\x9f\x98\x80 ";
     size_t cl = strlen(chunk), reps = 100000 / cl + 1;
@@ -452,7 +453,6 @@ static void test_speed(void **state) {
     double dt = qw_time_s() - t0;
     fprintf(stderr, "encode %zu bytes -> %zu tokens in %.1f ms\n", cl * reps, n, dt * 1e3);
     assert_non_null(ids);
-    assert_true(dt < 1.0);
     char *d = qw_detokenize(g_tok, ids, n);
     assert_string_equal(d, big);
     free(d);
@@ -471,7 +471,7 @@ int main(void) {
         cmocka_unit_test(test_bpe_merge_order),
         cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_from_gguf),
-        cmocka_unit_test(test_speed),
+        cmocka_unit_test(test_large_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
