@@ -5,7 +5,7 @@
 #   make asan       the same binaries under AddressSanitizer + UBSan in build-asan/
 #   make fuzz       libFuzzer targets in build-fuzz/ (clang)
 #   make bench      bench/vs_llamacpp.sh
-#   make models/default.gguf   the generated default model (real Qwen3 tokenizer)
+#   make models/synthetic.gguf a generated synthetic model (real Qwen3 tokenizer); models/default.gguf is committed
 #
 # Sources are found by wildcard: add a .c under src/ and it is built.  Files
 # named *_avx2.c / *_avx512.c get their ISA flags; the rest is baseline x86-64,
@@ -15,9 +15,9 @@ CC      ?= gcc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-PKGS    := libpcre2-8 libcjson
+PKGS    := libpcre2-8 libcjson libmicrohttpd
 DEPCFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-DEPLIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson)
+DEPLIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd)
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread $(DEPCFLAGS) $(SAN)
 LDFLAGS += -pthread $(SAN)
@@ -80,7 +80,13 @@ fuzz:
 bench: $(BUILD)/qwisp
 	bench/vs_llamacpp.sh
 
-models/default.gguf: $(BUILD)/qwisp
+# models/default.gguf is the trained model, committed (models/README.md); this
+# rule never rebuilds it, it only complains when the file is missing.
+# The synthetic model that used to sit there: make models/synthetic.gguf
+models/default.gguf:
+	@echo "models/default.gguf is missing: it is committed in git (git checkout -- models/default.gguf)" >&2; exit 1
+
+models/synthetic.gguf: $(BUILD)/qwisp
 	$(BUILD)/qwisp gen-model --preset default --tokenizer qwen3 -o $@
 
 clean:

@@ -28,16 +28,6 @@ static void touch(const void *p, size_t n) {
     g_sink += s;
 }
 
-static size_t elem_size(qw_gguf_vtype t) {
-    switch (t) {
-    case QW_GGUF_UINT8: case QW_GGUF_INT8: case QW_GGUF_BOOL: return 1;
-    case QW_GGUF_UINT16: case QW_GGUF_INT16: return 2;
-    case QW_GGUF_UINT32: case QW_GGUF_INT32: case QW_GGUF_FLOAT32: return 4;
-    case QW_GGUF_UINT64: case QW_GGUF_INT64: case QW_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 static void walk_kv(const qw_gguf *g, size_t i) {
     const char *key = qw_gguf_kv_key(g, i);
     CHECK(key && key[0]);
@@ -77,7 +67,7 @@ static void walk_kv(const qw_gguf *g, size_t i) {
     }
     CHECK(t == QW_GGUF_ARRAY);
     CHECK(qw_gguf_get_arr(g, key, NULL, NULL, NULL) == 0);
-    size_t esz = elem_size(et);
+    size_t esz = qw_gguf_vtype_size(et);
     if (esz) {
         CHECK(data != NULL);
         const uint8_t *base = qw_gguf_map_base(g);

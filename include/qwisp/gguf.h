@@ -43,6 +43,8 @@ typedef enum qw_gguf_vtype {
 } qw_gguf_vtype;
 
 const char *qw_gguf_vtype_name(qw_gguf_vtype t);
+/* Bytes of one scalar of value type t; 0 for STRING, ARRAY and invalid types. */
+size_t qw_gguf_vtype_size(uint32_t t);
 
 typedef struct qw_gguf_tensor {
     const char *name;              /* NUL-terminated copy */

@@ -30,6 +30,24 @@ void qw_matmul_q2(qw_threadpool *tp, qw_type wtype, const void *w0, const void *
                   size_t w_row_bytes, int64_t n_rows, int64_t k, const void *xq, const int32_t *idx,
                   int64_t n_tok, float *y0, float *y1, int64_t ldy);
 
+/* Several matmuls over one weight type and row length k, run as ONE parallel
+ * pass (one barrier): e.g. wq/wk/wv of a layer, or gate+up (then down) of all
+ * the experts a decode token chose.  Each task is y[j][r] = dot(w[r],
+ * xq[idx ? idx[j] : j]) for j < n_tok, r < n_rows, exactly as qw_matmul_q.
+ * Any n_tasks works (run QW_MM_MAX_TASKS per pass). */
+#define QW_MM_MAX_TASKS 64
+typedef struct qw_mm_task {
+    const void *w;       /* [n_rows] rows of w_row_bytes */
+    size_t w_row_bytes;
+    int64_t n_rows;
+    const void *xq;      /* converted activations (qw_act_convert) */
+    const int32_t *idx;  /* NULL = row j of xq for token j */
+    int64_t n_tok;
+    float *y;            /* [n_tok][ldy] */
+    int64_t ldy;
+} qw_mm_task;
+void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_task *tasks, int n_tasks);
+
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], for n_rows rows of n. */
 void qw_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t n_rows, float eps);
 

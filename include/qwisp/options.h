@@ -23,7 +23,15 @@
     X(THREADS, "QWISP_THREADS", NULL, INT, "0", 0, 1024, "compute threads; 0 = all CPUs")           \
     X(CTX, "QWISP_CTX", NULL, INT, "4096", 16, 1048576, "context length (KV cache positions) for run/chat") \
     X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512|avx2|scalar (lowers only)") \
-    X(PORT, "QWISP_PORT", NULL, INT, "8080", 1, 65535, "HTTP port for serve")
+    X(PORT, "QWISP_PORT", NULL, INT, "8080", 1, 65535, "HTTP port for serve") \
+    X(API_KEY, "QWISP_API_KEY", NULL, STR, NULL, 0, 0, "serve: require Authorization: Bearer KEY (all endpoints but /health)") \
+    X(LANES, "QWISP_LANES", NULL, INT, "0", 0, 1024, "serve with B lanes (batched); 0 = serialize path (lanes not available yet)") \
+    X(PREFILL_CACHE_MB, "QWISP_PREFILL_CACHE_MB", "QWISP_PREFILL_MLX_CACHE_MB", INT, NULL, 0, 16777216, "serialize path pool cache limit in MB; unset/0 = unbounded") \
+    X(LANE_CACHE_MB, "QWISP_LANE_CACHE_MB", "QWISP_LANE_MLX_CACHE_MB", INT, "2048", 0, 16777216, "lanes path pool cache limit in MB; 0 = unbounded") \
+    X(POOL_FIT, "QWISP_POOL_FIT", NULL, ENUM, "classes", 0, 0, "pool fit rule: classes (8 per power of two) | exact (MLX: within ~2 pages)") \
+    X(PREFILL_MEMDBG, "QWISP_PREFILL_MEMDBG", NULL, INT, "0", 0, 2, "1: memory breakdown line every _EVERY prefill chunks; 2: also clear the cache (perturbs!)") \
+    X(PREFILL_MEMDBG_EVERY, "QWISP_PREFILL_MEMDBG_EVERY", NULL, INT, "4", 1, 1000000, "chunks between QWISP_PREFILL_MEMDBG lines (the final chunk always reports)") \
+    X(LANE_MEMDBG, "QWISP_LANE_MEMDBG", NULL, INT, "0", 0, 2, "1|2: memory breakdown at the lanes path's idle points (2 clears the cache)")
 
 typedef enum {
 #define QW_OPT_ENUM_ID(id, ...) QW_OPT_##id,

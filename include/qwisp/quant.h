@@ -87,6 +87,28 @@ void qw_vec_dot_ref(qw_type type, int64_t n, float *s, const void *w_row, const 
 typedef void (*qw_vec_dot_fn)(int64_t n, float *s, const void *w_row, const void *x);
 qw_vec_dot_fn qw_vec_dot_get(qw_type type);
 
+/* Register-blocked tiles for prefill matmuls: for r < n_rows (a multiple of
+ * QW_GEMM_ROWS = 2) and t < QW_GEMM_TOKS (4), y[t][r] = dot(n, w + r *
+ * w_row_bytes, x[t]) with EXACTLY the bits qw_vec_dot_get(type) would give.
+ * n % QW_GEMM_K == 0 and n <= QW_GEMM_K_MAX.
+ * qw_gemm_get returns NULL when the active SIMD level has no tile for the
+ * type (callers then use the dot).  Valid until the next qw_simd_force. */
+#define QW_GEMM_ROWS 2
+#define QW_GEMM_TOKS 4
+#define QW_GEMM_K 128
+#define QW_GEMM_K_MAX 8192
+typedef void (*qw_gemm_fn)(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows,
+                           const void *const *x, float *const *y);
+qw_gemm_fn qw_gemm_get(qw_type type);
+/* The one-token form for decode: x[0], y[0] only; n_rows a multiple of
+ * QW_GEMV_ROWS (4); same bit-exact contract and limits. */
+#define QW_GEMV_ROWS 4
+qw_gemm_fn qw_gemv_get(qw_type type);
+
+/* y[i] += a * (float)x[i] for an f16 row x (attention's V accumulation);
+ * multiply then add, so every level gives the reference's bits. */
+void qw_axpy_f16(float *y, float a, const uint16_t *x, int64_t n);
+
 /* Small f32 vector helpers used by the model (SIMD-dispatched). */
 float qw_dot_f32(const float *a, const float *b, int64_t n);
 void qw_axpy_f32(float *y, float a, const float *x, int64_t n); /* y += a*x */

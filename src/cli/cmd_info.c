@@ -75,16 +75,6 @@ static void print_elem(qw_gguf_vtype t, const uint8_t *p) {
     }
 }
 
-static size_t elem_size(qw_gguf_vtype t) {
-    switch (t) {
-    case QW_GGUF_UINT8: case QW_GGUF_INT8: case QW_GGUF_BOOL: return 1;
-    case QW_GGUF_UINT16: case QW_GGUF_INT16: return 2;
-    case QW_GGUF_UINT32: case QW_GGUF_INT32: case QW_GGUF_FLOAT32: return 4;
-    case QW_GGUF_UINT64: case QW_GGUF_INT64: case QW_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 static void print_array(const qw_gguf *g, size_t i) {
     qw_gguf_vtype et;
     uint64_t n;
@@ -103,7 +93,7 @@ static void print_array(const qw_gguf *g, size_t i) {
             const char *s = qw_gguf_arr_str(g, i, j, &len);
             print_quoted(s, len, INFO_ARR_STR_MAX);
         } else {
-            print_elem(et, (const uint8_t *)data + j * elem_size(et));
+            print_elem(et, (const uint8_t *)data + j * qw_gguf_vtype_size(et));
         }
     }
     if (shown < n && et != QW_GGUF_ARRAY) fputs(", …", stdout);

@@ -7,6 +7,7 @@
 #include "qwisp/generate.h"
 #include "qwisp/model.h"
 #include "qwisp/options.h"
+#include "qwisp/run_memory.h"
 #include "qwisp/tokenizer.h"
 
 #include <cjson/cJSON.h>
@@ -168,7 +169,7 @@ static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_toke
 }
 
 static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t *prompt, size_t n_prompt,
-                       const qw_gen_result *res, int threads) {
+                       const qw_gen_result *res, int threads, const qw_run_memory *rm) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", qw_gguf_path(m->gguf));
     cJSON *pa = cJSON_AddArrayToObject(o, "prompt_ids");
@@ -191,6 +192,7 @@ static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t
     char hash[32];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)res->logits_hash);
     cJSON_AddStringToObject(o, "logits_hash", hash);
+    qw_run_memory_json(rm, o);
     char *s = cJSON_PrintUnformatted(o);
     puts(s);
     free(s);
@@ -220,6 +222,7 @@ int qw_cmd_run(int argc, char **argv) {
     int32_t *prompt = build_prompt(&a, m, tok, &n_prompt);
     qw_ctx *c = NULL;
     qw_gen_result res = {0};
+    qw_run_memory rmem = {0};
     if (!prompt) goto done;
     int threads = qw_cli_threads(a.threads);
     long n_ctx = a.n_ctx ? a.n_ctx : (long)qw_opt_int(QW_OPT_CTX);
@@ -229,18 +232,24 @@ int qw_cmd_run(int argc, char **argv) {
         fprintf(stderr, "qwisp run: %s\n", err.msg);
         goto done;
     }
+    if (qw_run_memory_begin(&rmem, c, a.json, &err)) {
+        fprintf(stderr, "qwisp run: %s\n", err.msg);
+        goto done;
+    }
     stream_state st = {.tok = tok, .stream = !a.json};
     qw_gen_request rq = {.prompt = prompt,
                          .n_prompt = (int32_t)n_prompt,
                          .max_tokens = (int32_t)a.n_gen,
                          .ignore_eos = a.ignore_eos,
                          .sampler = a.sp};
-    if (qw_generate(c, tok, &rq, on_token, &st, &res, &err)) {
+    int grc = qw_generate(c, tok, &rq, on_token, &st, &res, &err);
+    qw_run_memory_end(&rmem, c);
+    if (grc) {
         fprintf(stderr, "\nqwisp run: %s\n", err.msg);
         goto done;
     }
     if (a.json) {
-        print_json(m, tok, prompt, n_prompt, &res, threads);
+        print_json(m, tok, prompt, n_prompt, &res, threads, &rmem);
     } else {
         char tail[16];
         int n = qw_detok_stream_flush(&st.ds, tail, sizeof tail);
@@ -256,6 +265,7 @@ int qw_cmd_run(int argc, char **argv) {
             dec > 0 ? 1e3 / dec : 0, gbs, res.ttft_s * 1e3, threads, (unsigned long long)res.logits_hash);
     rc = 0;
 done:
+    qw_run_memory_end(&rmem, c);
     free(res.tokens);
     free(prompt);
     qw_ctx_free(c);

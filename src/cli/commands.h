@@ -11,5 +11,10 @@ int qw_cmd_info(int argc, char **argv);      /* metadata + tensor table */
 int qw_cmd_gen_model(int argc, char **argv); /* synthetic qwen3moe GGUF */
 int qw_cmd_tokenize(int argc, char **argv);  /* text -> ids / ids -> text */
 int qw_cmd_config(int argc, char **argv);    /* every knob, its value and source */
+int qw_cmd_serve(int argc, char **argv);     /* OpenAI-compatible HTTP server */
+int qw_cmd_chat(int argc, char **argv);      /* terminal chat, interactive or one-shot */
+int qw_cmd_footprint(int argc, char **argv); /* footprint PID [--watch MS] */
+int qw_cmd_bench(int argc, char **argv);     /* pp/tg tok/s + bandwidth roofline */
 
+int qw_cmd_convert(int argc, char **argv);   /* Hugging Face checkpoint -> GGUF */
 #endif

@@ -21,7 +21,12 @@ static const subcommand g_cmds[] = {
     {"info", qw_cmd_info, "print a GGUF file's metadata and tensor table"},
     {"tokenize", qw_cmd_tokenize, "text to token ids and back"},
     {"gen-model", qw_cmd_gen_model, "write a synthetic qwen3moe GGUF"},
+    {"convert", qw_cmd_convert, "Hugging Face Qwen3-MoE checkpoint (safetensors) to GGUF"},
     {"config", qw_cmd_config, "print every knob, its value and where it came from"},
+    {"serve", qw_cmd_serve, "OpenAI-compatible HTTP server (chat/completions, SSE, /metrics)"},
+    {"chat", qw_cmd_chat, "chat with the model in the terminal (or one-shot from args/stdin)"},
+    {"footprint", qw_cmd_footprint, "a process's memory footprint (what the OS cannot drop) vs RSS"},
+    {"bench", qw_cmd_bench, "prefill/decode tok/s (llama-bench style) and the bandwidth roofline"},
 };
 
 static void usage(FILE *f) {

@@ -269,8 +269,7 @@ const char *qw_gguf_vtype_name(qw_gguf_vtype t) {
     return (unsigned)t < QW_GGUF_VTYPE_COUNT ? g_vtype_names[t] : "invalid";
 }
 
-/* Bytes of one scalar of type t; 0 for STRING/ARRAY/invalid. */
-static size_t vtype_size(uint32_t t) {
+size_t qw_gguf_vtype_size(uint32_t t) {
     switch (t) {
     case QW_GGUF_UINT8: case QW_GGUF_INT8: case QW_GGUF_BOOL: return 1;
     case QW_GGUF_UINT16: case QW_GGUF_INT16: return 2;
@@ -282,7 +281,7 @@ static size_t vtype_size(uint32_t t) {
 
 /* Validates and skips n packed scalars of type t starting at r->pos. */
 static int skip_scalars(rd *r, uint32_t t, uint64_t n, const char *field) {
-    size_t esz = vtype_size(t);
+    size_t esz = qw_gguf_vtype_size(t);
     if (n > rd_left(r) / esz)
         return fail_at(r, r->pos, "%s: %llu elements of %zu bytes run past end of file (%zu bytes left)",
                        field, (unsigned long long)n, esz, rd_left(r));
@@ -378,10 +377,10 @@ static int parse_value(rd *r, arena *ar, gg_kv *kv) {
     if (kv->type == QW_GGUF_STRING) return rd_str(r, ar, &kv->str, "string value");
     if (kv->type != QW_GGUF_ARRAY) {
         kv->val = r->p + r->pos;
-        if (rd_need(r, vtype_size(kv->type), "value")) return -1;
+        if (rd_need(r, qw_gguf_vtype_size(kv->type), "value")) return -1;
         if (kv->type == QW_GGUF_BOOL && *kv->val > 1)
             return fail_at(r, at, "bool value %u is not 0 or 1", *kv->val);
-        r->pos += vtype_size(kv->type);
+        r->pos += qw_gguf_vtype_size(kv->type);
         return 0;
     }
     uint32_t et;
@@ -849,7 +848,7 @@ int qw_gguf_kv_arr(const qw_gguf *g, size_t i, qw_gguf_vtype *elem_type, uint64_
     const gg_kv *kv = &g->kv[i];
     if (elem_type) *elem_type = kv->elem_type;
     if (n) *n = kv->n;
-    if (data) *data = vtype_size(kv->elem_type) ? (const void *)kv->val : NULL;
+    if (data) *data = qw_gguf_vtype_size(kv->elem_type) ? (const void *)kv->val : NULL;
     return 0;
 }
 

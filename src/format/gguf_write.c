@@ -83,16 +83,6 @@ static void blob_str(blob *b, const char *s, size_t n) {
     blob_put(b, s, n);
 }
 
-static size_t scalar_size(qw_gguf_vtype t) {
-    switch (t) {
-    case QW_GGUF_UINT8: case QW_GGUF_INT8: case QW_GGUF_BOOL: return 1;
-    case QW_GGUF_UINT16: case QW_GGUF_INT16: return 2;
-    case QW_GGUF_UINT32: case QW_GGUF_INT32: case QW_GGUF_FLOAT32: return 4;
-    case QW_GGUF_UINT64: case QW_GGUF_INT64: case QW_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 /* ------------------------------------------------------------ writer new */
 
 qw_gguf_writer *qw_gguf_writer_new(void) { return qw_xcalloc(1, sizeof(qw_gguf_writer)); }
@@ -131,7 +121,7 @@ static void put_kv(qw_gguf_writer *w, const char *key, qw_gguf_vtype type, blob 
 
 static void set_scalar(qw_gguf_writer *w, const char *key, qw_gguf_vtype t, const void *v) {
     blob b = {0};
-    blob_put(&b, v, scalar_size(t));
+    blob_put(&b, v, qw_gguf_vtype_size(t));
     put_kv(w, key, t, &b);
 }
 
@@ -154,7 +144,7 @@ void qw_gguf_set_str(qw_gguf_writer *w, const char *key, const char *v) {
 
 void qw_gguf_set_arr(qw_gguf_writer *w, const char *key, qw_gguf_vtype elem_type, const void *data,
                      uint64_t n) {
-    size_t esz = scalar_size(elem_type);
+    size_t esz = qw_gguf_vtype_size(elem_type);
     QW_ASSERT(esz != 0);                      /* strings: qw_gguf_set_arr_str; no nested arrays */
     QW_ASSERT(n == 0 || data != NULL);
     QW_ASSERT(n <= SIZE_MAX / esz);

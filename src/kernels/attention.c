@@ -6,6 +6,9 @@
  * CPU path (its K·Q and V·P matmuls convert the f32 side to the cache type),
  * which keeps logits within rounding of it.
  *
+ * The V accumulation runs SIMD over head_dim (qw_axpy_f16: F16C conversion,
+ * multiply then add, the same bits as the scalar loop it replaced).
+ *
  * Work items are (token, head) pairs handed to the thread pool; each thread
  * owns a slice of `scratch` for its scores and converted query.  Scratch grows
  * with the context length (n_pos), never with its square.
@@ -42,6 +45,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
     uint16_t *q16 = p16 + j->n_pos_max;
     float *acc = (float *)(((uintptr_t)(q16 + D) + 63) & ~(uintptr_t)63);
 
+    const qw_vec_dot_fn dot16 = qw_vec_dot_get(QW_TYPE_F16);
     for (int64_t item = i0; item < i1; item++) {
         const int64_t t = item / j->n_head, h = item % j->n_head, hkv = h / group;
         const int64_t n_pos = j->pos0 + t + 1; /* causal: positions 0..pos */
@@ -51,7 +55,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
         float mx = -INFINITY;
         for (int64_t s = 0; s < n_pos; s++) {
             float d;
-            qw_vec_dot(QW_TYPE_F16, D, &d, j->k + s * kv_stride + hkv * D, q16);
+            dot16(D, &d, j->k + s * kv_stride + hkv * D, q16);
             d *= j->scale;
             scores[s] = d;
             mx = d > mx ? d : mx;
@@ -66,8 +70,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
         for (int64_t s = 0; s < n_pos; s++) {
             const float pj = qw_fp16_to_f32(qw_f32_to_fp16(scores[s] * inv));
             if (pj == 0.0f) continue;
-            const uint16_t *vr = j->v + s * kv_stride + hkv * D;
-            for (int64_t d = 0; d < D; d++) acc[d] += pj * qw_fp16_to_f32(vr[d]);
+            qw_axpy_f16(acc, pj, j->v + s * kv_stride + hkv * D, D); /* SIMD over head_dim */
         }
         memcpy(j->out + (t * j->n_head + h) * D, acc, (size_t)D * sizeof(float));
     }

@@ -36,74 +36,113 @@ void qw_act_convert(qw_threadpool *tp, qw_type wtype, const float *x, int64_t ld
     qw_parallel_for(n_tok > 8 ? tp : NULL, n_tok, 4, convert_rows, &j);
 }
 
+/* A job is a list of matmuls sharing (wtype, k); work items are blocks of
+ * ROW_BLOCK rows numbered across all of them, so one parallel pass (one
+ * barrier) covers e.g. gate+up of every chosen expert of a decode token. */
 typedef struct {
     qw_type wtype;
-    const char *w[2];
-    float *y[2];
-    int n_mats;
-    size_t w_row_bytes, xq_row_bytes;
-    int64_t n_rows, k, n_tok, ldy;
-    const char *xq;
-    const int32_t *idx;
+    int64_t k;
+    size_t xq_row_bytes;
+    const qw_mm_task *tasks;
+    int n_tasks;
+    int64_t block0[QW_MM_MAX_TASKS + 1]; /* first block of each task (prefix sums) */
 } matmul_job;
 
-static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
-    matmul_job *j = p;
-    const int64_t blocks_per_mat = (j->n_rows + ROW_BLOCK - 1) / ROW_BLOCK;
-    for (int64_t b = b0; b < b1; b++) {
-        int m = (int)(b / blocks_per_mat);
-        int64_t r0 = (b % blocks_per_mat) * ROW_BLOCK;
-        int64_t r1 = r0 + ROW_BLOCK < j->n_rows ? r0 + ROW_BLOCK : j->n_rows;
-        const char *w = j->w[m];
-        float *y = j->y[m];
-        const qw_vec_dot_fn dot = qw_vec_dot_get(j->wtype);
-        for (int64_t t = 0; t < j->n_tok; t++) {
-            const char *xr = j->xq + (size_t)(j->idx ? j->idx[t] : t) * j->xq_row_bytes;
-            float *yr = y + t * j->ldy;
-            for (int64_t r = r0; r < r1; r++)
-                dot(j->k, &yr[r], w + (size_t)r * j->w_row_bytes, xr);
-        }
+/* Dots of rows [r0, r1) with tokens [t0, t1) of one task. */
+static void dot_range(const matmul_job *j, const qw_mm_task *t, qw_vec_dot_fn dot, int64_t r0, int64_t r1,
+                      int64_t t0, int64_t t1) {
+    const char *w = t->w, *xq = t->xq;
+    for (int64_t tok = t0; tok < t1; tok++) {
+        const char *xr = xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
+        float *yr = t->y + tok * t->ldy;
+        for (int64_t r = r0; r < r1; r++) dot(j->k, &yr[r], w + (size_t)r * t->w_row_bytes, xr);
     }
 }
 
-static void run_matmul(qw_threadpool *tp, matmul_job *j) {
-    const int64_t blocks = ((j->n_rows + ROW_BLOCK - 1) / ROW_BLOCK) * j->n_mats;
-    /* Tiny jobs are not worth waking a worker for. */
-    int64_t work = j->n_rows * j->k * j->n_tok * j->n_mats;
-    qw_parallel_for(work < 16384 ? NULL : tp, blocks, 1, matmul_blocks, j);
+/* Rows [r0, r1) × all tokens with the tiles (token groups outer: four
+ * tokens' prepared activations stay in L1 while the block's rows, 16 at most,
+ * stream from L2);
+ * leftover rows and tokens use the dot, which gives the same bits. */
+static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm, qw_vec_dot_fn dot,
+                       int64_t r0, int64_t r1) {
+    const char *w = t->w, *xq = t->xq;
+    const int64_t r_end = r0 + (r1 - r0) / QW_GEMM_ROWS * QW_GEMM_ROWS;
+    const int64_t t_end = t->n_tok / QW_GEMM_TOKS * QW_GEMM_TOKS;
+    for (int64_t t0 = 0; t0 < t_end; t0 += QW_GEMM_TOKS) {
+        const void *x[QW_GEMM_TOKS];
+        float *y[QW_GEMM_TOKS];
+        for (int i = 0; i < QW_GEMM_TOKS; i++) {
+            const int64_t tok = t0 + i;
+            x[i] = xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
+            y[i] = t->y + tok * t->ldy;
+        }
+        float *yr[QW_GEMM_TOKS];
+        for (int i = 0; i < QW_GEMM_TOKS; i++) yr[i] = y[i] + r0;
+        if (r_end > r0) gemm(j->k, w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r_end - r0, x, yr);
+    }
+    if (r_end < r1) dot_range(j, t, dot, r_end, r1, 0, t_end);
+    dot_range(j, t, dot, r0, r1, t_end, t->n_tok);
+}
+
+/* Rows [r0, r1) × tokens one at a time with the 4-row one-token tile. */
+static void gemv_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemv, qw_vec_dot_fn dot,
+                       int64_t r0, int64_t r1) {
+    const int64_t r_end = r0 + (r1 - r0) / QW_GEMV_ROWS * QW_GEMV_ROWS;
+    for (int64_t tok = 0; tok < t->n_tok; tok++) {
+        const void *x[1] = {(const char *)t->xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes};
+        float *y[1] = {t->y + tok * t->ldy + r0};
+        if (r_end > r0) gemv(j->k, (const char *)t->w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r_end - r0, x, y);
+    }
+    if (r_end < r1) dot_range(j, t, dot, r_end, r1, 0, t->n_tok);
+}
+
+static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
+    matmul_job *j = p;
+    const qw_vec_dot_fn dot = qw_vec_dot_get(j->wtype);
+    const bool tiled = j->k % QW_GEMM_K == 0 && j->k <= QW_GEMM_K_MAX;
+    const qw_gemm_fn gemm = tiled ? qw_gemm_get(j->wtype) : NULL;
+    const qw_gemm_fn gemv = tiled ? qw_gemv_get(j->wtype) : NULL;
+    int ti = 0;
+    for (int64_t b = b0; b < b1; b++) {
+        while (b >= j->block0[ti + 1]) ti++;
+        const qw_mm_task *t = &j->tasks[ti];
+        const int64_t r0 = (b - j->block0[ti]) * ROW_BLOCK;
+        const int64_t r1 = r0 + ROW_BLOCK < t->n_rows ? r0 + ROW_BLOCK : t->n_rows;
+        if (gemm && t->n_tok >= QW_GEMM_TOKS) gemm_range(j, t, gemm, dot, r0, r1);
+        else if (gemv) gemv_range(j, t, gemv, dot, r0, r1);
+        else dot_range(j, t, dot, r0, r1, 0, t->n_tok);
+    }
+}
+
+void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_task *tasks, int n_tasks) {
+    for (int i0 = 0; i0 < n_tasks; i0 += QW_MM_MAX_TASKS) {
+        const int nt = n_tasks - i0 < QW_MM_MAX_TASKS ? n_tasks - i0 : QW_MM_MAX_TASKS;
+        matmul_job j = {.wtype = wtype,
+                        .k = k,
+                        .xq_row_bytes = qw_row_bytes(qw_vec_dot_type(wtype), k),
+                        .tasks = tasks + i0,
+                        .n_tasks = nt};
+        int64_t work = 0;
+        j.block0[0] = 0;
+        for (int i = 0; i < nt; i++) {
+            j.block0[i + 1] = j.block0[i] + (j.tasks[i].n_rows + ROW_BLOCK - 1) / ROW_BLOCK;
+            work += j.tasks[i].n_rows * k * j.tasks[i].n_tok;
+        }
+        /* Tiny jobs are not worth waking a worker for. */
+        qw_parallel_for(work < 16384 ? NULL : tp, j.block0[nt], 1, matmul_blocks, &j);
+    }
 }
 
 void qw_matmul_q(qw_threadpool *tp, qw_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                  int64_t k, const void *xq, const int32_t *idx, int64_t n_tok, float *y, int64_t ldy) {
-    matmul_job j = {.wtype = wtype,
-                    .w = {w, NULL},
-                    .y = {y, NULL},
-                    .n_mats = 1,
-                    .w_row_bytes = w_row_bytes,
-                    .xq_row_bytes = qw_row_bytes(qw_vec_dot_type(wtype), k),
-                    .n_rows = n_rows,
-                    .k = k,
-                    .n_tok = n_tok,
-                    .ldy = ldy,
-                    .xq = xq,
-                    .idx = idx};
-    run_matmul(tp, &j);
+    qw_mm_task t = {w, w_row_bytes, n_rows, xq, idx, n_tok, y, ldy};
+    qw_matmul_batch(tp, wtype, k, &t, 1);
 }
 
 void qw_matmul_q2(qw_threadpool *tp, qw_type wtype, const void *w0, const void *w1,
                   size_t w_row_bytes, int64_t n_rows, int64_t k, const void *xq, const int32_t *idx,
                   int64_t n_tok, float *y0, float *y1, int64_t ldy) {
-    matmul_job j = {.wtype = wtype,
-                    .w = {w0, w1},
-                    .y = {y0, y1},
-                    .n_mats = 2,
-                    .w_row_bytes = w_row_bytes,
-                    .xq_row_bytes = qw_row_bytes(qw_vec_dot_type(wtype), k),
-                    .n_rows = n_rows,
-                    .k = k,
-                    .n_tok = n_tok,
-                    .ldy = ldy,
-                    .xq = xq,
-                    .idx = idx};
-    run_matmul(tp, &j);
+    qw_mm_task t[2] = {{w0, w_row_bytes, n_rows, xq, idx, n_tok, y0, ldy},
+                       {w1, w_row_bytes, n_rows, xq, idx, n_tok, y1, ldy}};
+    qw_matmul_batch(tp, wtype, k, t, 2);
 }

@@ -165,6 +165,22 @@ static qw_vec_dot_fn dot_of(const qw_kernel_table *t, qw_type type) {
 
 qw_vec_dot_fn qw_vec_dot_get(qw_type type) { return dot_of(active(), type); }
 
+qw_gemm_fn qw_gemm_get(qw_type type) {
+    const qw_kernel_table *t = active();
+    if (type == QW_TYPE_Q8_0) return t->gemm_q8_0;
+    if (type == QW_TYPE_Q4_0) return t->gemm_q4_0;
+    return NULL;
+}
+
+qw_gemm_fn qw_gemv_get(qw_type type) {
+    const qw_kernel_table *t = active();
+    if (type == QW_TYPE_Q8_0) return t->gemv_q8_0;
+    if (type == QW_TYPE_Q4_0) return t->gemv_q4_0;
+    return NULL;
+}
+
+void qw_axpy_f16(float *y, float a, const uint16_t *x, int64_t n) { active()->axpy_f16(y, a, x, n); }
+
 void qw_vec_dot(qw_type type, int64_t n, float *s, const void *w_row, const void *x) {
     qw_vec_dot_fn f = dot_of(active(), type);
     if (!f) {

@@ -263,6 +263,16 @@ static float dot_f32v(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+static void axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, xv)));
+    }
+    for (; i < n; i++) y[i] += a * _cvtsh_ss(x[i]);
+}
+
 static void axpy_f32(float *y, float a, const float *x, int64_t n) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
@@ -289,4 +299,5 @@ const qw_kernel_table qw_kernels_avx2 = {
     .bf16_to_f32 = bf16_to_f32,
     .dot_f32v = dot_f32v,
     .axpy_f32 = axpy_f32,
+    .axpy_f16 = axpy_f16,
 };

@@ -308,6 +308,18 @@ static float dot_f32v(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+static void axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
+    const __m512 va = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(va, load_f16x16(x + i))));
+    if (i < n) {
+        const __mmask16 m = tail16(n - i);
+        const __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_mul_ps(va, xv)));
+    }
+}
+
 static void axpy_f32(float *y, float a, const float *x, int64_t n) {
     const __m512 va = _mm512_set1_ps(a);
     int64_t i = 0;
@@ -336,4 +348,9 @@ const qw_kernel_table qw_kernels_avx512 = {
     .bf16_to_f32 = bf16_to_f32,
     .dot_f32v = dot_f32v,
     .axpy_f32 = axpy_f32,
+    .gemm_q8_0 = qw_avx512_gemm_q8_0,
+    .gemm_q4_0 = qw_avx512_gemm_q4_0,
+    .gemv_q8_0 = qw_avx512_gemv_q8_0,
+    .gemv_q4_0 = qw_avx512_gemv_q4_0,
+    .axpy_f16 = axpy_f16,
 };

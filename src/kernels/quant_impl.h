@@ -35,7 +35,24 @@ typedef struct qw_kernel_table {
     void (*bf16_to_f32)(const uint16_t *x, float *y, int64_t n);
     float (*dot_f32v)(const float *a, const float *b, int64_t n);
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n);
+    /* 4-token × (2-row) tiles, bit-identical to this table's dot (gemm_*.c);
+     * NULL where the level has none (matmul then uses the dot). */
+    qw_gemm_fn gemm_q8_0;
+    qw_gemm_fn gemm_q4_0;
+    qw_gemm_fn gemv_q8_0; /* one token, rows in multiples of 4 */
+    qw_gemm_fn gemv_q4_0;
+    /* y[i] += a * f16(x[i]), as mul then add (two roundings, like the reference). */
+    void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
 } qw_kernel_table;
+
+void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                         float *const *y);
+void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                         float *const *y);
+void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                         float *const *y);
+void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                         float *const *y);
 
 extern const qw_kernel_table qw_kernels_ref;
 extern const qw_kernel_table qw_kernels_avx2;
@@ -57,5 +74,6 @@ void qw_ref_f32_to_bf16(const float *x, uint16_t *y, int64_t n);
 void qw_ref_bf16_to_f32(const uint16_t *x, float *y, int64_t n);
 float qw_ref_dot_f32v(const float *a, const float *b, int64_t n);
 void qw_ref_axpy_f32(float *y, float a, const float *x, int64_t n);
+void qw_ref_axpy_f16(float *y, float a, const uint16_t *x, int64_t n);
 
 #endif

@@ -268,6 +268,10 @@ void qw_ref_axpy_f32(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+void qw_ref_axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * qw_fp16_to_f32(x[i]);
+}
+
 const qw_kernel_table qw_kernels_ref = {
     .name = "scalar",
     .dot_f32 = qw_ref_vec_dot_f32,
@@ -282,4 +286,5 @@ const qw_kernel_table qw_kernels_ref = {
     .bf16_to_f32 = qw_ref_bf16_to_f32,
     .dot_f32v = qw_ref_dot_f32v,
     .axpy_f32 = qw_ref_axpy_f32,
+    .axpy_f16 = qw_ref_axpy_f16,
 };

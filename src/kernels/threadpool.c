@@ -2,14 +2,25 @@
  *
  * Design: one job at a time.  The caller publishes a job (fn, ctx, n, grain)
  * and bumps `generation`; workers waiting on the generation wake, and every
- * thread (caller included) grabs chunks from an atomic cursor until the range
- * is exhausted, then decrements `active`.  The caller returns when active == 0.
+ * thread (caller included) claims chunks from `cursor` until the range is
+ * exhausted.  The caller returns when `done` (items finished) reaches n.
+ *
+ * Late joiners are never waited for.  On a machine shared with other work a
+ * worker may not even be scheduled during a short decode matmul; the caller
+ * then does all the chunks itself and returns without a barrier on that
+ * worker.  To make that safe the cursor carries the job's tag (low 24 bits of
+ * the generation) above a 40-bit index, and a chunk is claimed only by a CAS
+ * that still sees the claimer's tag: a worker that read a stale job's fields
+ * fails the CAS and never runs them.  This is a seqlock: the caller closes
+ * the cursor (new tag, index = CLOSED) before rewriting the fields and opens
+ * it (index 0) after; a worker reads the fields, then an acquire fence, then
+ * CASes, so mixed fields imply a tag mismatch.
  *
  * Waiting: a worker spins (with pause) for a short while after each job since
- * the next one usually follows within microseconds during decode; after
- * SPIN_LIMIT polls it sleeps on a condition variable.  The caller signals the
- * condvar only if some worker is asleep (counted under the mutex), so the hot
- * path is lock-free.
+ * the next one usually follows within microseconds during decode; then it
+ * yields, and after SPIN_LIMIT polls sleeps on a condition variable.  The
+ * caller signals the condvar only if some worker is asleep (counted under the
+ * mutex), so the hot path is lock-free.
  */
 #include "qwisp/threadpool.h"
 
@@ -31,23 +42,28 @@ static inline void relax(int spins) {
     else sched_yield();
 }
 
+enum { TAG_SHIFT = 40 };
+#define INDEX_MASK ((UINT64_C(1) << TAG_SHIFT) - 1)
+#define INDEX_CLOSED INDEX_MASK
+#define TAG_MASK ((UINT64_C(1) << 24) - 1)
+
 struct qw_threadpool {
     int n_threads;
     pthread_t *threads;
 
-    /* current job */
-    qw_range_fn fn;
-    void *ctx;
-    int64_t n, grain;
-    _Atomic int64_t cursor;
-    _Atomic int active; /* threads still working on the current job */
+    /* current job (written by the caller between closing and opening cursor) */
+    _Atomic(qw_range_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n, grain;
+    _Atomic uint64_t cursor; /* tag << TAG_SHIFT | next index */
+    _Atomic int64_t done;    /* items finished in the current job */
 
     _Atomic uint64_t generation;
     _Atomic int stop;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int n_sleeping; /* guarded by mu */
+    _Atomic int n_sleeping; /* changed under mu; peeked by the caller (Dekker with generation, seq_cst) */
 };
 
 typedef struct {
@@ -55,14 +71,24 @@ typedef struct {
     int ith;
 } worker_arg;
 
-static void run_chunks(qw_threadpool *tp, int ith) {
+/* Claims and runs chunks of the job tagged `tag` (whose fields the caller
+ * read as fn/ctx/n/grain) until it is exhausted or replaced. */
+static void run_chunks(qw_threadpool *tp, uint64_t tag, qw_range_fn fn, void *ctx, int64_t n,
+                       int64_t grain, int ith) {
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t c = atomic_load_explicit(&tp->cursor, memory_order_acquire);
     for (;;) {
-        int64_t i0 = atomic_fetch_add_explicit(&tp->cursor, tp->grain, memory_order_relaxed);
-        if (i0 >= tp->n) break;
-        int64_t i1 = i0 + tp->grain < tp->n ? i0 + tp->grain : tp->n;
-        tp->fn(tp->ctx, i0, i1, ith);
+        if ((c >> TAG_SHIFT) != tag) return;
+        const int64_t i0 = (int64_t)(c & INDEX_MASK);
+        if (i0 >= n) return;
+        const int64_t i1 = i0 + grain < n ? i0 + grain : n;
+        if (!atomic_compare_exchange_weak_explicit(&tp->cursor, &c, (tag << TAG_SHIFT) | (uint64_t)i1,
+                                                   memory_order_acq_rel, memory_order_acquire))
+            continue; /* c was reloaded */
+        fn(ctx, i0, i1, ith);
+        atomic_fetch_add_explicit(&tp->done, i1 - i0, memory_order_release);
+        c = atomic_load_explicit(&tp->cursor, memory_order_acquire);
     }
-    atomic_fetch_sub_explicit(&tp->active, 1, memory_order_release);
 }
 
 static void *worker_main(void *p) {
@@ -90,7 +116,10 @@ static void *worker_main(void *p) {
         }
         if (atomic_load(&tp->stop)) return NULL;
         seen = g;
-        run_chunks(tp, ith);
+        run_chunks(tp, g & TAG_MASK, atomic_load_explicit(&tp->fn, memory_order_relaxed),
+                   atomic_load_explicit(&tp->ctx, memory_order_relaxed),
+                   atomic_load_explicit(&tp->n, memory_order_relaxed),
+                   atomic_load_explicit(&tp->grain, memory_order_relaxed), ith);
     }
 }
 
@@ -136,18 +165,25 @@ void qw_parallel_for(qw_threadpool *tp, int64_t n, int64_t grain, qw_range_fn fn
         fn(ctx, 0, n, 0);
         return;
     }
-    tp->fn = fn;
-    tp->ctx = ctx;
-    tp->n = n;
-    tp->grain = grain;
-    atomic_store_explicit(&tp->cursor, 0, memory_order_relaxed);
-    atomic_store_explicit(&tp->active, tp->n_threads, memory_order_relaxed);
-    atomic_fetch_add_explicit(&tp->generation, 1, memory_order_release);
-    pthread_mutex_lock(&tp->mu);
-    if (tp->n_sleeping > 0) pthread_cond_broadcast(&tp->cv);
-    pthread_mutex_unlock(&tp->mu);
-    run_chunks(tp, 0);
-    for (int spins = 0; atomic_load_explicit(&tp->active, memory_order_acquire) > 0; spins++) relax(spins);
+    /* Only the caller publishes, so it may read-modify-write the generation. */
+    const uint64_t g = atomic_load_explicit(&tp->generation, memory_order_relaxed) + 1;
+    const uint64_t tag = g & TAG_MASK;
+    atomic_store_explicit(&tp->cursor, (tag << TAG_SHIFT) | INDEX_CLOSED, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&tp->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&tp->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&tp->n, n, memory_order_relaxed);
+    atomic_store_explicit(&tp->grain, grain, memory_order_relaxed);
+    atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&tp->cursor, tag << TAG_SHIFT, memory_order_release);
+    atomic_store(&tp->generation, g); /* seq_cst: pairs with the sleeper's increment + load */
+    if (atomic_load(&tp->n_sleeping) > 0) {
+        pthread_mutex_lock(&tp->mu);
+        if (tp->n_sleeping > 0) pthread_cond_broadcast(&tp->cv);
+        pthread_mutex_unlock(&tp->mu);
+    }
+    run_chunks(tp, tag, fn, ctx, n, grain, 0);
+    for (int spins = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n; spins++) relax(spins);
 }
 
 int qw_cpu_count(void) {

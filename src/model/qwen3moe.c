@@ -210,9 +210,20 @@ static int attention_block(qw_ctx *c, const qw_layer *L, int il, int32_t n, qw_e
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
     qw_rmsnorm(c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
-    if (linear(c, &L->wq, c->xn, n, c->q, err) || linear(c, &L->wk, c->xn, n, c->kc, err) ||
-        linear(c, &L->wv, c->xn, n, c->vc, err))
+    if (L->wk.type == L->wq.type && L->wv.type == L->wq.type) {
+        /* q, k, v share the converted activations and one parallel pass. */
+        const qw_type t = L->wq.type;
+        if (grow(&c->xq, &c->xq_cap, qw_act_bytes(t, E, n), err)) return -1;
+        qw_act_convert(c->tp, t, c->xn, E, E, n, c->xq);
+        const qw_mm_task tasks[3] = {
+            {L->wq.data, L->wq.row_bytes, L->wq.ne[1], c->xq, NULL, n, c->q, L->wq.ne[1]},
+            {L->wk.data, L->wk.row_bytes, L->wk.ne[1], c->xq, NULL, n, c->kc, L->wk.ne[1]},
+            {L->wv.data, L->wv.row_bytes, L->wv.ne[1], c->xq, NULL, n, c->vc, L->wv.ne[1]}};
+        qw_matmul_batch(c->tp, t, E, tasks, 3);
+    } else if (linear(c, &L->wq, c->xn, n, c->q, err) || linear(c, &L->wk, c->xn, n, c->kc, err) ||
+               linear(c, &L->wv, c->xn, n, c->vc, err)) {
         return -1;
+    }
     qw_rmsnorm(c->q, c->q, L->q_norm.data, D, (int64_t)n * H, hp->rms_eps);
     qw_rmsnorm(c->kc, c->kc, L->k_norm.data, D, (int64_t)n * HKV, hp->rms_eps);
     const size_t kv_row = (size_t)HKV * D;
@@ -271,62 +282,125 @@ static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     return 0;
 }
 
+/* Scales expert output rows down[i] by their routing weight into eout. */
+static void scatter_expert_rows(qw_ctx *c, const float *down, const int32_t *tok, const int32_t *slot,
+                                int32_t m) {
+    const int32_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
+    for (int32_t i = 0; i < m; i++) {
+        const int32_t t = tok[i], s = slot[i];
+        const float w = c->selw[t * K + s];
+        float *dst = c->eout + ((size_t)t * K + s) * E;
+        const float *src = down + (size_t)i * E;
+        for (int32_t d = 0; d < E; d++) dst[d] = src[d] * w;
+    }
+}
+
+/* Mixed gate/up types (rare): one expert at a time, each with its own conversion. */
+static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, int32_t m,
+                            const int32_t *tok, const int32_t *slot, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_embd, F = hp->n_ff_exp;
+    const qw_type gt = L->gate_exps.type, ut = L->up_exps.type, dt = L->down_exps.type;
+    const size_t gb = qw_act_bytes(gt, E, n), ub = qw_act_bytes(ut, E, n), db = qw_act_bytes(dt, F, m);
+    if (grow(&c->xq, &c->xq_cap, gb + ub + db, err)) return -1;
+    char *gq = c->xq, *uq = gq + gb, *hq = uq + ub;
+    qw_act_convert(c->tp, gt, c->xn, E, E, n, gq);
+    qw_act_convert(c->tp, ut, c->xn, E, E, n, uq);
+    const char *wg = (const char *)L->gate_exps.data + (size_t)e * L->gate_exps.matrix_bytes;
+    const char *wu = (const char *)L->up_exps.data + (size_t)e * L->up_exps.matrix_bytes;
+    const char *wd = (const char *)L->down_exps.data + (size_t)e * L->down_exps.matrix_bytes;
+    qw_matmul_q(c->tp, gt, wg, L->gate_exps.row_bytes, F, E, gq, tok, m, c->gate, F);
+    qw_matmul_q(c->tp, ut, wu, L->up_exps.row_bytes, F, E, uq, tok, m, c->up, F);
+    for (int32_t i = 0; i < m; i++)
+        qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
+    qw_act_convert(c->tp, dt, c->gate, F, F, m, hq);
+    qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down, E);
+    scatter_expert_rows(c, c->down, tok, slot, m);
+    return 0;
+}
+
+/* The MoE step.  (token, slot) assignments are sorted by expert (counting
+ * sort, tokens ascending within an expert); then consecutive experts are
+ * packed into groups of at most chunk_cap assignments (the rows the gate/up/
+ * down buffers hold), and each group runs as two parallel passes: gate+up of
+ * all its experts, then down of all its experts.  Decode (k assignments) is
+ * one group: 2 barriers per layer instead of 2k.  Each dot is computed exactly
+ * as before, so results do not change. */
 static int moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
     qw_rmsnorm(c->xn, c->x, L->ffn_norm.data, E, n, hp->rms_eps);
     if (route(c, L, n, err)) return -1;
 
-    /* Gate/up activations are converted once for the whole chunk. */
-    const qw_type gt = L->gate_exps.type, dt = L->down_exps.type;
-    const size_t gate_act_bytes = qw_act_bytes(gt, E, n);
-    const size_t down_act_bytes = qw_act_bytes(dt, F, n);
-    if (grow(&c->xq, &c->xq_cap, gate_act_bytes + down_act_bytes, err)) return -1;
-    char *xq = c->xq, *hq = (char *)c->xq + gate_act_bytes;
-    qw_act_convert(c->tp, gt, c->xn, E, E, n, xq);
-
+    /* Counting sort of the n*K assignments by expert.  Afterwards count[e] is
+     * the end of expert e's run, so its start is END(e - 1). */
     memset(c->count, 0, (size_t)X * sizeof(int32_t));
     for (int32_t i = 0; i < n * K; i++) c->count[c->sel[i]]++;
-    for (int32_t e = 0; e < X; e++) {
-        if (!c->count[e]) continue;
-        int32_t m = 0;
-        for (int32_t t = 0; t < n; t++)
-            for (int32_t s = 0; s < K; s++)
-                if (c->sel[t * K + s] == e) {
-                    c->tok_of[m] = t;
-                    c->slot_of[m] = s;
-                    m++;
-                }
-        const char *wg = (const char *)L->gate_exps.data + (size_t)e * L->gate_exps.matrix_bytes;
-        const char *wu = (const char *)L->up_exps.data + (size_t)e * L->up_exps.matrix_bytes;
-        const char *wd = (const char *)L->down_exps.data + (size_t)e * L->down_exps.matrix_bytes;
-        if (L->up_exps.type == gt) {
-            qw_matmul_q2(c->tp, gt, wg, wu, L->gate_exps.row_bytes, F, E, xq, c->tok_of, m, c->gate,
-                         c->up, F);
-        } else {
-            /* Mixed gate/up types (rare): convert for each separately. */
-            qw_matmul_q(c->tp, gt, wg, L->gate_exps.row_bytes, F, E, xq, c->tok_of, m, c->gate, F);
-            if (grow(&c->xq, &c->xq_cap, gate_act_bytes + down_act_bytes + qw_act_bytes(L->up_exps.type, E, n), err))
-                return -1;
-            xq = c->xq;
-            hq = (char *)c->xq + gate_act_bytes;
-            char *uq = hq + down_act_bytes;
-            qw_act_convert(c->tp, L->up_exps.type, c->xn, E, E, n, uq);
-            qw_matmul_q(c->tp, L->up_exps.type, wu, L->up_exps.row_bytes, F, E, uq, c->tok_of, m,
-                        c->up, F);
+    for (int32_t e = 0, acc = 0; e < X; e++) {
+        const int32_t m = c->count[e];
+        c->count[e] = acc; /* fill cursor = start */
+        acc += m;
+    }
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t s = 0; s < K; s++) {
+            const int32_t at = c->count[c->sel[t * K + s]]++;
+            c->tok_of[at] = t;
+            c->slot_of[at] = s;
         }
-        for (int32_t i = 0; i < m; i++)
-            qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
-        qw_act_convert(c->tp, dt, c->gate, F, F, m, hq);
-        qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down, E);
-        for (int32_t i = 0; i < m; i++) {
-            const int32_t t = c->tok_of[i], s = c->slot_of[i];
-            const float w = c->selw[t * K + s];
-            float *dst = c->eout + ((size_t)t * K + s) * E;
-            const float *src = c->down + (size_t)i * E;
-            for (int32_t d = 0; d < E; d++) dst[d] = src[d] * w;
+#define END(e) c->count[e]
+#define START(e) ((e) > 0 ? c->count[(e) - 1] : 0)
+
+    const qw_type gt = L->gate_exps.type, dt = L->down_exps.type;
+    if (L->up_exps.type != gt) {
+        for (int32_t e = 0; e < X; e++)
+            if (END(e) > START(e) &&
+                moe_expert_mixed(c, L, n, e, END(e) - START(e), c->tok_of + START(e),
+                                 c->slot_of + START(e), err))
+                return -1;
+    } else {
+        const int32_t cap = c->chunk_cap; /* rows of gate/up/down */
+        const size_t gate_act_bytes = qw_act_bytes(gt, E, n);
+        if (grow(&c->xq, &c->xq_cap, gate_act_bytes + qw_act_bytes(dt, F, cap), err)) return -1;
+        char *xq = c->xq, *hq = (char *)c->xq + gate_act_bytes;
+        qw_act_convert(c->tp, gt, c->xn, E, E, n, xq);
+        const size_t hq_row = qw_row_bytes(qw_vec_dot_type(dt), F);
+        qw_mm_task gu[QW_MM_MAX_TASKS], dn[QW_MM_MAX_TASKS / 2];
+        int32_t e = 0;
+        while (e < X) {
+            /* pack experts [e, e_end) into one group of <= cap rows */
+            int32_t e_end = e, nt = 0;
+            const int32_t row0 = START(e);
+            /* an expert has at most n <= cap rows, so each group takes at least one */
+            while (e_end < X && nt < QW_MM_MAX_TASKS / 2 && (e_end == e || END(e_end) - row0 <= cap)) {
+                const int32_t m = END(e_end) - START(e_end);
+                if (m) {
+                    const int32_t r = START(e_end) - row0;
+                    const char *wg = (const char *)L->gate_exps.data + (size_t)e_end * L->gate_exps.matrix_bytes;
+                    const char *wu = (const char *)L->up_exps.data + (size_t)e_end * L->up_exps.matrix_bytes;
+                    const char *wd = (const char *)L->down_exps.data + (size_t)e_end * L->down_exps.matrix_bytes;
+                    const int32_t *tok = c->tok_of + START(e_end);
+                    gu[2 * nt] = (qw_mm_task){wg, L->gate_exps.row_bytes, F, xq, tok, m, c->gate + (size_t)r * F, F};
+                    gu[2 * nt + 1] = (qw_mm_task){wu, L->up_exps.row_bytes, F, xq, tok, m, c->up + (size_t)r * F, F};
+                    dn[nt] = (qw_mm_task){wd, L->down_exps.row_bytes, E, hq + (size_t)r * hq_row, NULL, m,
+                                          c->down + (size_t)r * E, E};
+                    nt++;
+                }
+                e_end++;
+            }
+            const int32_t rows = END(e_end - 1) - row0;
+            if (nt) {
+                qw_matmul_batch(c->tp, gt, E, gu, 2 * nt);
+                for (int32_t i = 0; i < rows; i++)
+                    qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
+                qw_act_convert(c->tp, dt, c->gate, F, F, rows, hq);
+                qw_matmul_batch(c->tp, dt, F, dn, nt);
+                scatter_expert_rows(c, c->down, c->tok_of + row0, c->slot_of + row0, rows);
+            }
+            e = e_end;
         }
     }
+#undef END
+#undef START
     /* Sum expert outputs in top-k order, then add to the residual. */
     for (int32_t t = 0; t < n; t++) {
         float *x = c->x + (size_t)t * E;

@@ -38,6 +38,7 @@ struct qw_sampler {
     int32_t n_vocab;
     cand *c;          /* [n_vocab] candidates */
     cand *tmp;        /* [n_vocab] scratch for selection */
+    cand *save;       /* [n_vocab] top_p's copy (allocated once: no malloc per sample) */
     int32_t *count;   /* [n_vocab] occurrences in the penalty window */
     int32_t *ring;    /* [penalty_last_n] last accepted tokens */
     int32_t ring_n, ring_head;
@@ -84,9 +85,10 @@ qw_sampler *qw_sampler_new(const qw_sampler_params *p, int32_t n_vocab) {
     if (s->p.penalty_last_n < 0) s->p.penalty_last_n = 0;
     s->c = malloc((size_t)n_vocab * sizeof *s->c);
     s->tmp = malloc((size_t)n_vocab * sizeof *s->tmp);
+    s->save = malloc((size_t)n_vocab * sizeof *s->save);
     s->count = calloc((size_t)n_vocab, sizeof *s->count);
     s->ring = malloc(((size_t)s->p.penalty_last_n + 1) * sizeof *s->ring);
-    if (!s->c || !s->tmp || !s->count || !s->ring) {
+    if (!s->c || !s->tmp || !s->save || !s->count || !s->ring) {
         qw_sampler_free(s);
         return NULL;
     }
@@ -97,7 +99,7 @@ qw_sampler *qw_sampler_new(const qw_sampler_params *p, int32_t n_vocab) {
 
 void qw_sampler_free(qw_sampler *s) {
     if (!s) return;
-    free(s->c); free(s->tmp); free(s->count); free(s->ring);
+    free(s->c); free(s->tmp); free(s->save); free(s->count); free(s->ring);
     free(s);
 }
 
@@ -206,17 +208,16 @@ static int32_t top_p(qw_sampler *s, cand *c, int32_t n, bool *sorted) {
         /* sort only the head first; probabilities are already normalised over all n */
         int32_t head = n > 1024 ? 256 : n;
         if (head < n) {
-            cand *save = malloc((size_t)n * sizeof *save);
-            if (save) {
+            cand *save = s->save;
+            {
                 memcpy(save, c, (size_t)n * sizeof *c);
                 select_top(s, c, n, head);
                 double cum = 0;
                 for (int32_t i = 0; i < head; i++) {
                     cum += c[i].p;
-                    if (cum >= s->p.top_p) { free(save); *sorted = true; return i + 1; }
+                    if (cum >= s->p.top_p) { *sorted = true; return i + 1; }
                 }
                 memcpy(c, save, (size_t)n * sizeof *c);
-                free(save);
             }
         }
         qsort(c, (size_t)n, sizeof *c, cmp_desc);

@@ -1,7 +1,7 @@
 // llama_ref.mjs — llama.cpp as the reference engine for qwisp's parity tests.
 //
 //   node tests/peers/llama_ref.mjs --model F.gguf (--prompt TEXT | --tokens 1,2,3)
-//        [--generate N] [--teacher-force] [--threads 2] [--top K] [--ctx N]
+//        [--generate N] [--teacher-force] [--threads 2] [--top K] [--ctx N] [--tokenize-only] [--batch N]
 //
 // Prints one JSON object:
 //   prompt_ids    llama.cpp's tokenization of --prompt (special tokens parsed,
@@ -36,6 +36,8 @@ function parseArgs(argv) {
         else if (f === "--threads") a.threads = parseInt(v(), 10);
         else if (f === "--top") a.top = parseInt(v(), 10);
         else if (f === "--ctx") a.ctx = parseInt(v(), 10);
+        else if (f === "--tokenize-only") a.tokenizeOnly = true;
+        else if (f === "--batch") a.batch = parseInt(v(), 10);
         else throw new Error(`unknown flag ${f}`);
     }
     if (!a.model) throw new Error("--model is required");
@@ -51,17 +53,29 @@ function topEntries(next, k) {
     return logits.slice(0, k).map(([id, l]) => [id, l - lse]);
 }
 
+// One ubatch for the whole input unless --batch N asks for smaller ones (a
+// self-consistency probe: llama.cpp batched vs token-by-token).
+function a_batch(args, ids) {
+    return args.batch > 0 ? args.batch : Math.max(ids.length, 512);
+}
+
 async function main() {
     const args = parseArgs(process.argv);
     const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: args.threads });
     const model = await llama.loadModel({ modelPath: args.model, gpuLayers: 0 });
     const ids = args.tokens ?? model.tokenize(args.prompt, true);
+    if (args.tokenizeOnly) {
+        process.stdout.write(JSON.stringify({ prompt_ids: ids }) + "\n");
+        await model.dispose();
+        await llama.dispose();
+        return;
+    }
     if (ids.length === 0) throw new Error("empty prompt");
     const need = ids.length + args.generate + 8;
     const contextSize = Math.max(args.ctx || 0, 256, need);
     const context = await model.createContext({
         contextSize,
-        batchSize: Math.max(ids.length, 512),
+        batchSize: a_batch(args, ids),
         threads: args.threads,
         flashAttention: false,
         sequences: 1,

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# speed_vs_llamabench.sh — qwisp bench vs llama.cpp's own llama-bench on the
+# same GGUF files, same threads, interleaved: each round runs both tools once
+# (one repetition each, after their own warm-up) and the order alternates
+# between rounds, so machine noise hits both alike.  Prints per-model medians
+# of pp (prefill) and tg (decode) tok/s and the ratios qwisp / llama.cpp, plus
+# qwisp's share of the bandwidth roofline.
+#
+#   bench/speed_vs_llamabench.sh [-r ROUNDS] [-p N] [-n N] [-t THREADS] [--gen] MODEL.gguf...
+#   bench/speed_vs_llamabench.sh --gen            # generates the default set below, then runs it
+#
+# --gen writes (if missing) into $QWISP_BENCH_MODELS (default ~/.cache/qwisp/models):
+#   bench-q8_0 / bench-q4_0: the `bench` preset (1024 hidden, 8 layers, 64 experts top-8,
+#     expert FFN 512, 151k vocab; ~1.1B params), about 30 s each to generate;
+#   a3b-q8_0 / a3b-q4_0: Qwen3-30B-A3B's width (hidden 2048, 128 experts top-8, expert
+#     FFN 768, 32 heads / 4 KV heads, head_dim 128) with 4 layers (~3.1B params).
+# llama-bench comes from bench/llama_bench_build.sh (built once, cached).
+# Env: QWISP_BIN (default build/qwisp), LLAMA_BENCH (default: the build script's).
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+qwisp="${QWISP_BIN:-$here/build/qwisp}"
+rounds=5 p=512 n=128 t=2 gen=0 models=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+    -r) rounds=$2; shift 2 ;;
+    -p) p=$2; shift 2 ;;
+    -n) n=$2; shift 2 ;;
+    -t) t=$2; shift 2 ;;
+    --gen) gen=1; shift ;;
+    -h|--help) sed -n 2,20p "$0"; exit 0 ;;
+    *) models+=("$1"); shift ;;
+    esac
+done
+[[ -x "$qwisp" ]] || { echo "no qwisp binary at $qwisp (make, or set QWISP_BIN)" >&2; exit 1; }
+lb="${LLAMA_BENCH:-$("$here/bench/llama_bench_build.sh")}"
+[[ -x "$lb" ]] || { echo "no llama-bench at $lb" >&2; exit 1; }
+
+if [[ $gen == 1 ]]; then
+    dir="${QWISP_BENCH_MODELS:-$HOME/.cache/qwisp/models}"
+    mkdir -p "$dir"
+    a3b=(--n-embd 2048 --n-layer 4 --n-head 32 --n-head-kv 4 --head-dim 128 --n-expert 128
+         --n-expert-used 8 --n-ff-exp 768 --name qwisp-a3b-width)
+    for ty in q8_0 q4_0; do
+        [[ -f "$dir/bench-$ty.gguf" ]] || "$qwisp" gen-model -o "$dir/bench-$ty.gguf" --preset bench --type $ty --embd-type q8_0 >&2
+        [[ -f "$dir/a3b-$ty.gguf" ]] || "$qwisp" gen-model -o "$dir/a3b-$ty.gguf" --preset bench --type $ty --embd-type q8_0 "${a3b[@]}" >&2
+        models+=("$dir/bench-$ty.gguf" "$dir/a3b-$ty.gguf")
+    done
+fi
+[[ ${#models[@]} -gt 0 ]] || { echo "give MODEL.gguf files or --gen" >&2; exit 2; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "# qwisp $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo ?) vs $lb; threads=$t pp$p tg$n; $rounds interleaved rounds; $(date -u +%FT%TZ)"
+for m in "${models[@]}"; do
+    for ((r = 0; r < rounds; r++)); do
+        run_q() { "$qwisp" bench -m "$m" -p "$p" -n "$n" -r 1 -t "$t" --json --bw-mb $([[ $r == 0 ]] && echo 1024 || echo 0) >> "$tmp/q.jsonl"; }
+        run_l() { "$lb" -m "$m" -p "$p" -n "$n" -r 1 -t "$t" -o json 2>/dev/null > "$tmp/l.$r.json"; }
+        if ((r % 2 == 0)); then run_q; run_l; else run_l; run_q; fi
+    done
+    python3 - "$m" "$tmp" "$rounds" <<'PY'
+import json, sys, statistics as st, glob, os
+m, tmp, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+q = [json.loads(l) for l in open(os.path.join(tmp, "q.jsonl"))]
+qpp = [x["pp_tok_s"]["median"] for x in q if "pp_tok_s" in x]
+qtg = [x["tg_tok_s"]["median"] for x in q if "tg_tok_s" in x]
+bw = [x for x in q if x.get("mem_read_gb_s", 0) > 0][0]
+lpp, ltg = [], []
+for f in sorted(glob.glob(os.path.join(tmp, "l.*.json"))):
+    for rec in json.load(open(f)):
+        (lpp if rec["n_prompt"] > 0 else ltg).append(rec["avg_ts"])
+def med(v): return st.median(v) if v else float("nan")
+def rng(v): return f"{min(v):.1f}-{max(v):.1f}" if v else "-"
+name = os.path.basename(m)
+roof = bw["roofline_tg_tok_s"]
+print(f"\n## {name}  ({bw['weight_bytes']/1e9:.2f} GB file, {bw['active_bytes_per_token']/1e6:.0f} MB active/token, "
+      f"read bandwidth {bw['mem_read_gb_s']:.1f} GB/s -> roofline {roof:.1f} tok/s)")
+print("| test | qwisp tok/s (median, range) | llama-bench tok/s (median, range) | ratio |")
+print("|---|---|---|---|")
+if qpp: print(f"| pp{q[0]['n_prompt']} | {med(qpp):.1f} ({rng(qpp)}) | {med(lpp):.1f} ({rng(lpp)}) | **{med(qpp)/med(lpp):.2f}x** |")
+if qtg: print(f"| tg{q[0]['n_gen']} | {med(qtg):.1f} ({rng(qtg)}) | {med(ltg):.1f} ({rng(ltg)}) | **{med(qtg)/med(ltg):.2f}x** |")
+if qtg: print(f"\ndecode roofline reached: qwisp {100*med(qtg)/roof:.0f}%, llama.cpp {100*med(ltg)/roof:.0f}%")
+PY
+    rm -f "$tmp"/q.jsonl "$tmp"/l.*.json
+done

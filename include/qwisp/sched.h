@@ -1,0 +1,148 @@
+/* sched.h — the runtime's request interface: jobs and the schedulers that run
+ * them.
+ *
+ * A *job* is one request as the runtime sees it: prompt token ids, a token
+ * budget and sampler settings in; generated token ids streamed out, then a
+ * result (why it finished, timings).  A *scheduler* accepts jobs and runs
+ * them on the model.  Two execution paths implement the same interface:
+ *   serialize (default; src/runtime/serialize.c): FIFO, one job at a time on
+ *       one context, KV reset between jobs, pool limit QWISP_PREFILL_CACHE_MB;
+ *   lanes (QWISP_LANES=B; not written yet): B jobs decoded together, new jobs
+ *       admitted between steps.  It slots in as another qw_sched_ops.
+ * serve/ and cli/ only ever call qw_sched_* and qw_job_*; they never know
+ * which path runs their job.
+ *
+ * Threads: the submitter (an HTTP connection thread) and the scheduler's
+ * worker share a job; it is reference counted and its token list is guarded
+ * by its own mutex.  The consumer reads tokens with qw_job_read (blocking with
+ * a timeout); it may stop the job at any time (qw_job_stop: a stop string was
+ * seen, the result is normal) or abandon it (qw_job_cancel: the client went
+ * away).  The scheduler checks both flags after every token, so a job ends at
+ * most one token after either.
+ *
+ *     qw_job *j = qw_job_new(&(qw_job_params){.prompt = ids, .n_prompt = n,
+ *                            .max_tokens = 64, .sampler = sp});
+ *     if (qw_sched_submit(s, j, &err)) { ...busy/draining... }
+ *     int32_t cur = 0, buf[64]; bool done = false;
+ *     while (!done) { int k = qw_job_read(j, &cur, buf, 64, 0.05, &done); ... }
+ *     qw_job_result r; qw_job_get_result(j, &r);
+ *     qw_job_release(j);
+ */
+#ifndef QWISP_SCHED_H
+#define QWISP_SCHED_H
+
+#include "qwisp/model.h"
+#include "qwisp/sampler.h"
+#include "qwisp/tokenizer.h"
+
+/* ---- jobs ---- */
+
+typedef enum qw_finish {
+    QW_FINISH_NONE = 0,  /* not finished */
+    QW_FINISH_EOS,       /* an end-of-generation token was sampled (it is the last token) */
+    QW_FINISH_LENGTH,    /* max_tokens reached */
+    QW_FINISH_STOPPED,   /* the consumer called qw_job_stop (e.g. a stop string) */
+    QW_FINISH_CANCELLED, /* the consumer called qw_job_cancel (client gone), or drained before start */
+    QW_FINISH_ERROR,     /* the forward pass failed; result.error says why */
+} qw_finish;
+
+const char *qw_finish_name(qw_finish f);
+
+typedef struct qw_job_params {
+    const int32_t *prompt; /* copied by qw_job_new */
+    int32_t n_prompt;      /* >= 1 */
+    int32_t max_tokens;    /* >= 0 */
+    bool ignore_eos;       /* keep going past end-of-generation tokens */
+    qw_sampler_params sampler;
+} qw_job_params;
+
+typedef struct qw_job_result {
+    qw_finish finish;
+    int32_t n_prompt, n_gen;
+    double queue_s;   /* submit -> start */
+    double prefill_s; /* prompt forward passes */
+    double decode_s;  /* forward passes of tokens after the first */
+    double ttft_s;    /* start -> first token */
+    char error[QW_ERROR_MAX]; /* QW_FINISH_ERROR only */
+} qw_job_result;
+
+typedef struct qw_job qw_job;
+
+/* A new job holding one reference (the caller's).  NULL on OOM. */
+qw_job *qw_job_new(const qw_job_params *p);
+void qw_job_retain(qw_job *j);
+/* Drops a reference; the last one frees the job.  NULL-safe. */
+void qw_job_release(qw_job *j);
+/* Ask the job to end after the current token with QW_FINISH_STOPPED. */
+void qw_job_stop(qw_job *j);
+/* Abandon the job: it ends (or, still queued, is skipped) with QW_FINISH_CANCELLED. */
+void qw_job_cancel(qw_job *j);
+/* Waits up to timeout_s for tokens past *cursor or the end of the job; copies
+ * up to cap of them to out and advances *cursor.  *done becomes true once the
+ * job has finished and every token was read.  Returns the number copied. */
+int qw_job_read(qw_job *j, int32_t *cursor, int32_t *out, int32_t cap, double timeout_s, bool *done);
+/* The result; finish is QW_FINISH_NONE until the job ended. */
+void qw_job_get_result(qw_job *j, qw_job_result *out);
+const qw_job_params *qw_job_params_of(const qw_job *j);
+
+/* Producer side, for schedulers only. */
+void qw_job_mark_started(qw_job *j);
+/* Appends a token; returns false when the job was stopped or cancelled. */
+bool qw_job_push(qw_job *j, int32_t id);
+bool qw_job_should_end(const qw_job *j);
+bool qw_job_is_cancelled(const qw_job *j);
+bool qw_job_is_stopped(const qw_job *j);
+/* Publishes the result (finish != NONE) and wakes readers. */
+void qw_job_finish(qw_job *j, const qw_job_result *r);
+
+/* ---- schedulers ---- */
+
+typedef struct qw_sched_stats {
+    int32_t queued;       /* waiting to start */
+    int32_t running;      /* started, not finished */
+    uint64_t submitted, completed, cancelled, failed;
+    uint64_t prompt_tokens, gen_tokens; /* of finished jobs */
+    double prefill_s, decode_s;         /* summed over finished jobs */
+    double last_prefill_tok_s, last_decode_tok_s; /* of the last finished job that had them */
+} qw_sched_stats;
+
+typedef struct qw_sched qw_sched;
+
+typedef struct qw_sched_ops {
+    const char *name; /* "serialize", "lanes" */
+    /* Takes a reference on success.  -1 + err when the queue is full or the
+     * scheduler is draining (err says which). */
+    int (*submit)(qw_sched *s, qw_job *j, qw_error *err);
+    /* Stops admitting; returns when every admitted job has finished. */
+    void (*drain)(qw_sched *s);
+    void (*stats)(qw_sched *s, qw_sched_stats *out);
+    void (*free)(qw_sched *s); /* drains first */
+} qw_sched_ops;
+
+/* Implementations embed this as their first member. */
+struct qw_sched {
+    const qw_sched_ops *ops;
+};
+
+typedef struct qw_sched_config {
+    const qw_model *model;
+    const qw_tokenizer *tok;
+    int32_t n_ctx;     /* context of the (each) sequence */
+    int n_threads;
+    int32_t max_queue; /* jobs waiting beyond the running ones; submit refuses more */
+} qw_sched_config;
+
+/* The serialize path: one worker thread, one context.  Applies the serialize
+ * path's pool policy (qw_pool_apply_path) at start.  NULL + err. */
+qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err);
+
+/* submit's err messages start with these words so callers can map them. */
+#define QW_SCHED_BUSY "busy:"
+#define QW_SCHED_DRAINING "draining:"
+
+static inline int qw_sched_submit(qw_sched *s, qw_job *j, qw_error *err) { return s->ops->submit(s, j, err); }
+static inline void qw_sched_drain(qw_sched *s) { s->ops->drain(s); }
+static inline void qw_sched_get_stats(qw_sched *s, qw_sched_stats *o) { s->ops->stats(s, o); }
+static inline void qw_sched_free(qw_sched *s) { if (s) s->ops->free(s); }
+
+#endif

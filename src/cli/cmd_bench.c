@@ -1,0 +1,253 @@
+/* cmd_bench.c — `qwisp bench`: llama-bench-style throughput of one model.
+ *
+ * Tests (as llama-bench defines them, so numbers compare one to one):
+ *   pp<P>: prefill of P tokens into an empty context, logits of the last one;
+ *   tg<N>: N single-token decode steps from an empty context, logits each step.
+ * Each test runs once untimed (warm-up: page faults, caches, thread wake-up),
+ * then R timed repetitions; we report min / median / max tokens per second.
+ * Prompt tokens are pseudo-random ids (seeded), like llama-bench's.
+ *
+ * Roofline: a decode step must read every active weight byte once
+ * (qw_model_active_bytes: non-expert tensors + n_expert_used experts per layer
+ * + the LM head), so tg tok/s <= bandwidth / active bytes.  The bandwidth is
+ * measured here: all threads stream-read a 1 GiB buffer (>> LLC) a few times
+ * and the best pass counts.  `roofline_pct` = median tg / that bound.
+ */
+#include "cli_common.h"
+#include "commands.h"
+#include "qwisp/model.h"
+#include "qwisp/threadpool.h"
+
+#include <cjson/cJSON.h>
+#include <emmintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *k_usage =
+    "usage: qwisp bench [-m FILE] [-p N] [-n N] [-r R] [--threads K] [--json]\n"
+    "  -m FILE        model GGUF (default: $QWISP_MODEL or models/default.gguf)\n"
+    "  -p N           prompt tokens for the prefill test pp<N> (default 512; 0 = skip)\n"
+    "  -n N           tokens for the decode test tg<N> (default 128; 0 = skip)\n"
+    "  -r R           timed repetitions of each test (default 5)\n"
+    "  --threads K    compute threads (default: $QWISP_THREADS or all CPUs)\n"
+    "  --bw-mb M      size of the bandwidth probe buffer in MiB (default 1024; 0 = skip)\n"
+    "  --json         print one JSON object instead of the table\n";
+
+typedef struct {
+    const char *model;
+    long p, n, r, threads, bw_mb;
+    bool json;
+} bench_args;
+
+static int parse_args(int argc, char **argv, bench_args *a) {
+    const char *C = "bench";
+    a->p = 512, a->n = 128, a->r = 5, a->bw_mb = 1024;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+#define FLAG(name) ((r = qw_cli_flag(C, argc, argv, &i, name, &v)) != 0)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(k_usage, stdout);
+            return 1;
+        } else if (!strcmp(argv[i], "--json")) a->json = true;
+        else if (FLAG("-m") || FLAG("--model")) { if (r < 0) return -1; a->model = v; }
+        else if (FLAG("-p") || FLAG("--n-prompt")) {
+            if (r < 0 || qw_cli_long(C, "-p", v, 0, 1 << 20, &a->p)) return -1;
+        } else if (FLAG("-n") || FLAG("--n-gen")) {
+            if (r < 0 || qw_cli_long(C, "-n", v, 0, 1 << 20, &a->n)) return -1;
+        } else if (FLAG("-r") || FLAG("--repetitions")) {
+            if (r < 0 || qw_cli_long(C, "-r", v, 1, 1000, &a->r)) return -1;
+        } else if (FLAG("--threads") || FLAG("-t")) {
+            if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &a->threads)) return -1;
+        } else if (FLAG("--bw-mb")) {
+            if (r < 0 || qw_cli_long(C, "--bw-mb", v, 0, 1 << 20, &a->bw_mb)) return -1;
+        } else {
+            fprintf(stderr, "qwisp bench: unknown option '%s' (see qwisp bench --help)\n", argv[i]);
+            return -1;
+        }
+#undef FLAG
+    }
+    return 0;
+}
+
+/* ---- memory read bandwidth ---- */
+
+typedef struct {
+    const char *buf;
+    size_t chunk;
+    __m128i sink[64]; /* per-thread result, so the loads are not dead code */
+} bw_job;
+
+enum { BW_CHUNK = 4 << 20 };
+
+static void bw_read(void *p, int64_t i0, int64_t i1, int ith) {
+    bw_job *j = p;
+    __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t c = i0; c < i1; c++) {
+        const __m128i *v = (const __m128i *)(j->buf + (size_t)c * j->chunk);
+        const size_t n = j->chunk / sizeof(__m128i);
+        for (size_t i = 0; i < n; i += 4) {
+            a0 = _mm_add_epi64(a0, _mm_load_si128(v + i));
+            a1 = _mm_add_epi64(a1, _mm_load_si128(v + i + 1));
+            a2 = _mm_add_epi64(a2, _mm_load_si128(v + i + 2));
+            a3 = _mm_add_epi64(a3, _mm_load_si128(v + i + 3));
+        }
+    }
+    j->sink[ith & 63] = _mm_add_epi64(j->sink[ith & 63], _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3)));
+}
+
+/* Best of `passes` multi-threaded reads of an mb-MiB buffer, in bytes/s; 0 on OOM. */
+static double measure_read_bw(qw_threadpool *tp, long mb, int passes) {
+    const size_t bytes = (size_t)mb << 20;
+    char *buf = aligned_alloc(64, bytes);
+    if (!buf) return 0;
+    memset(buf, 1, bytes); /* fault every page in before timing */
+    bw_job j = {.buf = buf, .chunk = BW_CHUNK};
+    double best = 0;
+    for (int p = 0; p < passes; p++) {
+        double t0 = qw_time_s();
+        qw_parallel_for(tp, (int64_t)(bytes / BW_CHUNK), 1, bw_read, &j);
+        double dt = qw_time_s() - t0;
+        if (dt > 0 && (double)bytes / dt > best) best = (double)bytes / dt;
+    }
+    free(buf);
+    return best;
+}
+
+/* ---- tests ---- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    double min, median, max;
+} stats3;
+
+static stats3 summarize(double *v, long n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    stats3 s = {v[0], n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[n - 1]};
+    return s;
+}
+
+/* One prefill of n tokens from an empty context; returns seconds or -1. */
+static double run_pp(qw_ctx *c, const int32_t *toks, int32_t n, qw_error *err) {
+    qw_ctx_truncate(c, 0);
+    double t0 = qw_time_s();
+    if (qw_ctx_eval(c, toks, n, QW_LOGITS_LAST, err)) return -1;
+    return qw_time_s() - t0;
+}
+
+/* n decode steps from an empty context; returns seconds or -1. */
+static double run_tg(qw_ctx *c, const int32_t *toks, int32_t n, qw_error *err) {
+    qw_ctx_truncate(c, 0);
+    double t0 = qw_time_s();
+    for (int32_t i = 0; i < n; i++)
+        if (qw_ctx_eval(c, &toks[i], 1, QW_LOGITS_LAST, err)) return -1;
+    return qw_time_s() - t0;
+}
+
+static void add_stats(cJSON *o, const char *name, stats3 s) {
+    cJSON *t = cJSON_AddObjectToObject(o, name);
+    cJSON_AddNumberToObject(t, "min", s.min);
+    cJSON_AddNumberToObject(t, "median", s.median);
+    cJSON_AddNumberToObject(t, "max", s.max);
+}
+
+int qw_cmd_bench(int argc, char **argv) {
+    bench_args a = {0};
+    int pr = parse_args(argc, argv, &a);
+    if (pr) return pr > 0 ? 0 : 2;
+    const char *path = qw_cli_model_path("bench", a.model);
+    if (!path) return 2;
+    qw_error err = {0};
+    qw_model *m = qw_model_load(path, &err);
+    if (!m) {
+        fprintf(stderr, "qwisp bench: %s\n", err.msg);
+        return 1;
+    }
+    const int threads = qw_cli_threads(a.threads);
+    const int32_t n_max = (int32_t)(a.p > a.n ? a.p : a.n);
+    qw_ctx *c = qw_ctx_new(m, n_max + 16, threads, &err);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(n_max + 1));
+    double *pp = malloc(sizeof(double) * (size_t)a.r), *tg = malloc(sizeof(double) * (size_t)a.r);
+    int rc = 1;
+    if (!c || !toks || !pp || !tg) {
+        fprintf(stderr, "qwisp bench: %s\n", c ? "out of memory" : err.msg);
+        goto done;
+    }
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (int32_t i = 0; i <= n_max; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        toks[i] = (int32_t)((rng >> 33) % (uint64_t)m->hp.n_vocab);
+    }
+
+    /* Bandwidth first, on the pool the model will use, so both see the same threads. */
+    qw_threadpool *bw_tp = qw_threadpool_new(threads);
+    const double bw = a.bw_mb > 0 ? measure_read_bw(bw_tp, a.bw_mb, 4) : 0;
+    qw_threadpool_free(bw_tp);
+
+    stats3 spp = {0}, stg = {0};
+    if (a.p > 0) {
+        if (run_pp(c, toks, (int32_t)a.p, &err) < 0) goto fail; /* warm-up */
+        for (long r = 0; r < a.r; r++) {
+            double dt = run_pp(c, toks, (int32_t)a.p, &err);
+            if (dt < 0) goto fail;
+            pp[r] = a.p / dt;
+        }
+        spp = summarize(pp, a.r);
+    }
+    if (a.n > 0) {
+        if (run_tg(c, toks, (int32_t)(a.n < 16 ? a.n : 16), &err) < 0) goto fail; /* warm-up */
+        for (long r = 0; r < a.r; r++) {
+            double dt = run_tg(c, toks, (int32_t)a.n, &err);
+            if (dt < 0) goto fail;
+            tg[r] = a.n / dt;
+        }
+        stg = summarize(tg, a.r);
+    }
+    const double active = (double)qw_model_active_bytes(m);
+    const double roof = bw > 0 ? bw / active : 0;
+    const double pct = roof > 0 && a.n > 0 ? 100.0 * stg.median / roof : 0;
+    if (a.json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "model", path);
+        cJSON_AddNumberToObject(o, "threads", threads);
+        cJSON_AddNumberToObject(o, "repetitions", (double)a.r);
+        cJSON_AddNumberToObject(o, "n_prompt", (double)a.p);
+        cJSON_AddNumberToObject(o, "n_gen", (double)a.n);
+        if (a.p > 0) add_stats(o, "pp_tok_s", spp);
+        if (a.n > 0) add_stats(o, "tg_tok_s", stg);
+        cJSON_AddNumberToObject(o, "weight_bytes", (double)m->weight_bytes);
+        cJSON_AddNumberToObject(o, "active_bytes_per_token", active);
+        cJSON_AddNumberToObject(o, "mem_read_gb_s", bw / 1e9);
+        cJSON_AddNumberToObject(o, "roofline_tg_tok_s", roof);
+        cJSON_AddNumberToObject(o, "roofline_pct", pct);
+        char *s = cJSON_PrintUnformatted(o);
+        puts(s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        printf("model: %s  threads: %d  repetitions: %ld\n", path, threads, a.r);
+        printf("%-8s %10s %10s %10s\n", "test", "min t/s", "median", "max");
+        if (a.p > 0) printf("pp%-6ld %10.2f %10.2f %10.2f\n", a.p, spp.min, spp.median, spp.max);
+        if (a.n > 0) printf("tg%-6ld %10.2f %10.2f %10.2f\n", a.n, stg.min, stg.median, stg.max);
+        printf("active weights/token: %.1f MB   memory read: %.2f GB/s   roofline: %.2f tok/s",
+               active / 1e6, bw / 1e9, roof);
+        if (a.n > 0 && roof > 0) printf("   reached: %.1f%%", pct);
+        printf("\n");
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "qwisp bench: %s\n", err.msg);
+done:
+    free(toks);
+    free(pp);
+    free(tg);
+    qw_ctx_free(c);
+    qw_model_free(m);
+    return rc;
+}

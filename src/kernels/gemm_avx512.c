@@ -1,0 +1,166 @@
+/* gemm_avx512.c — register-blocked Q8_0×Q8_0 and Q4_0×Q8_0 tiles (AVX-512 VNNI)
+ * for prefill matmuls: 4 tokens × a block of rows, 2 rows × 4 tokens at a time.
+ *
+ * Contract (qw_gemm_fn in quant.h): y[t][r] gets exactly the float that the
+ * AVX-512 qw_vec_dot of the same type returns for (row r, token t), bit for
+ * bit, for n % 128 == 0.  That lets prefill (tiles) and decode (single dots)
+ * agree exactly and makes the test an equality.  How it stays identical while
+ * doing less work per pair:
+ *  - The vec_dot keeps, per pair, two 16-lane f32 accumulators (blocks k,k+1
+ *    and k+2,k+3 of every group of four), adds cvt(int32 lane sums) * (d_w*d_x)
+ *    with FMA, and ends with reduce(acc0 + acc1) + 0.  The tile does the same
+ *    per pair, in the same order; only where the operands come from changes.
+ *  - Integer lanes: the vec_dot moves the weight's sign onto x and uses
+ *    |w| (VPDPBUSD needs an unsigned operand).  Here x is made unsigned once
+ *    per token (x ^ 0x80 = x + 128) and the correction 128*sum4(w) once per
+ *    row, so a pair costs one VPDPBUSD started from -128*sum4(w).  Every lane
+ *    is the same exact int32 (|values| << 2^31).  For Q4_0 the nibbles are
+ *    unpacked once per row and 8*sum4(x) once per token.
+ *  - Scales: permute(d_w) * permute(d_x) equals permute(d_w * d_x) lane for
+ *    lane, so the two permutes are done once per row / per token and a pair
+ *    pays one multiply per 2 blocks.
+ *  - The per-token parts (x + 128 or the nibble offset, spread scales) are
+ *    prepared once per call into a stack buffer (k <= QW_GEMM_K_MAX: 64 KiB)
+ *    and reused by every row pair of the block.
+ * Weights are re-read from L1/L2 once per 4 tokens instead of once per token;
+ * activations once per 2 rows.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/quant_impl.h"
+
+static inline uint16_t ld16(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Four fp16 scales at `stride` bytes apart, as floats in lanes 0..3. */
+static inline __m128 scales4(const uint8_t *d, size_t stride) {
+    const __m128i h = _mm_setr_epi16((short)ld16(d), (short)ld16(d + stride), (short)ld16(d + 2 * stride),
+                                     (short)ld16(d + 3 * stride), 0, 0, 0, 0);
+    return _mm_cvtph_ps(h);
+}
+
+static inline __m512i pair_q8(const qw_block_q8_0 *b) {
+    const __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
+    const __m256i hi = _mm256_loadu_si256((const __m256i *)b[1].qs);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static inline __m512i pair_q4(const qw_block_q4_0 *b) {
+    const __m128i q0 = _mm_loadu_si128((const __m128i *)b[0].qs);
+    const __m128i q1 = _mm_loadu_si128((const __m128i *)b[1].qs);
+    const __m512i t = _mm512_castsi256_si512(_mm256_set_m128i(q1, q0));
+    const __m512i z = _mm512_shuffle_i64x2(t, t, 0x50);
+    const __m512i m = _mm512_set1_epi8(0x0f);
+    const __m512i lo = _mm512_and_si512(z, m);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m);
+    return _mm512_mask_blend_epi64(0xcc, lo, hi);
+}
+
+enum { MAX_TR = 4, MAX_TT = 4 };
+
+/* Per token and per group of 4 blocks, what every row pair needs from the
+ * activations, prepared once per call and reused by all the rows:
+ *   u[2]: Q8_0 weights: x ^ 0x80 (x + 128 as unsigned);  Q4_0: -8*sum4(x) lanes
+ *   d[2]: the four scales d_x spread as the dot spreads them (idx01, idx23). */
+typedef struct {
+    __m512i u[2];
+    __m512 d[2];
+} prep;
+
+static inline __attribute__((always_inline)) void tiles(int64_t n, const void *wv, size_t w_row_bytes,
+                                                        int64_t n_rows, const void *const *xv,
+                                                        float *const *y, int is_q4, prep *pp,
+                                                        const int TR, const int TT) {
+    const int64_t nb = n / QW_QK8_0, ns = nb / 4;
+    const __m512i idx01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i idx23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m512i k80 = _mm512_set1_epi8((char)0x80), k8 = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
+    const size_t wbs = is_q4 ? sizeof(qw_block_q4_0) : sizeof(qw_block_q8_0);
+
+    for (int t = 0; t < TT; t++)
+        for (int64_t k = 0; k < ns; k++) {
+            const qw_block_q8_0 *x = (const qw_block_q8_0 *)xv[t] + 4 * k;
+            prep *q = &pp[t * ns + k];
+            const __m512i x0 = pair_q8(x), x1 = pair_q8(x + 2);
+            if (is_q4) {
+                q->u[0] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k8, x0));
+                q->u[1] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k8, x1));
+            } else {
+                q->u[0] = _mm512_xor_si512(x0, k80);
+                q->u[1] = _mm512_xor_si512(x1, k80);
+            }
+            const __m512 dx = _mm512_castps128_ps512(scales4((const uint8_t *)&x[0].d, sizeof(qw_block_q8_0)));
+            q->d[0] = _mm512_permutexvar_ps(idx01, dx);
+            q->d[1] = _mm512_permutexvar_ps(idx23, dx);
+        }
+
+    for (int64_t r0 = 0; r0 < n_rows; r0 += TR) {
+        __m512 acc0[MAX_TR][MAX_TT], acc1[MAX_TR][MAX_TT];
+        for (int r = 0; r < TR; r++)
+            for (int t = 0; t < TT; t++) acc0[r][t] = acc1[r][t] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < ns; k++) {
+            for (int r = 0; r < TR; r++) {
+                const uint8_t *wr = (const uint8_t *)wv + (size_t)(r0 + r) * w_row_bytes + (size_t)(4 * k) * wbs;
+                __m512i wa, wb, na = zero, nbv = zero;
+                if (is_q4) {
+                    wa = pair_q4((const qw_block_q4_0 *)wr);
+                    wb = pair_q4((const qw_block_q4_0 *)wr + 2);
+                } else {
+                    wa = pair_q8((const qw_block_q8_0 *)wr);
+                    wb = pair_q8((const qw_block_q8_0 *)wr + 2);
+                    na = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, wa)); /* -128*sum4(w) */
+                    nbv = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, wb));
+                }
+                const __m512 dw = _mm512_castps128_ps512(scales4(wr, wbs));
+                const __m512 dwa = _mm512_permutexvar_ps(idx01, dw), dwb = _mm512_permutexvar_ps(idx23, dw);
+                for (int t = 0; t < TT; t++) {
+                    const prep *q = &pp[t * ns + k];
+                    __m512i p0, p1;
+                    if (is_q4) {
+                        const qw_block_q8_0 *x = (const qw_block_q8_0 *)xv[t] + 4 * k;
+                        p0 = _mm512_dpbusd_epi32(q->u[0], wa, pair_q8(x)); /* nibbles u8, x s8 */
+                        p1 = _mm512_dpbusd_epi32(q->u[1], wb, pair_q8(x + 2));
+                    } else {
+                        p0 = _mm512_dpbusd_epi32(na, q->u[0], wa); /* x+128 u8, w s8 */
+                        p1 = _mm512_dpbusd_epi32(nbv, q->u[1], wb);
+                    }
+                    acc0[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_mul_ps(dwa, q->d[0]), acc0[r][t]);
+                    acc1[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_mul_ps(dwb, q->d[1]), acc1[r][t]);
+                }
+            }
+        }
+        for (int t = 0; t < TT; t++)
+            for (int r = 0; r < TR; r++)
+                y[t][r0 + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r][t], acc1[r][t])) + 0.0f;
+    }
+}
+
+/* Prefill: 2 rows × 4 tokens per register tile. */
+void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                         float *const *y) {
+    prep pp[4 * QW_GEMM_K_MAX / 128];
+    tiles(n, w, w_row_bytes, n_rows, x, y, 0, pp, 2, 4);
+}
+
+void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                         float *const *y) {
+    prep pp[4 * QW_GEMM_K_MAX / 128];
+    tiles(n, w, w_row_bytes, n_rows, x, y, 1, pp, 2, 4);
+}
+
+/* Decode (one token): 4 rows per register tile, the token prepared once. */
+void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                         float *const *y) {
+    prep pp[QW_GEMM_K_MAX / 128];
+    tiles(n, w, w_row_bytes, n_rows, x, y, 0, pp, 4, 1);
+}
+
+void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                         float *const *y) {
+    prep pp[QW_GEMM_K_MAX / 128];
+    tiles(n, w, w_row_bytes, n_rows, x, y, 1, pp, 4, 1);
+}

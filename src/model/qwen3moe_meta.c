@@ -1,0 +1,57 @@
+/* qwen3moe_meta.c — writes the qwen3moe hyper-parameter and tokenizer keys.
+ *
+ * One place for the key names and their types (u32 counts, f32 rope base and
+ * epsilon), shared by gen_model.c and convert.c.  The key set is the one
+ * llama.cpp's convert_hf_to_gguf.py writes for Qwen3MoeForCausalLM: context,
+ * embedding, block count, feed-forward length, head counts, key/value length,
+ * rope base, RMS epsilon, expert count / used count / expert feed-forward
+ * length; the tokenizer as gpt2-style BPE with the qwen2 pre-tokenizer.
+ */
+#include "qwisp/qwen3moe_meta.h"
+
+#include "qwisp/quant.h"
+
+uint32_t qw_gguf_file_type(uint32_t type) {
+    switch (type) {
+    case QW_TYPE_F16: return 1;
+    case QW_TYPE_Q4_0: return 2;
+    case QW_TYPE_Q8_0: return 7;
+    case QW_TYPE_BF16: return 32;
+    default: return 0;
+    }
+}
+
+void qw_qwen3moe_set_metadata(qw_gguf_writer *w, const qw_qwen3moe_hparams *p) {
+    qw_gguf_set_str(w, "general.architecture", "qwen3moe");
+    qw_gguf_set_str(w, "general.name", p->name ? p->name : "qwen3moe");
+    qw_gguf_set_u32(w, "general.file_type", p->file_type);
+    qw_gguf_set_u32(w, "general.quantization_version", 2);
+
+    qw_gguf_set_u32(w, "qwen3moe.context_length", (uint32_t)p->n_ctx);
+    qw_gguf_set_u32(w, "qwen3moe.embedding_length", (uint32_t)p->n_embd);
+    qw_gguf_set_u32(w, "qwen3moe.block_count", (uint32_t)p->n_layer);
+    qw_gguf_set_u32(w, "qwen3moe.feed_forward_length", (uint32_t)p->n_ff);
+    qw_gguf_set_u32(w, "qwen3moe.attention.head_count", (uint32_t)p->n_head);
+    qw_gguf_set_u32(w, "qwen3moe.attention.head_count_kv", (uint32_t)p->n_head_kv);
+    qw_gguf_set_u32(w, "qwen3moe.attention.key_length", (uint32_t)p->head_dim);
+    qw_gguf_set_u32(w, "qwen3moe.attention.value_length", (uint32_t)p->head_dim);
+    qw_gguf_set_f32(w, "qwen3moe.rope.freq_base", p->rope_base);
+    qw_gguf_set_f32(w, "qwen3moe.attention.layer_norm_rms_epsilon", p->rms_eps);
+    qw_gguf_set_u32(w, "qwen3moe.expert_count", (uint32_t)p->n_expert);
+    qw_gguf_set_u32(w, "qwen3moe.expert_used_count", (uint32_t)p->n_expert_used);
+    qw_gguf_set_u32(w, "qwen3moe.expert_feed_forward_length", (uint32_t)p->n_ff_exp);
+}
+
+void qw_gguf_set_tokenizer(qw_gguf_writer *w, const qw_tokenizer_spec *s) {
+    qw_gguf_set_str(w, "tokenizer.ggml.model", s->model ? s->model : "gpt2");
+    qw_gguf_set_str(w, "tokenizer.ggml.pre", s->pre ? s->pre : "qwen2");
+    qw_gguf_set_arr_str(w, "tokenizer.ggml.tokens", s->tokens, (uint64_t)s->n_tokens);
+    if (s->token_types)
+        qw_gguf_set_arr(w, "tokenizer.ggml.token_type", QW_GGUF_INT32, s->token_types, (uint64_t)s->n_tokens);
+    qw_gguf_set_arr_str(w, "tokenizer.ggml.merges", s->merges, (uint64_t)s->n_merges);
+    if (s->bos_id >= 0) qw_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)s->bos_id);
+    if (s->eos_id >= 0) qw_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)s->eos_id);
+    if (s->pad_id >= 0) qw_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)s->pad_id);
+    qw_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", s->add_bos);
+    if (s->chat_template) qw_gguf_set_str(w, "tokenizer.chat_template", s->chat_template);
+}

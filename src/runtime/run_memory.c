@@ -1,0 +1,58 @@
+/* run_memory.c — the serialize path's memory instruments (run_memory.h).
+ * The chunk hook reports only during the first qw_ctx_eval after begin (the
+ * prompt): decode evals also fire the hook, one token at a time, and a line
+ * per generated token would drown the breakdown.
+ */
+#include "qwisp/run_memory.h"
+#include "qwisp/options.h"
+#include "qwisp/pool.h"
+
+#include <cjson/cJSON.h>
+
+static void on_chunk(void *user, const qw_ctx *c, int32_t n_done, int32_t n_total) {
+    qw_run_memory *rm = user;
+    if (rm->prefill_done) return;
+    qw_memdbg_chunk(&rm->dbg, n_done, n_total, qw_ctx_kv_bytes(c));
+    if (n_done == n_total) rm->prefill_done = true;
+}
+
+int qw_run_memory_begin(qw_run_memory *rm, qw_ctx *c, bool sample, qw_error *err) {
+    *rm = (qw_run_memory){0};
+    if (qw_pool_apply_path(QW_POOL_PATH_SERIALIZE, err)) return -1;
+    qw_memdbg_init(&rm->dbg, "prefill", (int)qw_opt_int(QW_OPT_PREFILL_MEMDBG),
+                   (int)qw_opt_int(QW_OPT_PREFILL_MEMDBG_EVERY), stderr);
+    if (rm->dbg.mode > 0) qw_ctx_set_chunk_cb(c, on_chunk, rm);
+    qw_pool_reset_peak();
+    if (sample) {
+        rm->sampler = qw_footprint_sampler_start(10, err);
+        if (!rm->sampler) return -1;
+    }
+    return 0;
+}
+
+void qw_run_memory_end(qw_run_memory *rm, qw_ctx *c) {
+    if (rm->dbg.mode > 0 && c) qw_ctx_set_chunk_cb(c, NULL, NULL);
+    qw_footprint_sampler_stop(rm->sampler, &rm->peak_footprint, &rm->peak_rss);
+    rm->sampler = NULL;
+}
+
+void qw_run_memory_json(const qw_run_memory *rm, void *cjson_object) {
+    cJSON *o = cjson_object;
+    qw_pool_stats s = qw_pool_get_stats();
+    cJSON *p = cJSON_AddObjectToObject(o, "pool");
+    cJSON_AddNumberToObject(p, "active", (double)s.active_bytes);
+    cJSON_AddNumberToObject(p, "cache", (double)s.cache_bytes);
+    cJSON_AddNumberToObject(p, "peak", (double)s.peak_bytes);
+    cJSON_AddNumberToObject(p, "peak_held", (double)s.peak_held_bytes);
+    cJSON_AddNumberToObject(p, "limit", (double)s.cache_limit);
+    cJSON_AddNumberToObject(p, "hits", (double)s.hits);
+    cJSON_AddNumberToObject(p, "misses", (double)s.misses);
+    cJSON_AddNumberToObject(p, "os_bytes", (double)s.os_alloc_bytes);
+    cJSON_AddNumberToObject(p, "os_calls", (double)s.os_alloc_calls);
+    cJSON_AddNumberToObject(p, "os_free_bytes", (double)s.os_free_bytes);
+    cJSON_AddNumberToObject(p, "os_ms", (double)(s.os_alloc_ns + s.os_free_ns) / 1e6);
+    cJSON_AddNumberToObject(p, "touch_ms", (double)s.touch_ns / 1e6);
+    cJSON_AddStringToObject(p, "fit", qw_pool_get_fit() == QW_POOL_FIT_EXACT ? "exact" : "classes");
+    cJSON_AddNumberToObject(o, "footprint_peak_mb", (double)rm->peak_footprint / 1048576.0);
+    cJSON_AddNumberToObject(o, "rss_peak_mb", (double)rm->peak_rss / 1048576.0);
+}

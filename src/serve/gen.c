@@ -1,0 +1,305 @@
+/* gen.c — the generation endpoints: request body -> prompt tokens -> a job
+ * on the execution path -> one JSON response, or an SSE stream of chunks.
+ *
+ * One `gen` object per request owns the parsed request, the job reference,
+ * the text assembler (textout.c: stop strings, <think> split) and, when
+ * streaming, the SSE bytes not yet handed to MHD.  Both modes run the same
+ * pump: read new tokens from the job, push them through textout, ask the job
+ * to stop once a stop string or end-of-generation token ends the text.
+ *
+ * Cancellation: while waiting for tokens the pump wakes every 100 ms and
+ * peeks at the client's socket; a closed socket (or, when streaming, a failed
+ * write, which makes MHD call the free callback) cancels the job, so the
+ * execution path stops within one token and moves to the next request.
+ * Every request ends with one log line on stderr:
+ *   qwisp serve: #7 chat 200 prompt=23 prefill=812.0 tok/s gen=16 ttft=31 ms
+ *   decode=95.2 tok/s queue=0 ms finish=stop
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+typedef struct gen {
+    qw_server *s;
+    struct MHD_Connection *conn;
+    int fd;
+    qw_endpoint ep;
+    qw_oai_request rq;
+    qw_textout out;
+    qw_job *job;
+    int32_t cursor;
+    int32_t n_prompt;
+    int32_t *toks; /* tokens textout consumed [n_toks], for return_tokens */
+    int32_t n_toks, cap_toks;
+    qw_strbuf sse;
+    size_t sse_off;
+    char id[48];
+    long created;
+    unsigned long long num;
+    bool role_sent, finished, gone;
+    qw_job_result res;
+} gen;
+
+static bool peer_gone(int fd) {
+    if (fd < 0) return false;
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static const char *finish_reason(const gen *g) {
+    if (g->out.stop_hit || g->out.eos_hit) return "stop";
+    return g->res.finish == QW_FINISH_LENGTH ? "length" : "stop";
+}
+
+static void log_line(const gen *g, int status, const char *finish) {
+    const qw_job_result *r = &g->res;
+    double pf = r->prefill_s > 0 ? r->n_prompt / r->prefill_s : 0;
+    double dc = r->decode_s > 0 && r->n_gen > 1 ? (r->n_gen - 1) / r->decode_s : 0;
+    fprintf(stderr,
+            "qwisp serve: #%llu %s%s %d prompt=%d prefill=%.1f tok/s gen=%d ttft=%.0f ms decode=%.1f tok/s "
+            "queue=%.0f ms finish=%s\n",
+            g->num, g->ep == QW_EP_CHAT ? "chat" : "completions", g->rq.stream ? " stream" : "", status,
+            g->n_prompt, pf, g->n_toks, r->ttft_s * 1e3, dc, r->queue_s * 1e3, finish);
+}
+
+static void gen_free(gen *g) {
+    if (!g) return;
+    if (g->job) {
+        if (!g->finished) qw_job_cancel(g->job);
+        qw_job_release(g->job);
+        atomic_fetch_sub(&g->s->metrics.in_flight, 1);
+    }
+    qw_textout_free(&g->out);
+    qw_oai_request_free(&g->rq);
+    qw_strbuf_free(&g->sse);
+    free(g->toks);
+    free(g);
+}
+
+/* Reads what the job produced (waiting up to timeout_s) into textout.
+ * Returns true once the job has ended and everything was read. */
+static bool pump(gen *g, double timeout_s) {
+    int32_t buf[64];
+    bool done = false;
+    int k = qw_job_read(g->job, &g->cursor, buf, 64, timeout_s, &done);
+    for (int i = 0; i < k; i++) {
+        if (g->out.ended) break;
+        if (g->n_toks < g->cap_toks) g->toks[g->n_toks++] = buf[i];
+        if (qw_textout_push(&g->out, buf[i])) {
+            qw_job_stop(g->job);
+            if (g->out.stop_hit) atomic_fetch_add(&g->s->metrics.stop_strings, 1);
+        }
+    }
+    if (done) {
+        qw_job_get_result(g->job, &g->res);
+        if (!g->out.ended) qw_textout_flush(&g->out);
+    }
+    return done;
+}
+
+static qw_oai_reply make_reply(const gen *g, const char *finish) {
+    return (qw_oai_reply){.id = g->id,
+                          .created = g->created,
+                          .model = g->s->model_id,
+                          .finish = finish,
+                          .n_prompt = g->n_prompt,
+                          .n_gen = g->n_toks,
+                          .tokens = g->toks,
+                          .prefill_s = g->res.prefill_s,
+                          .decode_s = g->res.decode_s,
+                          .ttft_s = g->res.ttft_s};
+}
+
+/* ---- streaming ---- */
+
+/* Appends one chunk with the new content/reasoning, if any. */
+static void emit_deltas(gen *g) {
+    size_t nc, nr;
+    const char *c = qw_textout_take_content(&g->out, &nc);
+    const char *r = qw_textout_take_reasoning(&g->out, &nr);
+    if (!nc && !nr) return;
+    qw_oai_reply rep = make_reply(g, NULL);
+    qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, nc ? c : NULL, nr ? r : NULL);
+}
+
+static void emit_end(gen *g) {
+    if (g->res.finish == QW_FINISH_ERROR) {
+        qw_oai_error e;
+        qw_oai_fail(&e, 500, "server_error", "generation_failed", NULL, "generation failed: %s", g->res.error);
+        char *js = qw_oai_error_json(&e);
+        qw_strbuf_add(&g->sse, "data: ", 6);
+        qw_strbuf_add(&g->sse, js, strlen(js));
+        qw_strbuf_add(&g->sse, "\n\n", 2);
+        free(js);
+        log_line(g, 500, "error");
+    } else {
+        const char *fin = finish_reason(g);
+        qw_oai_reply rep = make_reply(g, fin);
+        qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, g->rq.kind == QW_OAI_CHAT ? NULL : "", NULL);
+        if (g->rq.include_usage) qw_oai_usage_sse(&g->sse, &g->rq, &rep);
+        log_line(g, 200, fin);
+    }
+    qw_oai_done_sse(&g->sse);
+    g->finished = true;
+}
+
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    gen *g = cls;
+    (void)pos;
+    for (;;) {
+        if (g->sse_off < g->sse.n) {
+            size_t n = g->sse.n - g->sse_off;
+            if (n > max) n = max;
+            memcpy(buf, g->sse.p + g->sse_off, n);
+            g->sse_off += n;
+            if (g->sse_off == g->sse.n) g->sse.n = g->sse_off = 0;
+            return (ssize_t)n;
+        }
+        if (g->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (!g->role_sent && g->rq.kind == QW_OAI_CHAT) {
+            qw_oai_reply rep = make_reply(g, NULL);
+            qw_oai_chunk_sse(&g->sse, &g->rq, &rep, true, "", NULL);
+            g->role_sent = true;
+            continue;
+        }
+        bool done = pump(g, 0.1);
+        emit_deltas(g);
+        if (done) emit_end(g);
+        else if (g->sse.n == 0 && peer_gone(g->fd)) {
+            g->gone = true;
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void sse_free(void *cls) {
+    gen *g = cls;
+    if (!g->finished) {
+        qw_job_cancel(g->job);
+        atomic_fetch_add(&g->s->metrics.disconnects, 1);
+        log_line(g, 200, "cancelled (client gone)");
+    }
+    gen_free(g);
+}
+
+/* ---- entry ---- */
+
+static int32_t *prompt_ids(qw_server *s, const qw_oai_request *rq, size_t *n) {
+    if (rq->prompt_ids) {
+        *n = rq->n_prompt_ids;
+        int32_t *ids = qw_xmalloc((rq->n_prompt_ids ? rq->n_prompt_ids : 1) * sizeof(int32_t));
+        memcpy(ids, rq->prompt_ids, rq->n_prompt_ids * sizeof(int32_t));
+        return ids;
+    }
+    return qw_tokenize(s->tok, rq->prompt_text, strlen(rq->prompt_text), true, n);
+}
+
+enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const char *body, size_t n) {
+    qw_oai_error e;
+    gen *g = calloc(1, sizeof *g);
+    if (!g) return MHD_NO;
+    g->s = s;
+    g->conn = c;
+    g->ep = ep;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    g->fd = ci ? ci->connect_fd : -1;
+    qw_oai_kind kind = ep == QW_EP_CHAT ? QW_OAI_CHAT : QW_OAI_COMPLETION;
+    if (qw_oai_parse(kind, body, n, s->model->gguf, s->model_id, s->model->hp.n_vocab, &g->rq, &e)) {
+        free(g);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    size_t np = 0;
+    int32_t *ids = prompt_ids(s, &g->rq, &np);
+    if (!ids || np == 0) {
+        free(ids);
+        gen_free(g);
+        qw_oai_fail(&e, 400, "invalid_request_error", "empty_prompt", kind == QW_OAI_CHAT ? "messages" : "prompt",
+                    "the prompt is empty");
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    if ((int64_t)np >= s->n_ctx) {
+        free(ids);
+        gen_free(g);
+        qw_oai_fail(&e, 400, "invalid_request_error", "context_length_exceeded",
+                    kind == QW_OAI_CHAT ? "messages" : "prompt",
+                    "the prompt has %zu tokens; this server's context is %d tokens (prompt + completion)", np,
+                    s->n_ctx);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    int32_t room = s->n_ctx - (int32_t)np;
+    int32_t max_tokens = g->rq.max_tokens < 0 || g->rq.max_tokens > room ? room : g->rq.max_tokens;
+    g->n_prompt = (int32_t)np;
+    g->cap_toks = max_tokens > 0 ? max_tokens : 1;
+    g->toks = qw_xmalloc((size_t)g->cap_toks * sizeof(int32_t));
+    qw_textout_init(&g->out, s->tok, (const char *const *)g->rq.stops, g->rq.n_stops, g->rq.think);
+    g->out.ignore_eos = g->rq.ignore_eos;
+    qw_job_params jp = {.prompt = ids, .n_prompt = (int32_t)np, .max_tokens = max_tokens,
+                        .ignore_eos = g->rq.ignore_eos, .sampler = g->rq.sp};
+    g->job = qw_job_new(&jp);
+    free(ids);
+    if (!g->job) {
+        gen_free(g);
+        qw_oai_fail(&e, 500, "server_error", "out_of_memory", NULL, "out of memory creating the job");
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    atomic_fetch_add(&s->metrics.in_flight, 1);
+    g->num = atomic_fetch_add(&s->next_id, 1) + 1;
+    g->created = (long)time(NULL);
+    snprintf(g->id, sizeof g->id, "%s-%016llx%04llx", kind == QW_OAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)qw_hash64(&g->num, sizeof g->num, (uint64_t)s->created), g->num & 0xffff);
+    qw_error err = {0};
+    if (qw_sched_submit(s->sched, g->job, &err)) {
+        bool draining = !strncmp(err.msg, QW_SCHED_DRAINING, strlen(QW_SCHED_DRAINING));
+        qw_oai_fail(&e, draining ? 503 : 429, draining ? "server_error" : "rate_limit_error",
+                    draining ? "shutting_down" : "queue_full", NULL, "%s", err.msg);
+        g->finished = true; /* never ran: nothing to cancel */
+        gen_free(g);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+
+    if (g->rq.stream) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, g, sse_free);
+        if (!r) {
+            gen_free(g);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ok = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r); /* MHD owns it now; sse_free runs when it is done */
+        qw_metrics_request(&s->metrics, ep, 200);
+        return ok;
+    }
+
+    while (!pump(g, 0.1)) {
+        if (peer_gone(g->fd)) {
+            qw_job_cancel(g->job);
+            atomic_fetch_add(&s->metrics.disconnects, 1);
+            log_line(g, 499, "cancelled (client gone)");
+            gen_free(g);
+            return MHD_NO;
+        }
+    }
+    g->finished = true;
+    enum MHD_Result ok;
+    if (g->res.finish == QW_FINISH_ERROR) {
+        qw_oai_fail(&e, 500, "server_error", "generation_failed", NULL, "generation failed: %s", g->res.error);
+        log_line(g, 500, "error");
+        ok = qw_http_send_error(s, c, ep, &e);
+    } else {
+        const char *fin = finish_reason(g);
+        qw_oai_reply rep = make_reply(g, fin);
+        char *js = qw_oai_response_json(&g->rq, &rep, g->out.content.p ? g->out.content.p : "",
+                                        g->out.reasoning.p ? g->out.reasoning.p : "");
+        log_line(g, 200, fin);
+        ok = qw_http_send(s, c, ep, 200, "application/json", js);
+    }
+    gen_free(g);
+    return ok;
+}

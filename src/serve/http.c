@@ -1,0 +1,172 @@
+/* http.c — the libmicrohttpd request handler: body intake with a size
+ * limit, the connection limit, bearer auth, routing and the small endpoints.
+ *
+ * MHD calls the handler several times per request: first with no body (we
+ * allocate the request state and may refuse at once: too many connections,
+ * a Content-Length over the limit, bad auth — refusing before the body is
+ * read saves reading it), then once per body piece (appended to a pool
+ * buffer, or dropped once over the limit, so memory stays bounded even for
+ * chunked uploads without a length), then a last time to answer.  Every
+ * refusal is an OpenAI-style error object; the server keeps serving.
+ * The body buffer goes back to the pool in qw_http_completed, whatever way
+ * the request ended.
+ */
+#include "server.h"
+
+#include "qwisp/pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum MHD_Result qw_http_send(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, int status,
+                             const char *ctype, char *body) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (status == 429 || status == 413) MHD_add_response_header(r, "Connection", "close");
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    qw_metrics_request(&s->metrics, ep, status);
+    return ok;
+}
+
+enum MHD_Result qw_http_send_error(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const qw_oai_error *e) {
+    return qw_http_send(s, c, ep, e->status, "application/json", qw_oai_error_json(e));
+}
+
+static qw_endpoint route(const char *url) {
+    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) return QW_EP_CHAT;
+    if (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")) return QW_EP_COMPLETIONS;
+    if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) return QW_EP_MODELS;
+    if (!strcmp(url, "/health")) return QW_EP_HEALTH;
+    if (!strcmp(url, "/metrics")) return QW_EP_METRICS;
+    return QW_EP_OTHER;
+}
+
+/* Constant-time comparison of the Authorization header with "Bearer KEY". */
+static bool auth_ok(const qw_server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    size_t a = strlen(h), b = strlen(s->api_key);
+    unsigned diff = (unsigned)(a != b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned)(unsigned char)s->api_key[i] ^ (unsigned char)(i < a ? h[i] : 0);
+    return diff == 0;
+}
+
+static enum MHD_Result small_endpoint(qw_server *s, struct MHD_Connection *c, qw_endpoint ep) {
+    if (ep == QW_EP_HEALTH) {
+        bool dr = atomic_load(&s->draining);
+        return qw_http_send(s, c, ep, dr ? 503 : 200, "application/json",
+                            qw_xstrdup(dr ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}"));
+    }
+    if (ep == QW_EP_MODELS)
+        return qw_http_send(s, c, ep, 200, "application/json", qw_oai_models_json(s->model_id, s->created));
+    qw_strbuf b = {0};
+    qw_metrics_render(&s->metrics, s->sched, s->sched->ops->name, &b);
+    return qw_http_send(s, c, ep, 200, "text/plain; version=0.0.4; charset=utf-8", b.p);
+}
+
+/* First call: refusals that do not need the body. */
+static enum MHD_Result first_call(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const char *method) {
+    qw_oai_error e;
+    if (atomic_load(&s->metrics.open_conns) > s->cfg.max_conns) {
+        qw_oai_fail(&e, 429, "rate_limit_error", "too_many_connections", NULL,
+                    "too many concurrent connections (limit %d); retry later", s->cfg.max_conns);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    if (ep != QW_EP_HEALTH && !auth_ok(s, c)) {
+        qw_oai_fail(&e, 401, "authentication_error", "invalid_api_key", NULL,
+                    "missing or wrong API key (send Authorization: Bearer KEY)");
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+        qw_oai_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                    "request body of %s bytes exceeds the limit of %zu bytes", cl, s->cfg.max_body);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    (void)method;
+    return MHD_YES;
+}
+
+static enum MHD_Result answer(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const char *url,
+                              const char *method, qw_http_req *r) {
+    qw_oai_error e;
+    if (r->too_big) {
+        qw_oai_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                    "request body exceeds the limit of %zu bytes", s->cfg.max_body);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    bool post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (ep == QW_EP_OTHER) {
+        qw_oai_fail(&e, 404, "invalid_request_error", "not_found", NULL, "no such endpoint: %s %s", method, url);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    bool gen = ep == QW_EP_CHAT || ep == QW_EP_COMPLETIONS;
+    if ((gen && !post) || (!gen && !get)) {
+        qw_oai_fail(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "%s is not allowed on %s",
+                    method, url);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    if (!gen) return small_endpoint(s, c, ep);
+    if (atomic_load(&s->draining)) {
+        qw_oai_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    return qw_gen_handle(s, c, ep, r->body ? r->body : "", r->n);
+}
+
+enum MHD_Result qw_http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                const char *version, const char *upload, size_t *upload_size, void **req_cls) {
+    qw_server *s = cls;
+    qw_endpoint ep = route(url);
+    qw_http_req *r = *req_cls;
+    (void)version;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        r->t0 = qw_time_s();
+        *req_cls = r;
+        return first_call(s, c, ep, method);
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (r->too_big || r->n + n > s->cfg.max_body) {
+            r->too_big = true; /* keep reading, drop the bytes: memory stays bounded */
+            return MHD_YES;
+        }
+        if (r->n + n + 1 > r->cap) {
+            size_t cap = r->cap ? r->cap : 4096;
+            while (cap < r->n + n + 1) cap *= 2;
+            char *p = r->body ? qw_pool_realloc(r->body, cap) : qw_pool_alloc(cap);
+            if (!p) {
+                r->too_big = true;
+                return MHD_YES;
+            }
+            r->body = p;
+            r->cap = cap;
+        }
+        memcpy(r->body + r->n, upload, n);
+        r->n += n;
+        r->body[r->n] = 0;
+        return MHD_YES;
+    }
+    return answer(s, c, ep, url, method, r);
+}
+
+void qw_http_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe) {
+    qw_http_req *r = *req_cls;
+    (void)cls, (void)c, (void)toe;
+    if (!r) return;
+    if (r->body) qw_pool_free(r->body);
+    free(r);
+    *req_cls = NULL;
+}

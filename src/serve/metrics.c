@@ -1,0 +1,101 @@
+/* metrics.c — /metrics in the Prometheus text format (version 0.0.4).
+ *
+ * Families (all prefixed qwisp_): requests_total{endpoint,code},
+ * client_disconnects_total, stop_strings_total, open_connections,
+ * requests_in_flight, queue_depth, requests_running, jobs_total{result},
+ * prompt_tokens_total, generated_tokens_total, prefill_seconds_total,
+ * decode_seconds_total, prefill_tokens_per_second / decode_tokens_per_second
+ * (the last finished request), pool_{active,cache,peak,cache_limit}_bytes,
+ * pool_{hits,misses}_total, footprint_bytes, rss_bytes, uptime_seconds.
+ * The expert-cache hit rate joins when streaming tiers exist; it is not
+ * faked before.  Each family is written by one helper, so a name appears
+ * once with its HELP/TYPE lines.
+ */
+#include "metrics.h"
+
+#include "qwisp/footprint.h"
+#include "qwisp/pool.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *k_ep_names[QW_EP_COUNT] = {"chat_completions", "completions", "models",
+                                              "health", "metrics", "other"};
+static const char *k_class_names[3] = {"2xx", "4xx", "5xx"};
+
+void qw_metrics_init(qw_metrics *m) {
+    memset(m, 0, sizeof *m);
+    m->start_time = qw_time_s();
+}
+
+void qw_metrics_request(qw_metrics *m, qw_endpoint ep, int status) {
+    int cls = status >= 500 ? 2 : status >= 400 ? 1 : 0;
+    atomic_fetch_add(&m->requests[ep][cls], 1);
+}
+
+static void addf(qw_strbuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(qw_strbuf *o, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0) qw_strbuf_add(o, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static void family(qw_strbuf *o, const char *name, const char *type, const char *help) {
+    addf(o, "# HELP qwisp_%s %s\n# TYPE qwisp_%s %s\n", name, help, name, type);
+}
+
+static void one(qw_strbuf *o, const char *name, const char *type, const char *help, double v) {
+    family(o, name, type, help);
+    addf(o, "qwisp_%s %.17g\n", name, v);
+}
+
+void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, qw_strbuf *o) {
+    family(o, "requests_total", "counter", "HTTP requests answered, by endpoint and status class");
+    for (int e = 0; e < QW_EP_COUNT; e++)
+        for (int c = 0; c < 3; c++)
+            addf(o, "qwisp_requests_total{endpoint=\"%s\",code=\"%s\"} %llu\n", k_ep_names[e], k_class_names[c],
+                 (unsigned long long)atomic_load(&m->requests[e][c]));
+    one(o, "client_disconnects_total", "counter", "clients that went away before their response ended (generation cancelled)",
+        (double)atomic_load(&m->disconnects));
+    one(o, "stop_strings_total", "counter", "generations ended by a stop string", (double)atomic_load(&m->stop_strings));
+    one(o, "open_connections", "gauge", "open HTTP connections", atomic_load(&m->open_conns));
+    one(o, "requests_in_flight", "gauge", "generation requests admitted whose response has not ended",
+        atomic_load(&m->in_flight));
+
+    qw_sched_stats st;
+    qw_sched_get_stats(sched, &st);
+    family(o, "execution_path_info", "gauge", "the execution path serving requests");
+    addf(o, "qwisp_execution_path_info{path=\"%s\"} 1\n", path_name);
+    one(o, "queue_depth", "gauge", "requests waiting for the execution path", st.queued);
+    one(o, "requests_running", "gauge", "requests being generated now", st.running);
+    family(o, "jobs_total", "counter", "generation jobs finished, by result");
+    addf(o, "qwisp_jobs_total{result=\"completed\"} %llu\n", (unsigned long long)st.completed);
+    addf(o, "qwisp_jobs_total{result=\"cancelled\"} %llu\n", (unsigned long long)st.cancelled);
+    addf(o, "qwisp_jobs_total{result=\"failed\"} %llu\n", (unsigned long long)st.failed);
+    one(o, "prompt_tokens_total", "counter", "prompt tokens prefilled", (double)st.prompt_tokens);
+    one(o, "generated_tokens_total", "counter", "tokens generated", (double)st.gen_tokens);
+    one(o, "prefill_seconds_total", "counter", "time in prompt forward passes", st.prefill_s);
+    one(o, "decode_seconds_total", "counter", "time in decode forward passes", st.decode_s);
+    one(o, "prefill_tokens_per_second", "gauge", "prefill speed of the last finished request", st.last_prefill_tok_s);
+    one(o, "decode_tokens_per_second", "gauge", "decode speed of the last finished request", st.last_decode_tok_s);
+
+    qw_pool_stats ps = qw_pool_get_stats();
+    one(o, "pool_active_bytes", "gauge", "buffer pool: bytes handed out", (double)ps.active_bytes);
+    one(o, "pool_cache_bytes", "gauge", "buffer pool: bytes held free for reuse", (double)ps.cache_bytes);
+    one(o, "pool_peak_bytes", "gauge", "buffer pool: max active bytes", (double)ps.peak_bytes);
+    one(o, "pool_cache_limit_bytes", "gauge", "buffer pool: cache limit (0 = unbounded)", (double)ps.cache_limit);
+    one(o, "pool_hits_total", "counter", "buffer pool: requests served from the cache", (double)ps.hits);
+    one(o, "pool_misses_total", "counter", "buffer pool: requests that went to the OS", (double)ps.misses);
+
+    qw_footprint fp;
+    qw_error err = {0};
+    if (qw_footprint_read_fast(0, &fp, &err) == 0) {
+        one(o, "footprint_bytes", "gauge", "memory the process owns (anon + shmem + swap; not clean mmaped weights)",
+            (double)fp.footprint);
+        one(o, "rss_bytes", "gauge", "resident set size (includes clean mmaped weights; misleading alone)", (double)fp.rss);
+    }
+    one(o, "uptime_seconds", "gauge", "seconds since the server started", qw_time_s() - m->start_time);
+}

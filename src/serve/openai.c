@@ -1,0 +1,414 @@
+/* openai.c — request parsing and response building for /v1/chat/completions
+ * and /v1/completions (see openai.h).
+ *
+ * Validation is strict about types (a string where a number belongs is a 400
+ * naming the field) and lenient about unknown fields (ignored, as OpenAI's
+ * own server does for most).  Fields honoured: model, messages / prompt,
+ * max_tokens (alias max_completion_tokens), temperature, top_p, seed, stop,
+ * presence_penalty, frequency_penalty, stream, stream_options.include_usage,
+ * n (must be 1); llama.cpp-style extensions: top_k, min_p, repeat_penalty,
+ * return_tokens (the generated ids in the choice), ignore_eos.  Defaults follow OpenAI: temperature 1, top_p 1; no seed
+ * means a fresh one per request.
+ */
+#include "openai.h"
+
+#include "qwisp/tokenizer.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int qw_oai_fail(qw_oai_error *e, int status, const char *type, const char *code, const char *param,
+                const char *fmt, ...) {
+    e->status = status;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+char *qw_oai_error_json(const qw_oai_error *e) {
+    cJSON *o = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(er, "message", e->message);
+    cJSON_AddStringToObject(er, "type", e->type ? e->type : "invalid_request_error");
+    if (e->param[0]) cJSON_AddStringToObject(er, "param", e->param);
+    else cJSON_AddNullToObject(er, "param");
+    if (e->code) cJSON_AddStringToObject(er, "code", e->code);
+    else cJSON_AddNullToObject(er, "code");
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+#define BAD(param, ...) qw_oai_fail(e, 400, "invalid_request_error", "invalid_value", param, __VA_ARGS__)
+
+/* A present, non-null field; NULL when absent or null. */
+static const cJSON *field(const cJSON *o, const char *name) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
+    return f && !cJSON_IsNull(f) ? f : NULL;
+}
+
+static int get_num(const cJSON *o, const char *name, double lo, double hi, double *out, qw_oai_error *e) {
+    const cJSON *f = field(o, name);
+    if (!f) return 0;
+    if (!cJSON_IsNumber(f)) return BAD(name, "'%s' must be a number", name);
+    double v = f->valuedouble;
+    if (!isfinite(v) || v < lo || v > hi) return BAD(name, "'%s' = %g is out of range [%g, %g]", name, v, lo, hi);
+    *out = v;
+    return 1;
+}
+
+static int get_int(const cJSON *o, const char *name, double lo, double hi, double *out, qw_oai_error *e) {
+    int r = get_num(o, name, lo, hi, out, e);
+    if (r == 1 && *out != floor(*out)) return BAD(name, "'%s' must be an integer", name);
+    return r;
+}
+
+static int get_bool(const cJSON *o, const char *name, bool *out, qw_oai_error *e) {
+    const cJSON *f = field(o, name);
+    if (!f) return 0;
+    if (!cJSON_IsBool(f)) return BAD(name, "'%s' must be a boolean", name);
+    *out = cJSON_IsTrue(f);
+    return 1;
+}
+
+/* A message's content: a string, null, or an array of {"type":"text","text":…} parts. */
+static char *message_content(const cJSON *m, int i, qw_oai_error *e) {
+    char param[48];
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    const cJSON *c = field(m, "content");
+    if (!c) return qw_xstrdup("");
+    if (cJSON_IsString(c)) return qw_xstrdup(c->valuestring);
+    if (!cJSON_IsArray(c)) {
+        BAD(param, "'%s' must be a string or an array of text parts", param);
+        return NULL;
+    }
+    qw_strbuf b = {0};
+    qw_strbuf_add(&b, "", 0);
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 ||
+            !cJSON_IsString(text)) {
+            qw_strbuf_free(&b);
+            qw_oai_fail(e, 400, "invalid_request_error", "unsupported_content", param,
+                        "'%s': only text parts ({\"type\":\"text\",\"text\":…}) are supported", param);
+            return NULL;
+        }
+        qw_strbuf_add(&b, text->valuestring, strlen(text->valuestring));
+    }
+    return b.p;
+}
+
+static int parse_messages(const cJSON *root, const qw_gguf *g, qw_oai_request *r, qw_oai_error *e) {
+    const cJSON *ms = field(root, "messages");
+    if (!ms) return qw_oai_fail(e, 400, "invalid_request_error", "missing_required_parameter", "messages",
+                                "'messages' is required");
+    if (!cJSON_IsArray(ms)) return BAD("messages", "'messages' must be an array");
+    int n = cJSON_GetArraySize(ms);
+    if (n == 0) return BAD("messages", "'messages' must contain at least one message");
+    if (n > 100000) return BAD("messages", "too many messages (%d)", n);
+    qw_chat_msg *msgs = qw_xcalloc((size_t)n, sizeof *msgs);
+    char **owned = qw_xcalloc((size_t)n, sizeof *owned);
+    int rc = 0, i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, ms) {
+        char param[48];
+        snprintf(param, sizeof param, "messages[%d].role", i);
+        const cJSON *role = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "role") : NULL;
+        if (!cJSON_IsObject(m)) { rc = BAD(param, "messages[%d] must be an object", i); break; }
+        if (!cJSON_IsString(role)) { rc = BAD(param, "'%s' must be a string", param); break; }
+        const char *rs = role->valuestring;
+        if (!strcmp(rs, "developer")) rs = "system";
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool")) {
+            rc = BAD(param, "'%s' = '%s': expected system, developer, user, assistant or tool", param,
+                     role->valuestring);
+            break;
+        }
+        owned[i] = message_content(m, i, e);
+        if (!owned[i]) { rc = -1; break; }
+        msgs[i] = (qw_chat_msg){rs, owned[i]};
+        i++;
+    }
+    if (rc == 0) {
+        qw_error err = {0};
+        r->prompt_text = qw_chat_render(g, msgs, (size_t)n, true, &err);
+        if (!r->prompt_text)
+            rc = qw_oai_fail(e, 400, "invalid_request_error", "template_error", "messages",
+                             "cannot apply the chat template: %s", err.msg);
+    }
+    for (int k = 0; k < n; k++) free(owned[k]);
+    free(owned);
+    free(msgs);
+    if (rc == 0) {
+        /* A template that opens the think block itself (Qwen3 thinking models)
+         * makes the output start inside it. */
+        size_t l = strlen(r->prompt_text);
+        const char *t = r->prompt_text;
+        while (l && (t[l - 1] == '\n' || t[l - 1] == ' ')) l--;
+        r->think = l >= 7 && !memcmp(t + l - 7, "<think>", 7) ? QW_THINK_OPEN : QW_THINK_SPLIT;
+    }
+    return rc;
+}
+
+static int parse_prompt(const cJSON *root, int32_t n_vocab, qw_oai_request *r, qw_oai_error *e) {
+    const cJSON *p = field(root, "prompt");
+    if (!p) return qw_oai_fail(e, 400, "invalid_request_error", "missing_required_parameter", "prompt",
+                               "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+        p = cJSON_GetArrayItem(p, 0);
+    if (cJSON_IsString(p)) {
+        r->prompt_text = qw_xstrdup(p->valuestring);
+        r->think = QW_THINK_NONE;
+        return 0;
+    }
+    if (!cJSON_IsArray(p)) return BAD("prompt", "'prompt' must be a string or an array of token ids");
+    int n = cJSON_GetArraySize(p);
+    r->prompt_ids = qw_xcalloc((size_t)(n ? n : 1), sizeof(int32_t));
+    const cJSON *x;
+    cJSON_ArrayForEach(x, p) {
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+            x->valuedouble >= n_vocab)
+            return BAD("prompt", "'prompt' must be one string or token ids in [0, %d)", n_vocab);
+        r->prompt_ids[r->n_prompt_ids++] = (int32_t)x->valuedouble;
+    }
+    r->think = QW_THINK_NONE;
+    return 0;
+}
+
+static int parse_stop(const cJSON *root, qw_oai_request *r, qw_oai_error *e) {
+    const cJSON *s = field(root, "stop");
+    if (!s) return 0;
+    if (cJSON_IsString(s)) {
+        if (s->valuestring[0]) r->stops[r->n_stops++] = qw_xstrdup(s->valuestring);
+        return 0;
+    }
+    if (!cJSON_IsArray(s)) return BAD("stop", "'stop' must be a string or an array of strings");
+    if (cJSON_GetArraySize(s) > QW_OAI_MAX_STOPS) return BAD("stop", "'stop' has more than %d strings", QW_OAI_MAX_STOPS);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, s) {
+        if (!cJSON_IsString(x)) return BAD("stop", "'stop' must contain only strings");
+        if (x->valuestring[0]) r->stops[r->n_stops++] = qw_xstrdup(x->valuestring);
+    }
+    return 0;
+}
+
+static uint64_t fresh_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    static _Atomic uint64_t ctr;
+    return qw_hash64(&ts, sizeof ts, ++ctr);
+}
+
+int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *g, const char *model_id,
+                 int32_t n_vocab, qw_oai_request *r, qw_oai_error *e) {
+    *r = (qw_oai_request){.kind = kind, .max_tokens = -1, .sp = qw_sampler_default_params()};
+    r->sp.temp = 1.0f;
+    r->sp.seed = fresh_seed();
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at && at >= body && at <= body + len ? (long)(at - body) : -1;
+        return qw_oai_fail(e, 400, "invalid_request_error", "invalid_json", NULL,
+                           "the request body is not valid JSON (near byte %ld)", off);
+    }
+    int rc = -1;
+    double v;
+    if (!cJSON_IsObject(root)) {
+        BAD(NULL, "the request body must be a JSON object");
+        goto out;
+    }
+    const cJSON *model = field(root, "model");
+    if (model && !cJSON_IsString(model)) {
+        BAD("model", "'model' must be a string");
+        goto out;
+    }
+    if (model && strcmp(model->valuestring, model_id) != 0) {
+        qw_oai_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+                    "The model '%s' does not exist; this server serves '%s'", model->valuestring, model_id);
+        goto out;
+    }
+    if (get_bool(root, "stream", &r->stream, e) < 0) goto out;
+    if (get_bool(root, "return_tokens", &r->return_tokens, e) < 0) goto out;
+    if (get_bool(root, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
+    const cJSON *so = field(root, "stream_options");
+    if (so && !cJSON_IsObject(so)) {
+        BAD("stream_options", "'stream_options' must be an object");
+        goto out;
+    }
+    if (so && get_bool(so, "include_usage", &r->include_usage, e) < 0) goto out;
+    int k;
+    if ((k = get_int(root, "n", 1, 1, &v, e)) < 0) {
+        snprintf(e->message, sizeof e->message, "'n' must be 1 (one choice per request)");
+        goto out;
+    }
+    const char *mt = field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if ((k = get_int(root, mt, 0, 1 << 24, &v, e)) < 0) goto out;
+    if (k) r->max_tokens = (int32_t)v;
+    if ((k = get_num(root, "temperature", 0, 2, &v, e)) < 0) goto out;
+    if (k) r->sp.temp = (float)v;
+    if ((k = get_num(root, "top_p", 0, 1, &v, e)) < 0) goto out;
+    if (k) r->sp.top_p = (float)v;
+    if ((k = get_num(root, "min_p", 0, 1, &v, e)) < 0) goto out;
+    if (k) r->sp.min_p = (float)v;
+    if ((k = get_int(root, "top_k", 0, 1 << 24, &v, e)) < 0) goto out;
+    if (k) r->sp.top_k = (int32_t)v;
+    if ((k = get_int(root, "seed", -9.2e18, 1.8e19, &v, e)) < 0) goto out;
+    if (k) r->sp.seed = (uint64_t)(int64_t)v;
+    if ((k = get_num(root, "presence_penalty", -2, 2, &v, e)) < 0) goto out;
+    if (k) r->sp.presence_penalty = (float)v;
+    if ((k = get_num(root, "frequency_penalty", -2, 2, &v, e)) < 0) goto out;
+    if (k) r->sp.frequency_penalty = (float)v;
+    if ((k = get_num(root, "repeat_penalty", 0, 10, &v, e)) < 0) goto out;
+    if (k) r->sp.repeat_penalty = (float)v;
+    if (r->sp.presence_penalty != 0 || r->sp.frequency_penalty != 0 || r->sp.repeat_penalty != 1)
+        r->sp.penalty_last_n = 64; /* as `qwisp run`'s penalty flags */
+    if (parse_stop(root, r, e)) goto out;
+    if (kind == QW_OAI_CHAT ? parse_messages(root, g, r, e) : parse_prompt(root, n_vocab, r, e)) goto out;
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    if (rc) qw_oai_request_free(r);
+    return rc;
+}
+
+void qw_oai_request_free(qw_oai_request *r) {
+    free(r->prompt_text);
+    free(r->prompt_ids);
+    for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    r->prompt_text = NULL;
+    r->prompt_ids = NULL;
+    r->n_stops = 0;
+}
+
+/* ---- responses ---- */
+
+static void add_head(cJSON *o, const qw_oai_reply *rep, const char *object) {
+    cJSON_AddStringToObject(o, "id", rep->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)rep->created);
+    cJSON_AddStringToObject(o, "model", rep->model);
+    cJSON_AddStringToObject(o, "system_fingerprint", "qwisp");
+}
+
+static void add_usage(cJSON *o, const qw_oai_reply *rep) {
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", rep->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", rep->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", rep->n_prompt + rep->n_gen);
+}
+
+/* llama.cpp-style timings (an extension clients ignore). */
+static void add_timings(cJSON *o, const qw_oai_reply *rep) {
+    cJSON *t = cJSON_AddObjectToObject(o, "timings");
+    cJSON_AddNumberToObject(t, "prompt_n", rep->n_prompt);
+    cJSON_AddNumberToObject(t, "prompt_ms", rep->prefill_s * 1e3);
+    cJSON_AddNumberToObject(t, "prompt_per_second", rep->prefill_s > 0 ? rep->n_prompt / rep->prefill_s : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", rep->n_gen);
+    cJSON_AddNumberToObject(t, "predicted_ms", rep->decode_s * 1e3);
+    cJSON_AddNumberToObject(t, "predicted_per_second",
+                            rep->decode_s > 0 && rep->n_gen > 1 ? (rep->n_gen - 1) / rep->decode_s : 0);
+    cJSON_AddNumberToObject(t, "ttft_ms", rep->ttft_s * 1e3);
+}
+
+static void add_finish(cJSON *o, const char *finish) {
+    if (finish) cJSON_AddStringToObject(o, "finish_reason", finish);
+    else cJSON_AddNullToObject(o, "finish_reason");
+}
+
+char *qw_oai_response_json(const qw_oai_request *r, const qw_oai_reply *rep, const char *content,
+                           const char *reasoning) {
+    cJSON *o = cJSON_CreateObject();
+    bool chat = r->kind == QW_OAI_CHAT;
+    add_head(o, rep, chat ? "chat.completion" : "text_completion");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", 0);
+    if (chat) {
+        cJSON *m = cJSON_AddObjectToObject(ch, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", content ? content : "");
+        if (reasoning && reasoning[0]) cJSON_AddStringToObject(m, "reasoning_content", reasoning);
+    } else {
+        cJSON_AddStringToObject(ch, "text", content ? content : "");
+    }
+    cJSON_AddNullToObject(ch, "logprobs");
+    add_finish(ch, rep->finish);
+    if (r->return_tokens) {
+        cJSON *ta = cJSON_AddArrayToObject(ch, "tokens");
+        for (int32_t i = 0; i < rep->n_gen && rep->tokens; i++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(rep->tokens[i]));
+    }
+    cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+    cJSON_AddItemToArray(arr, ch);
+    add_usage(o, rep);
+    add_timings(o, rep);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+static void emit_sse(qw_strbuf *out, cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    qw_strbuf_add(out, "data: ", 6);
+    qw_strbuf_add(out, s, strlen(s));
+    qw_strbuf_add(out, "\n\n", 2);
+    free(s);
+    cJSON_Delete(o);
+}
+
+void qw_oai_chunk_sse(qw_strbuf *out, const qw_oai_request *r, const qw_oai_reply *rep, bool role,
+                      const char *content, const char *reasoning) {
+    cJSON *o = cJSON_CreateObject();
+    bool chat = r->kind == QW_OAI_CHAT;
+    add_head(o, rep, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", 0);
+    if (chat) {
+        cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+        if (role) cJSON_AddStringToObject(d, "role", "assistant");
+        if (content) cJSON_AddStringToObject(d, "content", content);
+        if (reasoning) cJSON_AddStringToObject(d, "reasoning_content", reasoning);
+    } else {
+        cJSON_AddStringToObject(ch, "text", content ? content : "");
+    }
+    cJSON_AddNullToObject(ch, "logprobs");
+    add_finish(ch, rep->finish);
+    cJSON *arr = cJSON_AddArrayToObject(o, "choices");
+    cJSON_AddItemToArray(arr, ch);
+    if (r->include_usage) cJSON_AddNullToObject(o, "usage");
+    emit_sse(out, o);
+}
+
+void qw_oai_usage_sse(qw_strbuf *out, const qw_oai_request *r, const qw_oai_reply *rep) {
+    cJSON *o = cJSON_CreateObject();
+    add_head(o, rep, r->kind == QW_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(o, "choices");
+    add_usage(o, rep);
+    add_timings(o, rep);
+    emit_sse(out, o);
+}
+
+void qw_oai_done_sse(qw_strbuf *out) { qw_strbuf_add(out, "data: [DONE]\n\n", 14); }
+
+char *qw_oai_models_json(const char *model_id, long created) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *arr = cJSON_AddArrayToObject(o, "data");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)created);
+    cJSON_AddStringToObject(m, "owned_by", "qwisp");
+    cJSON_AddItemToArray(arr, m);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}

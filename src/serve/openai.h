@@ -1,0 +1,77 @@
+/* openai.h — the OpenAI API's wire format: request bodies parsed and checked
+ * into qw_oai_request, responses, stream chunks and error objects built as
+ * JSON (cJSON).  Pure functions of their inputs: no sockets, no model
+ * forward, so they are unit-testable and fuzzable on their own.
+ */
+#ifndef QWISP_SERVE_OPENAI_H
+#define QWISP_SERVE_OPENAI_H
+
+#include "qwisp/gguf.h"
+#include "qwisp/sampler.h"
+#include "textout.h"
+
+/* An OpenAI-style error: {"error":{"message","type","param","code"}}. */
+typedef struct qw_oai_error {
+    int status;       /* HTTP status */
+    const char *type; /* "invalid_request_error", "authentication_error", "server_error", … */
+    const char *code; /* machine-readable, or NULL */
+    char param[64];   /* the offending field, or "" */
+    char message[400];
+} qw_oai_error;
+
+/* Fills e and returns -1. */
+int qw_oai_fail(qw_oai_error *e, int status, const char *type, const char *code, const char *param,
+                const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* malloc'd JSON text of the error object. */
+char *qw_oai_error_json(const qw_oai_error *e);
+
+typedef enum qw_oai_kind { QW_OAI_CHAT = 0, QW_OAI_COMPLETION = 1 } qw_oai_kind;
+
+#define QW_OAI_MAX_STOPS 16
+
+typedef struct qw_oai_request {
+    qw_oai_kind kind;
+    bool stream, include_usage, return_tokens, ignore_eos;
+    char *prompt_text;     /* chat: the rendered template; completion: the prompt (NULL with ids) */
+    int32_t *prompt_ids;   /* completion given as token ids */
+    size_t n_prompt_ids;
+    int32_t max_tokens;    /* -1: until the context is full */
+    qw_sampler_params sp;
+    char *stops[QW_OAI_MAX_STOPS];
+    int n_stops;
+    qw_think_mode think;
+} qw_oai_request;
+
+/* Parses a request body.  model_id: the one model served (a request naming
+ * another gets 404 model_not_found; no "model" is accepted).  g: the model's
+ * GGUF, for the chat template.  n_vocab bounds token-id prompts.
+ * 0, or -1 + e (status 400/404). */
+int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *g, const char *model_id,
+                 int32_t n_vocab, qw_oai_request *r, qw_oai_error *e);
+void qw_oai_request_free(qw_oai_request *r);
+
+/* What a finished (or streaming) response reports. */
+typedef struct qw_oai_reply {
+    const char *id;    /* "chatcmpl-…" / "cmpl-…" */
+    long created;
+    const char *model;
+    const char *finish; /* "stop" | "length" | NULL (not finished) */
+    int32_t n_prompt, n_gen;
+    const int32_t *tokens; /* [n_gen] when return_tokens */
+    double prefill_s, decode_s, ttft_s;
+} qw_oai_reply;
+
+/* The whole non-streaming response (chat.completion / text_completion). */
+char *qw_oai_response_json(const qw_oai_request *r, const qw_oai_reply *rep, const char *content,
+                           const char *reasoning);
+/* One stream event, "data: {…}\n\n", appended to out.  role: include
+ * delta.role (first chat chunk).  content/reasoning may be NULL. */
+void qw_oai_chunk_sse(qw_strbuf *out, const qw_oai_request *r, const qw_oai_reply *rep, bool role,
+                      const char *content, const char *reasoning);
+/* The usage-only chunk (stream_options.include_usage) and "data: [DONE]". */
+void qw_oai_usage_sse(qw_strbuf *out, const qw_oai_request *r, const qw_oai_reply *rep);
+void qw_oai_done_sse(qw_strbuf *out);
+/* GET /v1/models. */
+char *qw_oai_models_json(const char *model_id, long created);
+
+#endif

@@ -1,0 +1,58 @@
+/* server.h — internals shared by the serve/ files: the server object and
+ * the entry points between them.
+ *   server.c  lifecycle: load the model, start the execution path and the
+ *             libmicrohttpd daemon, connection accounting, drain + stop;
+ *   http.c    the request handler: body intake, limits, auth, routing, the
+ *             small endpoints (/health, /v1/models, /metrics), error replies;
+ *   gen.c     the two generation endpoints: prompt -> job -> JSON or SSE.
+ */
+#ifndef QWISP_SERVE_SERVER_H
+#define QWISP_SERVE_SERVER_H
+
+#include "metrics.h"
+#include "openai.h"
+#include "qwisp/model.h"
+#include "qwisp/sched.h"
+#include "qwisp/serve.h"
+#include "qwisp/tokenizer.h"
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+
+struct qw_server {
+    qw_serve_config cfg;
+    char *host, *api_key, *model_path; /* owned copies */
+    qw_model *model;
+    qw_tokenizer *tok;
+    qw_sched *sched;
+    char model_id[256];
+    long created;
+    int port;
+    int32_t n_ctx;
+    struct MHD_Daemon *d;
+    atomic_bool draining;
+    atomic_ullong next_id;
+    qw_metrics metrics;
+};
+
+/* One HTTP request's state between the handler's calls (MHD's req_cls). */
+typedef struct qw_http_req {
+    char *body; /* pool buffer */
+    size_t n, cap;
+    bool too_big;
+    double t0;
+} qw_http_req;
+
+/* http.c */
+enum MHD_Result qw_http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                const char *version, const char *upload, size_t *upload_size, void **req_cls);
+void qw_http_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe);
+/* Queues a response whose body (malloc'd, taken) is JSON/text; counts it. */
+enum MHD_Result qw_http_send(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, int status,
+                             const char *ctype, char *body);
+enum MHD_Result qw_http_send_error(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const qw_oai_error *e);
+
+/* gen.c: POST /v1/chat/completions and /v1/completions with the full body. */
+enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const char *body, size_t n);
+
+#endif
