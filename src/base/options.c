@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_INT, T_STR, T_ENUM, T_SIZE } opt_type;
+/* SECRET is a string that `qwisp config` never prints (API keys). */
+typedef enum { T_INT, T_STR, T_ENUM, T_SIZE, T_SECRET } opt_type;
 #define STR T_STR
 #define INT T_INT
 #define ENUM T_ENUM
 #define SIZE T_SIZE
+#define SECRET T_SECRET
 
 typedef struct {
     const char *name, *alias;
@@ -133,7 +135,9 @@ bool qw_opt_is_set(qw_opt id) {
 void qw_options_print(FILE *f) {
     for (int i = 0; i < QW_OPT_COUNT; i++) {
         const opt_def *d = &g_defs[i];
-        fprintf(f, "%-28s %-12s %-16s %s", d->name, g_vals[i].text ? g_vals[i].text : "(unset)",
+        const char *shown = g_vals[i].text ? g_vals[i].text : "(unset)";
+        if (d->type == T_SECRET && g_vals[i].text) shown = "(hidden)";
+        fprintf(f, "%-28s %-12s %-16s %s", d->name, shown,
                 g_vals[i].source[0] ? g_vals[i].source : "unset", d->help);
         if (d->alias) fprintf(f, " (alias %s)", d->alias);
         fputc('\n', f);

@@ -40,3 +40,6 @@ expect "logits: token outside vocab" 1 "outside the vocabulary" -- "$Q" logits -
 expect "run: generates and reports json" 0 '"gen_tokens":8' -- "$Q" run -m "$T/tiny.gguf" -p "Hello" -n 8 --ignore-eos --json
 expect "run: prompt-tokens gives exactly N" 0 '"prompt_tokens":100' -- "$Q" run -m "$T/tiny.gguf" --prompt-tokens 100 -n 2 --json
 expect "run: chat template applied" 0 '"prompt_ids":\[' -- "$Q" run -m "$T/tiny.gguf" -p "Hi" --chat -n 2 --json
+expect "config hides the API key" 0 "QWISP_API_KEY +\(hidden\)" -- env QWISP_API_KEY=s3cret-value "$Q" config
+out=$(env QWISP_API_KEY=s3cret-value "$Q" config 2>&1)
+if echo "$out" | grep -q s3cret-value; then echo "FAIL: config leaks the API key"; else echo "PASS: config never prints the API key"; fi
