@@ -13,6 +13,7 @@
  * after drain returns, the queue is empty and nothing runs; the worker is the
  * only thread that touches the context.
  */
+#include "job_queue.h"
 #include "qwisp/generate.h"
 #include "qwisp/pool.h"
 #include "qwisp/sched.h"
@@ -22,23 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct node {
-    qw_job *job;
-    struct node *next;
-} node;
-
 typedef struct serial {
     qw_sched base;
     qw_sched_config cfg;
     qw_ctx *ctx;
     pthread_t worker;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;      /* queue non-empty or quitting */
-    pthread_cond_t idle_cv; /* queue empty and nothing running */
-    node *head, *tail;
-    int32_t n_queued, n_running;
-    bool draining, quit;
-    qw_sched_stats st;
+    qw_job_queue q;
 } serial;
 
 static bool on_token(void *user, int32_t id) { return qw_job_push(user, id); }
@@ -80,107 +70,28 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
     *out = r;
 }
 
-/* Adds a finished job to the stats; under s->mu. */
-static void account(serial *s, const qw_job_result *rp) {
-    const qw_job_result r = *rp;
-    qw_sched_stats *st = &s->st;
-    if (r.finish == QW_FINISH_CANCELLED) st->cancelled++;
-    else if (r.finish == QW_FINISH_ERROR) st->failed++;
-    else st->completed++;
-    if (r.prefill_s > 0) {
-        st->prompt_tokens += (uint64_t)r.n_prompt;
-        st->prefill_s += r.prefill_s;
-        st->last_prefill_tok_s = r.n_prompt / r.prefill_s;
-    }
-    st->gen_tokens += (uint64_t)r.n_gen;
-    if (r.decode_s > 0 && r.n_gen > 1) {
-        st->decode_s += r.decode_s;
-        st->last_decode_tok_s = (r.n_gen - 1) / r.decode_s;
-    }
-}
-
 static void *worker_main(void *arg) {
     serial *s = arg;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->head && !s->quit) pthread_cond_wait(&s->cv, &s->mu);
-        if (!s->head) break;
-        node *n = s->head;
-        s->head = n->next;
-        if (!s->head) s->tail = NULL;
-        s->n_queued--;
-        s->n_running = 1;
-        pthread_mutex_unlock(&s->mu);
+    qw_job *j;
+    while ((j = qw_jq_pop(&s->q, true)) != NULL) {
         qw_job_result r;
-        run_job(s, n->job, &r);
-        pthread_mutex_lock(&s->mu);
-        account(s, &r);
-        s->n_running = 0;
-        /* Published after the stats, so a consumer that saw its job end
-         * reads metrics that include it. */
-        qw_job_finish(n->job, &r);
-        qw_job_release(n->job);
-        free(n);
-        if (!s->head) pthread_cond_broadcast(&s->idle_cv);
+        run_job(s, j, &r);
+        qw_jq_finish(&s->q, j, &r);
     }
-    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
-static int ser_submit(qw_sched *b, qw_job *j, qw_error *err) {
-    serial *s = (serial *)b;
-    node *n = malloc(sizeof *n);
-    if (!n) return qw_fail(err, QW_SCHED_BUSY " out of memory queueing the request");
-    pthread_mutex_lock(&s->mu);
-    int rc = 0;
-    if (s->draining) rc = qw_fail(err, QW_SCHED_DRAINING " the server is shutting down");
-    else if (s->n_queued + s->n_running > s->cfg.max_queue)
-        rc = qw_fail(err, QW_SCHED_BUSY " %d requests are already queued (limit %d)", s->n_queued,
-                     s->cfg.max_queue);
-    if (rc == 0) {
-        qw_job_retain(j);
-        *n = (node){.job = j};
-        if (s->tail) s->tail->next = n;
-        else s->head = n;
-        s->tail = n;
-        s->n_queued++;
-        s->st.submitted++;
-        pthread_cond_signal(&s->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (rc) free(n);
-    return rc;
-}
-
-static void ser_drain(qw_sched *b) {
-    serial *s = (serial *)b;
-    pthread_mutex_lock(&s->mu);
-    s->draining = true;
-    while (s->head || s->n_running) pthread_cond_wait(&s->idle_cv, &s->mu);
-    pthread_mutex_unlock(&s->mu);
-}
-
-static void ser_stats(qw_sched *b, qw_sched_stats *out) {
-    serial *s = (serial *)b;
-    pthread_mutex_lock(&s->mu);
-    *out = s->st;
-    out->queued = s->n_queued;
-    out->running = s->n_running;
-    pthread_mutex_unlock(&s->mu);
-}
+static int ser_submit(qw_sched *b, qw_job *j, qw_error *err) { return qw_jq_submit(&((serial *)b)->q, j, err); }
+static void ser_drain(qw_sched *b) { qw_jq_drain(&((serial *)b)->q); }
+static void ser_stats(qw_sched *b, qw_sched_stats *out) { qw_jq_stats(&((serial *)b)->q, out); }
 
 static void ser_free(qw_sched *b) {
     serial *s = (serial *)b;
-    ser_drain(b);
-    pthread_mutex_lock(&s->mu);
-    s->quit = true;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    qw_jq_drain(&s->q);
+    qw_jq_quit(&s->q);
     pthread_join(s->worker, NULL);
     qw_ctx_free(s->ctx);
-    pthread_cond_destroy(&s->cv);
-    pthread_cond_destroy(&s->idle_cv);
-    pthread_mutex_destroy(&s->mu);
+    qw_jq_destroy(&s->q);
     free(s);
 }
 
@@ -196,17 +107,15 @@ qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
     }
     s->base.ops = &k_serial_ops;
     s->cfg = *cfg;
-    if (s->cfg.max_queue < 0) s->cfg.max_queue = 0;
     s->ctx = qw_ctx_new(cfg->model, cfg->n_ctx, cfg->n_threads, err);
     if (!s->ctx) {
         free(s);
         return NULL;
     }
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    pthread_cond_init(&s->idle_cv, NULL);
+    qw_jq_init(&s->q, cfg->max_queue, 1);
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
         qw_ctx_free(s->ctx);
+        qw_jq_destroy(&s->q);
         free(s);
         qw_fail(err, "cannot start the serialize worker thread");
         return NULL;
