@@ -108,6 +108,24 @@ uint64_t qw_ctx_kv_bytes(const qw_ctx *c);
 /* Tokens per prefill chunk (default 512). */
 void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk);
 
+/* One sequence's part of a batched step (the lanes path). */
+typedef struct qw_batch_seq {
+    qw_ctx *ctx;           /* the sequence: its KV cache and n_past */
+    const int32_t *tokens; /* appended at ctx's next positions */
+    int32_t n;
+    bool logits;           /* store the last token's logits in ctx (qw_ctx_logits) */
+} qw_batch_seq;
+
+/* Runs several sequences' tokens in ONE forward pass on workspace ws: every
+ * weight is read once for all of them and MoE tokens are grouped by expert
+ * across sequences; each sequence ropes at its own positions and attends over
+ * its own KV cache.  Per-token results equal qw_ctx_eval's on each sequence
+ * alone (rows are computed independently).  The total tokens should fit ws's
+ * chunk size (larger batches grow its buffers).  Contexts must be distinct
+ * and of ws's model; ws may be one of them.  0, or -1 + err with nothing
+ * appended to any sequence. */
+int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *err);
+
 /* Logits from the last eval: LAST -> [n_vocab]; ALL -> [n][n_vocab]. */
 const float *qw_ctx_logits(const qw_ctx *c);
 

@@ -127,12 +127,8 @@ static int alloc_chunk_bufs(qw_ctx *c, int32_t C) {
 }
 
 void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk) {
-    if (chunk < 1) chunk = 1;
-    if (chunk > c->chunk_cap && alloc_chunk_bufs(c, chunk) != 0) {
-        alloc_chunk_bufs(c, c->chunk); /* keep the old size usable */
-        return;
-    }
-    c->chunk = chunk;
+    /* Buffers follow on the next eval (eval_spans grows them when needed). */
+    c->chunk = chunk < 1 ? 1 : chunk;
 }
 
 qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err) {
@@ -152,7 +148,9 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
     c->k = qw_xcalloc((size_t)hp->n_layer, sizeof(uint16_t *));
     c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(uint16_t *));
 
-    if (alloc_chunk_bufs(c, c->chunk) || kv_reserve(c, 1, err)) {
+    /* Chunk buffers are allocated on first use: a lane's context that only
+     * ever runs through a workspace (qw_batch_eval) never needs them. */
+    if (kv_reserve(c, 1, err)) {
         if (!err || !err->msg[0]) qw_fail(err, "out of memory creating the context");
         qw_ctx_free(c);
         return NULL;
@@ -206,7 +204,16 @@ static int linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, floa
     return 0;
 }
 
-static int attention_block(qw_ctx *c, const qw_layer *L, int il, int32_t n, qw_error *err) {
+/* Rows [row0, row0+n) of a workspace chunk belong to sequence ctx, whose next
+ * position is ctx->n_past.  A plain eval is one span; a lanes step has one
+ * span per lane. */
+typedef struct {
+    qw_ctx *ctx;
+    int32_t row0, n;
+} seq_span;
+
+static int attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spans, int n_spans,
+                           int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
     qw_rmsnorm(c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
@@ -227,17 +234,24 @@ static int attention_block(qw_ctx *c, const qw_layer *L, int il, int32_t n, qw_e
     qw_rmsnorm(c->q, c->q, L->q_norm.data, D, (int64_t)n * H, hp->rms_eps);
     qw_rmsnorm(c->kc, c->kc, L->k_norm.data, D, (int64_t)n * HKV, hp->rms_eps);
     const size_t kv_row = (size_t)HKV * D;
-    for (int32_t t = 0; t < n; t++) {
-        const int32_t pos = c->n_past + t;
-        qw_rope_neox(c->q + (size_t)t * H * D, H, D, pos, hp->rope_base);
-        qw_rope_neox(c->kc + (size_t)t * kv_row, HKV, D, pos, hp->rope_base);
-        qw_quantize_row(QW_TYPE_F16, c->kc + t * kv_row, c->k[il] + (size_t)pos * kv_row, (int64_t)kv_row);
-        qw_quantize_row(QW_TYPE_F16, c->vc + t * kv_row, c->v[il] + (size_t)pos * kv_row, (int64_t)kv_row);
+    for (int si = 0; si < n_spans; si++) {
+        /* Each sequence ropes at its own positions, appends to its own KV
+         * cache and attends over it; the workspace only lends scratch. */
+        qw_ctx *sq = spans[si].ctx;
+        const int32_t r0 = spans[si].row0, ns = spans[si].n;
+        for (int32_t t = 0; t < ns; t++) {
+            const int32_t pos = sq->n_past + t;
+            const size_t r = (size_t)(r0 + t);
+            qw_rope_neox(c->q + r * H * D, H, D, pos, hp->rope_base);
+            qw_rope_neox(c->kc + r * kv_row, HKV, D, pos, hp->rope_base);
+            qw_quantize_row(QW_TYPE_F16, c->kc + r * kv_row, sq->k[il] + (size_t)pos * kv_row, (int64_t)kv_row);
+            qw_quantize_row(QW_TYPE_F16, c->vc + r * kv_row, sq->v[il] + (size_t)pos * kv_row, (int64_t)kv_row);
+        }
+        size_t need = qw_attention_scratch_bytes(c->n_threads, sq->n_past + ns, D);
+        if (grow(&c->attn_scratch, &c->attn_scratch_cap, need, err)) return -1;
+        qw_attention(c->tp, c->q + (size_t)r0 * H * D, sq->k[il], sq->v[il], c->attn + (size_t)r0 * H * D,
+                     ns, sq->n_past, H, HKV, D, 1.0f / sqrtf((float)D), c->attn_scratch);
     }
-    size_t need = qw_attention_scratch_bytes(c->n_threads, c->n_past + n, D);
-    if (grow(&c->attn_scratch, &c->attn_scratch_cap, need, err)) return -1;
-    qw_attention(c->tp, c->q, c->k[il], c->v[il], c->attn, n, c->n_past, H, HKV, D,
-                 1.0f / sqrtf((float)D), c->attn_scratch);
     if (linear(c, &L->wo, c->attn, n, c->proj, err)) return -1;
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->proj[i];
     return 0;
@@ -433,26 +447,102 @@ static int output_logits(qw_ctx *c, int32_t n, int32_t first_row, qw_error *err)
     return 0;
 }
 
-static int eval_chunk(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode,
-                      float *all_logits, qw_error *err) {
+/* Runs one workspace chunk: the concatenated tokens of every span (rows in
+ * span order), each span appending to its own sequence's KV cache.  Logits:
+ * ALL (one span only) keeps every row in c->logits; otherwise each span with
+ * want_logits[si] gets its last row's logits in its own ctx->logits. */
+static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, int n_spans,
+                      const bool *want_logits, qw_logits_mode mode, float *all_logits, qw_error *err) {
     const qw_model *m = c->m;
-    const int32_t E = m->hp.n_embd;
-    if (kv_reserve(c, c->n_past + n, err)) return -1;
+    const int32_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    int32_t n = 0;
+    for (int si = 0; si < n_spans; si++) {
+        if (kv_reserve(spans[si].ctx, spans[si].ctx->n_past + spans[si].n, err)) return -1;
+        n += spans[si].n;
+    }
+    if (c->chunk_cap < n && alloc_chunk_bufs(c, n > c->chunk ? n : c->chunk))
+        return qw_fail(err, "out of memory for a chunk of %d tokens", n);
     for (int32_t t = 0; t < n; t++)
         qw_dequantize_row(m->tok_embd.type,
                           (const char *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
                           c->x + (size_t)t * E, E);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const qw_layer *L = &m->layers[il];
-        if (attention_block(c, L, il, n, err) || moe_block(c, L, n, err)) return -1;
+        if (attention_block(c, L, il, spans, n_spans, n, err) || moe_block(c, L, n, err)) return -1;
     }
-    if (mode != QW_LOGITS_NONE) {
-        if (output_logits(c, n, mode == QW_LOGITS_ALL ? 0 : n - 1, err)) return -1;
-        if (all_logits)
-            memcpy(all_logits, c->logits, (size_t)c->logits_rows * m->hp.n_vocab * sizeof(float));
+    if (mode == QW_LOGITS_ALL) {
+        if (output_logits(c, n, 0, err)) return -1;
+        if (all_logits) memcpy(all_logits, c->logits, (size_t)c->logits_rows * V * sizeof(float));
+    } else if (mode == QW_LOGITS_LAST) {
+        /* Gather each wanting span's last row, run the head once for all. */
+        int32_t rows = 0;
+        for (int si = 0; si < n_spans; si++)
+            if (want_logits[si])
+                memmove(c->x + (size_t)rows++ * E, c->x + (size_t)(spans[si].row0 + spans[si].n - 1) * E,
+                        (size_t)E * sizeof(float));
+        if (rows && output_logits(c, rows, 0, err)) return -1;
+        for (int si = 0, r = 0; si < n_spans; si++) {
+            if (!want_logits[si]) continue;
+            qw_ctx *sq = spans[si].ctx;
+            if (sq != c) {
+                if (sq->logits_cap < 1) {
+                    sq->logits = qw_pool_alloc((size_t)V * sizeof(float));
+                    if (!sq->logits) return qw_fail(err, "out of memory for a row of logits");
+                    sq->logits_cap = 1;
+                }
+                memcpy(sq->logits, c->logits + (size_t)r * V, (size_t)V * sizeof(float));
+                sq->logits_rows = 1;
+            } else if (r != 0) {
+                memmove(c->logits, c->logits + (size_t)r * V, (size_t)V * sizeof(float));
+            }
+            r++;
+        }
     }
-    c->n_past += n;
+    for (int si = 0; si < n_spans; si++) spans[si].ctx->n_past += spans[si].n;
     return 0;
+}
+
+static int eval_chunk(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode,
+                      float *all_logits, qw_error *err) {
+    const seq_span span = {c, 0, n};
+    const bool want = mode != QW_LOGITS_NONE;
+    return eval_spans(c, tokens, &span, 1, &want, mode, all_logits, err);
+}
+
+static int check_tokens(const qw_hparams *hp, const int32_t *tokens, int32_t n, qw_error *err) {
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return qw_fail(err, "token id %d at index %d is outside the vocabulary (0..%d)",
+                           tokens[i], i, hp->n_vocab - 1);
+    return 0;
+}
+
+int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *err) {
+    enum { MAX_SEQS = 256 };
+    if (n_seqs <= 0 || n_seqs > MAX_SEQS) return qw_fail(err, "batch of %d sequences (1..%d)", n_seqs, MAX_SEQS);
+    seq_span spans[MAX_SEQS];
+    bool want[MAX_SEQS];
+    int32_t n = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        const qw_batch_seq *q = &seqs[i];
+        if (q->ctx->m != ws->m) return qw_fail(err, "batch sequence %d belongs to another model", i);
+        if (q->n <= 0) return qw_fail(err, "batch sequence %d has no tokens", i);
+        if (q->ctx->n_past + q->n > q->ctx->n_ctx)
+            return qw_fail(err, "context full: sequence %d has %d tokens in cache + %d new > n_ctx %d", i,
+                           q->ctx->n_past, q->n, q->ctx->n_ctx);
+        if (check_tokens(&ws->m->hp, q->tokens, q->n, err)) return -1;
+        for (int j = 0; j < i; j++)
+            if (seqs[j].ctx == q->ctx) return qw_fail(err, "batch sequences %d and %d share a context", j, i);
+        spans[i] = (seq_span){q->ctx, n, q->n};
+        want[i] = q->logits;
+        n += q->n;
+    }
+    int32_t *tokens = qw_pool_alloc((size_t)n * sizeof(int32_t));
+    if (!tokens) return qw_fail(err, "out of memory for a batch of %d tokens", n);
+    for (int i = 0; i < n_seqs; i++) memcpy(tokens + spans[i].row0, seqs[i].tokens, (size_t)seqs[i].n * sizeof(int32_t));
+    int rc = eval_spans(ws, tokens, spans, n_seqs, want, QW_LOGITS_LAST, NULL, err);
+    qw_pool_free(tokens);
+    return rc;
 }
 
 int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err) {
@@ -461,10 +551,7 @@ int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode
     if (c->n_past + n > c->n_ctx)
         return qw_fail(err, "context full: %d tokens in cache + %d new > n_ctx %d", c->n_past, n,
                        c->n_ctx);
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
-            return qw_fail(err, "token id %d at index %d is outside the vocabulary (0..%d)",
-                           tokens[i], i, hp->n_vocab - 1);
+    if (check_tokens(hp, tokens, n, err)) return -1;
 
     /* ALL needs every chunk's rows kept; gather them into one buffer. */
     float *all = NULL;

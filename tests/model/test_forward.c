@@ -183,6 +183,67 @@ static void test_missing_tensor(void **state) {
     unlink(path);
 }
 
+/* A batched step over three sequences gives each the logits it gets alone. */
+static void test_batch_matches_single(void **state) {
+    (void)state;
+    qw_error err = {0};
+    qw_model *m = qw_model_load(g_q8, &err);
+    assert_non_null(m);
+    const int V = m->hp.n_vocab;
+    int32_t a[9], b[5], c3[13];
+    for (int i = 0; i < 9; i++) a[i] = (i * 7 + 3) % V;
+    for (int i = 0; i < 5; i++) b[i] = (i * 11 + 5) % V;
+    for (int i = 0; i < 13; i++) c3[i] = (i * 13 + 1) % V;
+    const int32_t *seqs[3] = {a, b, c3};
+    const int lens[3] = {9, 5, 13};
+
+    /* reference: each alone, prompt then two decode steps */
+    float *ref = malloc((size_t)3 * 3 * V * sizeof(float));
+    int32_t next[3][2];
+    for (int s = 0; s < 3; s++) {
+        qw_ctx *c = qw_ctx_new(m, 64, 1, &err);
+        assert_non_null(c);
+        assert_int_equal(qw_ctx_eval(c, seqs[s], lens[s], QW_LOGITS_LAST, &err), 0);
+        memcpy(ref + (size_t)(s * 3) * V, qw_ctx_logits(c), (size_t)V * sizeof(float));
+        for (int k = 0; k < 2; k++) {
+            next[s][k] = (s * 5 + k * 3 + 2) % V;
+            assert_int_equal(qw_ctx_eval(c, &next[s][k], 1, QW_LOGITS_LAST, &err), 0);
+            memcpy(ref + (size_t)(s * 3 + k + 1) * V, qw_ctx_logits(c), (size_t)V * sizeof(float));
+        }
+        qw_ctx_free(c);
+    }
+    /* batched: all three prompts in one step, then two joint decode steps */
+    qw_ctx *ws = qw_ctx_new(m, 64, 2, &err);
+    qw_ctx *lanes[3];
+    for (int s = 0; s < 3; s++) assert_non_null(lanes[s] = qw_ctx_new(m, 64, 1, &err));
+    qw_batch_seq bs[3];
+    for (int s = 0; s < 3; s++) bs[s] = (qw_batch_seq){lanes[s], seqs[s], lens[s], true};
+    assert_int_equal(qw_batch_eval(ws, bs, 3, &err), 0);
+    for (int s = 0; s < 3; s++) {
+        float d = max_abs_diff(qw_ctx_logits(lanes[s]), ref + (size_t)(s * 3) * V, V);
+        if (d > 1e-4f) fail_msg("sequence %d prompt: batched vs alone differ by %g", s, d);
+        assert_int_equal(qw_ctx_n_past(lanes[s]), lens[s]);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int s = 0; s < 3; s++) bs[s] = (qw_batch_seq){lanes[s], &next[s][k], 1, true};
+        assert_int_equal(qw_batch_eval(ws, bs, 3, &err), 0);
+        for (int s = 0; s < 3; s++) {
+            float d = max_abs_diff(qw_ctx_logits(lanes[s]), ref + (size_t)(s * 3 + k + 1) * V, V);
+            if (d > 1e-4f) fail_msg("sequence %d step %d: batched vs alone differ by %g", s, k, d);
+        }
+    }
+    /* errors leave every sequence untouched */
+    bs[0] = (qw_batch_seq){lanes[0], a, 1, true};
+    bs[1] = (qw_batch_seq){lanes[0], b, 1, true};
+    assert_int_equal(qw_batch_eval(ws, bs, 2, &err), -1);
+    assert_non_null(strstr(err.msg, "share a context"));
+    assert_int_equal(qw_ctx_n_past(lanes[0]), 11);
+    for (int s = 0; s < 3; s++) qw_ctx_free(lanes[s]);
+    qw_ctx_free(ws);
+    free(ref);
+    qw_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunking_f32),
@@ -190,6 +251,7 @@ int main(void) {
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_wrong_arch),
         cmocka_unit_test(test_missing_tensor),
+        cmocka_unit_test(test_batch_matches_single),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
