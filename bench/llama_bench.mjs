@@ -6,7 +6,7 @@
 // IDS.json holds {"prompt_ids":[...]} (qwisp's --prompt-tokens prompt, so both
 // engines prefill the very same tokens).  Times, after loading (not timed):
 //   prefill: the whole prompt as one batch (batchSize >= prompt length)
-//   decode:  `decode` greedy steps, one token per evaluation
+//   decode:  `decode` greedy steps, one token per evaluation (native sampler)
 // and prints {"prefill_tok_s", "decode_tok_s", "prompt_tokens", "gen_tokens"}.
 // Context: F16 KV cache, no flash attention — the settings of the parity tests.
 import { readFileSync } from "node:fs";
@@ -43,10 +43,14 @@ let r = await seq.controlledEvaluate(ids.map((id, i) => (i === ids.length - 1 ? 
 const prefillS = (performance.now() - t0) / 1000;
 let tok = r[ids.length - 1].next.logits.keys().next().value;
 
+// Decode through the generator: sampling (temperature 0 = greedy) stays in
+// native code; asking for logits per step would make node sort the whole
+// vocabulary every token and time that instead of llama.cpp.
 t0 = performance.now();
-for (let s = 0; s < a.decode; s++) {
-    r = await seq.controlledEvaluate([[tok, { generateNext: top1 }]]);
-    tok = r[0].next.logits.keys().next().value;
+let n = 0;
+for await (const t of seq.evaluate([tok], { temperature: 0 })) {
+    tok = t;
+    if (++n >= a.decode) break;
 }
 const decodeS = (performance.now() - t0) / 1000;
 process.stdout.write(JSON.stringify({

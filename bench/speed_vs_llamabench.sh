@@ -48,6 +48,25 @@ if [[ $gen == 1 ]]; then
 fi
 [[ ${#models[@]} -gt 0 ]] || { echo "give MODEL.gguf files or --gen" >&2; exit 2; }
 
+# Waits (up to QUIET_WAIT_S, default 120 s) until the rest of the machine is
+# quiet: CPU time used outside idle over 1 s, minus nothing of ours (we run
+# nothing at this point), below 25% of one core.  Other users' jobs would
+# otherwise decide the result: a 2-thread decode on 2 shared cores is mostly
+# a measurement of who else is running.
+quiet() {
+    local waited=0 limit=${QUIET_WAIT_S:-120}
+    while ((waited < limit)); do
+        local a b
+        a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
+        local idle=$(( (b[4] + b[5]) - (a[4] + a[5]) )) tot=0 i
+        for ((i = 1; i < ${#a[@]}; i++)); do tot=$((tot + b[i] - a[i])); done
+        local busy=$(( (tot - idle) * 100 * $(nproc) / (tot > 0 ? tot : 1) ))
+        ((busy < 25)) && return 0
+        waited=$((waited + 1))
+    done
+    echo "  (machine still busy after ${limit}s: measuring anyway)" >&2
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# qwisp $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo ?) vs $lb; threads=$t pp$p tg$n; $rounds interleaved rounds; $(date -u +%FT%TZ)"
@@ -55,7 +74,7 @@ for m in "${models[@]}"; do
     for ((r = 0; r < rounds; r++)); do
         run_q() { "$qwisp" bench -m "$m" -p "$p" -n "$n" -r 1 -t "$t" --json --bw-mb $([[ $r == 0 ]] && echo 1024 || echo 0) >> "$tmp/q.jsonl"; }
         run_l() { "$lb" -m "$m" -p "$p" -n "$n" -r 1 -t "$t" -o json 2>/dev/null > "$tmp/l.$r.json"; }
-        if ((r % 2 == 0)); then run_q; run_l; else run_l; run_q; fi
+        if ((r % 2 == 0)); then quiet; run_q; quiet; run_l; else quiet; run_l; quiet; run_q; fi
     done
     python3 - "$m" "$tmp" "$rounds" <<'PY'
 import json, sys, statistics as st, glob, os

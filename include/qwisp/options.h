@@ -25,7 +25,7 @@
     X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512|avx2|scalar (lowers only)") \
     X(PORT, "QWISP_PORT", NULL, INT, "8080", 1, 65535, "HTTP port for serve") \
     X(API_KEY, "QWISP_API_KEY", NULL, SECRET, NULL, 0, 0, "serve: require Authorization: Bearer KEY (all endpoints but /health)") \
-    X(LANES, "QWISP_LANES", NULL, INT, "0", 0, 1024, "serve with B lanes (batched); 0 = serialize path (lanes not available yet)") \
+    X(LANES, "QWISP_LANES", NULL, INT, "0", 0, 1024, "serve with B lanes (batched); 0 = serialize path") \
     X(PREFILL_CACHE_MB, "QWISP_PREFILL_CACHE_MB", "QWISP_PREFILL_MLX_CACHE_MB", INT, NULL, 0, 16777216, "serialize path pool cache limit in MB; unset/0 = unbounded") \
     X(LANE_CACHE_MB, "QWISP_LANE_CACHE_MB", "QWISP_LANE_MLX_CACHE_MB", INT, "2048", 0, 16777216, "lanes path pool cache limit in MB; 0 = unbounded") \
     X(POOL_FIT, "QWISP_POOL_FIT", NULL, ENUM, "classes", 0, 0, "pool fit rule: classes (8 per power of two) | exact (MLX: within ~2 pages)") \

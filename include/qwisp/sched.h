@@ -7,8 +7,9 @@
  * them on the model.  Two execution paths implement the same interface:
  *   serialize (default; src/runtime/serialize.c): FIFO, one job at a time on
  *       one context, KV reset between jobs, pool limit QWISP_PREFILL_CACHE_MB;
- *   lanes (QWISP_LANES=B; not written yet): B jobs decoded together, new jobs
- *       admitted between steps.  It slots in as another qw_sched_ops.
+ *   lanes (QWISP_LANES=B; src/runtime/lanes.c): B jobs decoded together in one
+ *       batched forward per step, new jobs admitted between steps, pool limit
+ *       QWISP_LANE_CACHE_MB.
  * serve/ and cli/ only ever call qw_sched_* and qw_job_*; they never know
  * which path runs their job.
  *
@@ -135,6 +136,10 @@ typedef struct qw_sched_config {
 /* The serialize path: one worker thread, one context.  Applies the serialize
  * path's pool policy (qw_pool_apply_path) at start.  NULL + err. */
 qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err);
+
+/* The lanes path: n_lanes sequences batched per step (qw_batch_eval), one
+ * worker thread.  Applies the lanes path's pool policy at start.  NULL + err. */
+qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *err);
 
 /* submit's err messages start with these words so callers can map them. */
 #define QW_SCHED_BUSY "busy:"

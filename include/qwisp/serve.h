@@ -1,7 +1,7 @@
 /* serve.h — the OpenAI-compatible HTTP server (`qwisp serve`).
  *
- * One model, one execution path (serialize today; lanes when QWISP_LANES
- * lands), HTTP on libmicrohttpd with a thread per connection.  Endpoints:
+ * One model, one execution path (serialize by default; lanes when QWISP_LANES
+ * is set), HTTP on libmicrohttpd with a thread per connection.  Endpoints:
  * POST /v1/chat/completions, POST /v1/completions (both with SSE streaming),
  * GET /v1/models, GET /health, GET /metrics (Prometheus text).  docs/serve.md
  * has the details; src/serve/http.c the design.
@@ -30,7 +30,7 @@ typedef struct qw_serve_config {
     int max_queue;      /* requests waiting beyond the running one get 429 */
     size_t max_body;    /* request bodies beyond this get 413 */
     const char *api_key; /* NULL = no auth; else Bearer KEY on all but /health */
-    int lanes;          /* 0 = serialize path; > 0 refused for now */
+    int lanes;          /* 0 = serialize path; B > 0 = lanes path with B lanes */
 } qw_serve_config;
 
 qw_serve_config qw_serve_default_config(void);

@@ -53,13 +53,6 @@ int qw_cmd_serve(int argc, char **argv) {
         }
 #undef FLAG
     }
-    if (qw_opt_int(QW_OPT_LANES) > 0) {
-        fprintf(stderr,
-                "qwisp serve: QWISP_LANES=%lld: the lanes path (batched decoding) is not available yet; "
-                "unset QWISP_LANES to serve with the serialize path\n",
-                (long long)qw_opt_int(QW_OPT_LANES));
-        return 2;
-    }
     const char *path = qw_cli_model_path(C, model);
     if (!path) return 2;
 
@@ -82,6 +75,7 @@ int qw_cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    cfg.lanes = (int)qw_opt_int(QW_OPT_LANES);
     qw_error err = {0};
     qw_server *s = qw_server_start(&cfg, &err);
     if (!s) {
@@ -91,8 +85,10 @@ int qw_cmd_serve(int argc, char **argv) {
     const char *h = strchr(host, ':') ? "[%s]" : "%s";
     char hb[300];
     snprintf(hb, sizeof hb, h, host);
-    fprintf(stderr, "qwisp serve: model '%s' (%s), serialize path, ctx %d, %d threads%s\n", qw_server_model_id(s),
-            path, cfg.n_ctx, cfg.n_threads, cfg.api_key ? ", API key required" : "");
+    char pathname[48] = "serialize path";
+    if (cfg.lanes > 0) snprintf(pathname, sizeof pathname, "lanes path (B=%d)", cfg.lanes);
+    fprintf(stderr, "qwisp serve: model '%s' (%s), %s, ctx %d, %d threads%s\n", qw_server_model_id(s), path,
+            pathname, cfg.n_ctx, cfg.n_threads, cfg.api_key ? ", API key required" : "");
     fprintf(stderr, "qwisp serve: listening on http://%s:%d\n", hb, qw_server_port(s));
     int sig = 0;
     sigwait(&set, &sig);

@@ -75,11 +75,6 @@ static int resolve(const char *host, int port, struct sockaddr_storage *ss, qw_e
 }
 
 qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
-    if (cfg->lanes > 0) {
-        qw_fail(err, "QWISP_LANES=%d: the lanes path (batched decoding) is not available yet; unset "
-                     "QWISP_LANES to serve with the serialize path", cfg->lanes);
-        return NULL;
-    }
     qw_server *s = calloc(1, sizeof *s);
     if (!s) {
         qw_fail(err, "out of memory");
@@ -105,7 +100,7 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
     s->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : s->model->hp.n_ctx_train;
     qw_sched_config sc = {.model = s->model, .tok = s->tok, .n_ctx = s->n_ctx, .n_threads = cfg->n_threads,
                           .max_queue = cfg->max_queue};
-    s->sched = qw_sched_serialize_new(&sc, err);
+    s->sched = cfg->lanes > 0 ? qw_sched_lanes_new(&sc, cfg->lanes, err) : qw_sched_serialize_new(&sc, err);
     if (!s->sched) goto fail;
 
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
