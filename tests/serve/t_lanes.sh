@@ -43,7 +43,9 @@ start "$T/lanes.log" QWISP_LANES=4 QWISP_LANE_MEMDBG=1 || { fail "lanes server s
 grep -q "lanes path (B=4)" "$T/lanes.log" && pass "lanes: server announces the lanes path" \
     || fail "lanes: server announces the lanes path" "$(head -3 "$T/lanes.log")"
 node "$DIR/lanes_client.mjs" "http://127.0.0.1:$PORT" tokens 24 "${PROMPTS[@]}" >"$T/lanes.json" 2>"$T/lanes.err"
-if [ -s "$T/serial.json" ] && cmp -s "$T/serial.json" "$T/lanes.json"; then
+full=$(node -e 'const o=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  console.log(Object.keys(o).length === 4 && Object.values(o).every((a) => a.length === 24) ? 1 : 0)' "$T/serial.json" 2>/dev/null)
+if [ "$full" = 1 ] && cmp -s "$T/serial.json" "$T/lanes.json"; then
     pass "lanes: 4 concurrent greedy requests equal the serialize path token for token"
 else
     fail "lanes: 4 concurrent greedy requests equal the serialize path" \
