@@ -62,6 +62,11 @@ static inline __m512i pair_q4(const qw_block_q4_0 *b) {
 
 enum { MAX_TR = 4, MAX_TT = 4 };
 
+static inline void prefetch_rows(const void *p, size_t bytes) {
+    const char *c = p;
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
 /* Per token and per group of 4 blocks, what every row pair needs from the
  * activations, prepared once per call and reused by all the rows:
  *   u[2]: Q8_0 weights: x ^ 0x80 (x + 128 as unsigned);  Q4_0: -8*sum4(x) lanes
@@ -98,7 +103,12 @@ static inline __attribute__((always_inline)) void tiles(int64_t n, const void *w
             q->d[1] = _mm512_permutexvar_ps(idx23, dx);
         }
 
+    /* Rows are short (k/32 blocks), so interleaving TR of them defeats the
+     * hardware stream prefetcher; prefetch whole row groups two ahead. */
+    const size_t group_bytes = (size_t)TR * w_row_bytes;
+    prefetch_rows(wv, (size_t)(n_rows < 2 * TR ? n_rows : 2 * TR) * w_row_bytes);
     for (int64_t r0 = 0; r0 < n_rows; r0 += TR) {
+        if (r0 + 2 * TR < n_rows) prefetch_rows((const char *)wv + (size_t)(r0 + 2 * TR) * w_row_bytes, group_bytes);
         __m512 acc0[MAX_TR][MAX_TT], acc1[MAX_TR][MAX_TT];
         for (int r = 0; r < TR; r++)
             for (int t = 0; t < TT; t++) acc0[r][t] = acc1[r][t] = _mm512_setzero_ps();

@@ -10,7 +10,10 @@
 
 #include <string.h>
 
-enum { ROW_BLOCK = 16 };
+/* Rows per work item: prefill re-reads a block once per 4 tokens, so it must
+ * stay in L1/L2 (16 rows); decode reads each row once, and longer contiguous
+ * runs keep the stream prefetch-friendly (64 rows). */
+enum { ROW_BLOCK = 16, ROW_BLOCK_DECODE = 64 };
 
 size_t qw_act_bytes(qw_type wtype, int64_t k, int64_t n_tok) {
     return qw_row_bytes(qw_vec_dot_type(wtype), k) * (size_t)n_tok;
@@ -45,6 +48,7 @@ typedef struct {
     size_t xq_row_bytes;
     const qw_mm_task *tasks;
     int n_tasks;
+    int64_t row_block;
     int64_t block0[QW_MM_MAX_TASKS + 1]; /* first block of each task (prefix sums) */
 } matmul_job;
 
@@ -106,8 +110,8 @@ static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
     for (int64_t b = b0; b < b1; b++) {
         while (b >= j->block0[ti + 1]) ti++;
         const qw_mm_task *t = &j->tasks[ti];
-        const int64_t r0 = (b - j->block0[ti]) * ROW_BLOCK;
-        const int64_t r1 = r0 + ROW_BLOCK < t->n_rows ? r0 + ROW_BLOCK : t->n_rows;
+        const int64_t r0 = (b - j->block0[ti]) * j->row_block;
+        const int64_t r1 = r0 + j->row_block < t->n_rows ? r0 + j->row_block : t->n_rows;
         if (gemm && t->n_tok >= QW_GEMM_TOKS) gemm_range(j, t, gemm, dot, r0, r1);
         else if (gemv) gemv_range(j, t, gemv, dot, r0, r1);
         else dot_range(j, t, dot, r0, r1, 0, t->n_tok);
@@ -122,10 +126,12 @@ void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_ta
                         .xq_row_bytes = qw_row_bytes(qw_vec_dot_type(wtype), k),
                         .tasks = tasks + i0,
                         .n_tasks = nt};
-        int64_t work = 0;
+        int64_t work = 0, max_tok = 0;
+        for (int i = 0; i < nt; i++) max_tok = j.tasks[i].n_tok > max_tok ? j.tasks[i].n_tok : max_tok;
+        j.row_block = max_tok >= QW_GEMM_TOKS ? ROW_BLOCK : ROW_BLOCK_DECODE;
         j.block0[0] = 0;
         for (int i = 0; i < nt; i++) {
-            j.block0[i + 1] = j.block0[i] + (j.tasks[i].n_rows + ROW_BLOCK - 1) / ROW_BLOCK;
+            j.block0[i + 1] = j.block0[i] + (j.tasks[i].n_rows + j.row_block - 1) / j.row_block;
             work += j.tasks[i].n_rows * k * j.tasks[i].n_tok;
         }
         /* Tiny jobs are not worth waking a worker for. */
