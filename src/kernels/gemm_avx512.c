@@ -166,7 +166,7 @@ void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
 void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
     prep pp[QW_GEMM_K_MAX / 128];
-    tiles(n, w, w_row_bytes, n_rows, x, y, 0, pp, 4, 1);
+    tiles(n, w, w_row_bytes, n_rows, x, y, 0, pp, 1, 1);
 }
 
 void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
