@@ -100,9 +100,9 @@ qw_vec_dot_fn qw_vec_dot_get(qw_type type);
 typedef void (*qw_gemm_fn)(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows,
                            const void *const *x, float *const *y);
 qw_gemm_fn qw_gemm_get(qw_type type);
-/* The one-token form for decode: x[0], y[0] only; n_rows a multiple of
- * QW_GEMV_ROWS (4); same bit-exact contract and limits. */
-#define QW_GEMV_ROWS 4
+/* The one-token form for decode: x[0], y[0] only; any n_rows (a multiple of
+ * QW_GEMV_ROWS = 1); same bit-exact contract and limits. */
+#define QW_GEMV_ROWS 1
 qw_gemm_fn qw_gemv_get(qw_type type);
 
 /* y[i] += a * (float)x[i] for an f16 row x (attention's V accumulation);

@@ -53,6 +53,12 @@ void qw_run_memory_json(const qw_run_memory *rm, void *cjson_object) {
     cJSON_AddNumberToObject(p, "os_ms", (double)(s.os_alloc_ns + s.os_free_ns) / 1e6);
     cJSON_AddNumberToObject(p, "touch_ms", (double)s.touch_ns / 1e6);
     cJSON_AddStringToObject(p, "fit", qw_pool_get_fit() == QW_POOL_FIT_EXACT ? "exact" : "classes");
+    /* The knobs this process saw set (env or flag), so `qwisp ab` can check
+     * that its arms differ only by their environment. */
+    cJSON *k = cJSON_AddObjectToObject(o, "knobs");
+    for (int i = 0; i < QW_OPT_COUNT; i++)
+        if (qw_opt_is_set((qw_opt)i))
+            cJSON_AddStringToObject(k, qw_opt_name((qw_opt)i), i == QW_OPT_API_KEY ? "(hidden)" : qw_opt_str((qw_opt)i));
     cJSON_AddNumberToObject(o, "footprint_peak_mb", (double)rm->peak_footprint / 1048576.0);
     cJSON_AddNumberToObject(o, "rss_peak_mb", (double)rm->peak_rss / 1048576.0);
 }

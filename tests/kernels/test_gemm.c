@@ -3,7 +3,7 @@
  *  - qw_gemm_get(T) tiles (6 rows × 4 tokens, k up to QW_GEMM_K_MAX) must give EXACTLY the bits of
  *    qw_vec_dot_get(T) at the same level (their contract), and be within the
  *    quant test's limit of the scalar reference qw_vec_dot_ref.
- *  - qw_gemv_get(T) (4 rows × 1 token): the same exactness.
+ *  - qw_gemv_get(T) (rows × 1 token): the same exactness.
  *  - qw_matmul_batch (tiles + dot tails, idx gathers, several tasks in one
  *    pass, 1 and 2 threads) equals a plain loop of qw_vec_dot for every
  *    (row, token), bit for bit, for token counts 1..9 and odd row counts.

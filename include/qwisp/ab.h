@@ -1,0 +1,188 @@
+/* ab.h — paired A/B experiments with pre-registered kill criteria
+ * (`qwisp ab`, docs/ab.md).
+ *
+ * An experiment runs the same qwisp binary as a fresh child process per trial
+ * (`qwisp run --prompt-tokens N -n D --json --ignore-eos`); the arms differ
+ * only by their environment.  Trials are interleaved in a balanced order
+ * (ABC CBA ABC …, one warm-up trial discarded), so drift and page-cache
+ * warmth hit every arm alike; trials of one round are paired.  The verdict per
+ * arm (against the first arm, the baseline) is computed from a criteria file
+ * read and parsed before the first trial:
+ *
+ *     # comment
+ *     decode_tok_s.delta_pct < -2 => close
+ *     footprint_peak_mb.delta < -4096 and abs(decode_tok_s.delta_pct) <= 2 => ship
+ *     else => keep
+ *
+ * Each quantity is a bootstrap interval of the median paired difference, and
+ * a comparison is three-valued: true when the whole interval satisfies it,
+ * false when none of it does, unknown when it straddles the threshold.  Rules
+ * are tried in order; the first true rule gives the verdict unless an
+ * earlier rule was unknown — then the verdict is "inconclusive" (with the
+ * reps that would settle it).  No true and no unknown rule → the `else` verdict
+ * ("none" when absent).
+ *
+ * Pieces (src/ab/): ab_criteria.c (parse, evaluate), ab_stats.c (median,
+ * quantiles, bootstrap, order, reps), ab_trial.c (spawn + measure one trial),
+ * ab_report.c (report.md / report.json), ab_svg.c (footprint plot),
+ * ab_sha256.c.  Library code; only cli/cmd_ab.c prints.
+ */
+#ifndef QWISP_AB_H
+#define QWISP_AB_H
+
+#include "qwisp/base.h"
+
+#include <stdio.h>
+#include <sys/types.h>
+
+/* ---- metrics: X(id, name, unit, help) ------------------------------------- */
+#define QW_AB_METRICS(X)                                                                          \
+    X(DECODE_TOK_S, "decode_tok_s", "tok/s", "decode tokens per second (child --json)")           \
+    X(PREFILL_TOK_S, "prefill_tok_s", "tok/s", "prefill tokens per second (child --json)")        \
+    X(TTFT_MS, "ttft_ms", "ms", "time to first token (child --json)")                             \
+    X(WALL_MS, "wall_ms", "ms", "child wall time, fork to exit (includes model load)")            \
+    X(FOOTPRINT_PEAK_MB, "footprint_peak_mb", "MiB", "footprint peak sampled from outside")       \
+    X(CHILD_FOOTPRINT_PEAK_MB, "child_footprint_peak_mb", "MiB", "footprint peak the child saw")  \
+    X(RSS_PEAK_MB, "rss_peak_mb", "MiB", "RSS peak sampled from outside (misleads; see memory.md)") \
+    X(POOL_ACTIVE_MB, "pool_active_mb", "MiB", "pool active at the end of the run")              \
+    X(POOL_CACHE_MB, "pool_cache_mb", "MiB", "pool cache at the end of the run")                 \
+    X(POOL_PEAK_MB, "pool_peak_mb", "MiB", "pool peak active")                                   \
+    X(POOL_PEAK_HELD_MB, "pool_peak_held_mb", "MiB", "pool peak active + cache")                 \
+    X(POOL_OS_CALLS, "pool_os_calls", "calls", "pool calls to the OS allocator")                 \
+    X(MAJFLT, "majflt", "faults", "major page faults (wait4 rusage)")                            \
+    X(EXPERT_HITS, "expert_hits", "count", "expert cache hits (streaming tier)")                 \
+    X(EXPERT_MISSES, "expert_misses", "count", "expert cache misses (streaming tier)")           \
+    X(EXPERT_READ_MB, "expert_read_mb", "MiB", "expert bytes read from disk (streaming tier)")
+
+typedef enum {
+#define QW_AB_M_ENUM(id, ...) QW_AB_M_##id,
+    QW_AB_METRICS(QW_AB_M_ENUM)
+#undef QW_AB_M_ENUM
+        QW_AB_N_METRICS
+} qw_ab_metric;
+
+const char *qw_ab_metric_name(int m);
+const char *qw_ab_metric_unit(int m);
+/* -1 when unknown. */
+int qw_ab_metric_find(const char *name, size_t len);
+
+/* ---- criteria --------------------------------------------------------------- */
+typedef enum { QW_AB_DELTA, QW_AB_DELTA_PCT } qw_ab_kind;
+typedef enum { QW_AB_LT, QW_AB_LE, QW_AB_GT, QW_AB_GE } qw_ab_op;
+
+#define QW_AB_MAX_CONDS 8
+#define QW_AB_MAX_RULES 32
+#define QW_AB_WORD 32
+
+typedef struct {
+    int metric;
+    qw_ab_kind kind;
+    bool absval; /* abs(metric.kind) */
+    qw_ab_op op;
+    double threshold;
+    int line, col;
+} qw_ab_cond;
+
+typedef struct {
+    qw_ab_cond conds[QW_AB_MAX_CONDS]; /* conjunction */
+    int n_conds;
+    char verdict[QW_AB_WORD];
+    int line;
+    char text[256]; /* the rule's line, trimmed */
+} qw_ab_rule;
+
+typedef struct {
+    qw_ab_rule rules[QW_AB_MAX_RULES];
+    int n_rules;
+    char otherwise[QW_AB_WORD]; /* "else => WORD"; "none" when absent */
+    char sha256[65];            /* of the file's bytes */
+    char *text;                 /* the file, verbatim (owned) */
+} qw_ab_criteria;
+
+/* Parses criteria text.  -1 + err "criteria:LINE:COL: expected …, saw '…'"
+ * on a syntax error or an unknown metric / quantity / verdict word. */
+int qw_ab_criteria_parse(qw_ab_criteria *c, const char *text, qw_error *err);
+/* Reads and parses a file (text and its SHA-256 kept in c). */
+int qw_ab_criteria_load(qw_ab_criteria *c, const char *path, qw_error *err);
+void qw_ab_criteria_free(qw_ab_criteria *c);
+
+/* An interval for one quantity (metric × kind) of one arm vs the baseline. */
+typedef struct {
+    bool valid;     /* enough paired trials with the metric present */
+    double est;     /* median paired difference */
+    double lo, hi;  /* bootstrap percentile interval of the median */
+    int n;          /* pairs */
+} qw_ab_interval;
+
+/* Three-valued result of a comparison on an interval. */
+typedef enum { QW_AB_FALSE = 0, QW_AB_TRUE = 1, QW_AB_UNKNOWN = 2 } qw_ab_tri;
+qw_ab_tri qw_ab_cond_eval(const qw_ab_cond *c, qw_ab_interval iv);
+
+/* Looks up the interval for (metric, kind); the evaluator's only input. */
+typedef qw_ab_interval (*qw_ab_lookup)(void *user, int metric, qw_ab_kind kind);
+
+typedef struct {
+    char verdict[64];   /* a rule's word, the else word, or "inconclusive" */
+    int rule;           /* index of the deciding rule, -1 for else/inconclusive */
+    int unknown_rule;   /* first straddling rule (inconclusive), else -1 */
+    char why[512];      /* which quantity straddled which threshold, or what matched */
+    int suggest_reps;   /* inconclusive: reps estimated to settle it (0 = unknown) */
+} qw_ab_verdict;
+
+void qw_ab_criteria_eval(const qw_ab_criteria *c, qw_ab_lookup look, void *user, qw_ab_verdict *out);
+
+/* ---- statistics ----------------------------------------------------------- */
+double qw_ab_median(const double *x, int n);
+/* Linear-interpolated quantile q in [0,1] (type 7). */
+double qw_ab_quantile(const double *x, int n, double q);
+/* Percentile bootstrap interval (level, e.g. 0.95) of the median of x, with
+ * `resamples` draws from a fixed-seed generator; n==1 → [x0,x0]. */
+qw_ab_interval qw_ab_bootstrap_median(const double *x, int n, int resamples, double level, uint64_t seed);
+/* Reps to shrink an interval of half-width `half` (at n pairs) until it no
+ * longer reaches `threshold` from `est`, scaling as 1/sqrt(n); 0 if est sits
+ * on the threshold. */
+int qw_ab_suggest_reps(int n, double est, double half, double threshold);
+
+/* Balanced order: round r runs arms 0..k-1 forward when r is even, backward
+ * when odd (ABC CBA ABC …).  order[r*k + i] = arm index. */
+void qw_ab_order(int n_arms, int reps, int *order);
+
+/* ---- trials --------------------------------------------------------------- */
+typedef struct {
+    int arm, round;  /* round -1 = warm-up */
+    bool ok;
+    int exit_code;   /* -1 if killed by a signal */
+    int term_signal;
+    char error[256]; /* why not ok: exit status + last stderr line */
+    double m[QW_AB_N_METRICS]; /* NaN = not reported */
+    double start_s;  /* since the experiment began */
+    float *t_s, *fp_mb; /* footprint series (seconds since fork, MiB) */
+    int n_series, cap_series;
+    char *knobs_json; /* the child's "knobs" object, compact JSON (owned) */
+} qw_ab_trial;
+
+typedef struct {
+    const char *exe;          /* binary to exec (e.g. /proc/self/exe) */
+    char *const *argv;        /* its argv (argv[0] included), NULL-terminated */
+    char *const *envp;        /* the child's whole environment */
+    const char *stdout_path;  /* the child's stdout (its --json) goes here */
+    const char *stderr_path;
+    int sample_ms;            /* footprint sampling interval */
+} qw_ab_spawn;
+
+/* Runs one trial: fork/exec, samples the footprint of the deepest descendant
+ * (so a wrapper such as `qwisp simulate` is seen through) every sample_ms from
+ * outside, wait4 for exit (rusage: major faults), then parses the child's JSON.
+ * A child that fails is a trial with ok=false and the reason, not an error:
+ * -1 + err only when the trial could not be run at all (fork failed). */
+int qw_ab_trial_run(const qw_ab_spawn *sp, qw_ab_trial *t, qw_error *err);
+/* Fills t->m from a `qwisp run --json` object's text; false if not JSON. */
+bool qw_ab_trial_parse_json(qw_ab_trial *t, const char *json);
+void qw_ab_trial_free(qw_ab_trial *t);
+
+/* ---- hashing ---------------------------------------------------------------- */
+void qw_ab_sha256(const void *data, size_t n, char hex[65]);
+/* SHA-256 of a file; -1 + err if unreadable. */
+int qw_ab_sha256_file(const char *path, char hex[65], qw_error *err);
+
+#endif
