@@ -93,11 +93,14 @@ name = os.path.basename(m)
 roof = bw["roofline_tg_tok_s"]
 print(f"\n## {name}  ({bw['weight_bytes']/1e9:.2f} GB file, {bw['active_bytes_per_token']/1e6:.0f} MB active/token, "
       f"read bandwidth {bw['mem_read_gb_s']:.1f} GB/s -> roofline {roof:.1f} tok/s)")
-print("| test | qwisp tok/s (median, range) | llama-bench tok/s (median, range) | ratio |")
-print("|---|---|---|---|")
-if qpp: print(f"| pp{q[0]['n_prompt']} | {med(qpp):.1f} ({rng(qpp)}) | {med(lpp):.1f} ({rng(lpp)}) | **{med(qpp)/med(lpp):.2f}x** |")
-if qtg: print(f"| tg{q[0]['n_gen']} | {med(qtg):.1f} ({rng(qtg)}) | {med(ltg):.1f} ({rng(ltg)}) | **{med(qtg)/med(ltg):.2f}x** |")
-if qtg: print(f"\ndecode roofline reached: qwisp {100*med(qtg)/roof:.0f}%, llama.cpp {100*med(ltg)/roof:.0f}%")
+# On a shared machine the best round is the one least disturbed by others,
+# so both the median ratio and the best-round ratio are printed.
+print("| test | qwisp tok/s median (range) | llama-bench tok/s median (range) | ratio of medians | ratio of bests |")
+print("|---|---|---|---|---|")
+if qpp: print(f"| pp{q[0]['n_prompt']} | {med(qpp):.1f} ({rng(qpp)}) | {med(lpp):.1f} ({rng(lpp)}) | **{med(qpp)/med(lpp):.2f}x** | {max(qpp)/max(lpp):.2f}x |")
+if qtg: print(f"| tg{q[0]['n_gen']} | {med(qtg):.1f} ({rng(qtg)}) | {med(ltg):.1f} ({rng(ltg)}) | **{med(qtg)/med(ltg):.2f}x** | {max(qtg)/max(ltg):.2f}x |")
+if qtg: print(f"\ndecode roofline reached (median / best): qwisp {100*med(qtg)/roof:.0f}% / {100*max(qtg)/roof:.0f}%, "
+              f"llama.cpp {100*med(ltg)/roof:.0f}% / {100*max(ltg)/roof:.0f}%")
 PY
     rm -f "$tmp"/q.jsonl "$tmp"/l.*.json
 done

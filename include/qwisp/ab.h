@@ -14,7 +14,8 @@
  *     footprint_peak_mb.delta < -4096 and abs(decode_tok_s.delta_pct) <= 2 => ship
  *     else => keep
  *
- * Each quantity is a bootstrap interval of the median paired difference, and
+ * Each quantity is an interval of the median paired difference (bootstrap
+ * widened to the sign-test interval; ab_stats.c says why), and
  * a comparison is three-valued: true when the whole interval satisfies it,
  * false when none of it does, unknown when it straddles the threshold.  Rules
  * are tried in order; the first true rule gives the verdict unless an
@@ -135,9 +136,14 @@ void qw_ab_criteria_eval(const qw_ab_criteria *c, qw_ab_lookup look, void *user,
 double qw_ab_median(const double *x, int n);
 /* Linear-interpolated quantile q in [0,1] (type 7). */
 double qw_ab_quantile(const double *x, int n, double q);
-/* Percentile bootstrap interval (level, e.g. 0.95) of the median of x, with
- * `resamples` draws from a fixed-seed generator; n==1 → [x0,x0]. */
+/* Interval (level, e.g. 0.95) for the median of x: the percentile bootstrap
+ * (`resamples` draws, fixed seed) widened to the distribution-free sign-test
+ * interval; unbounded (±INFINITY) when n is too small for one (n < 6 at 95%). */
 qw_ab_interval qw_ab_bootstrap_median(const double *x, int n, int resamples, double level, uint64_t seed);
+/* The sign-test order statistic k (interval [x_(k), x_(n-k+1)]); 0 = none. */
+int qw_ab_sign_k(int n, double level);
+/* The fewest values giving a bounded interval at this level (6 at 0.95). */
+int qw_ab_min_pairs(double level);
 /* Reps to shrink an interval of half-width `half` (at n pairs) until it no
  * longer reaches `threshold` from `est`, scaling as 1/sqrt(n); 0 if est sits
  * on the threshold. */
@@ -179,6 +185,48 @@ int qw_ab_trial_run(const qw_ab_spawn *sp, qw_ab_trial *t, qw_error *err);
 /* Fills t->m from a `qwisp run --json` object's text; false if not JSON. */
 bool qw_ab_trial_parse_json(qw_ab_trial *t, const char *json);
 void qw_ab_trial_free(qw_ab_trial *t);
+
+/* ---- an experiment and its report -------------------------------------------- */
+typedef struct {
+    char name[QW_AB_WORD];
+    char **set;   /* "K=V" the arm sets (malloc'd strings) */
+    char **unset; /* "K" the arm removes */
+    int n_set, n_unset;
+    char spec[512]; /* as given on the command line */
+} qw_ab_arm;
+
+typedef struct {
+    qw_ab_arm *arms;
+    int n_arms, reps;
+    qw_ab_trial *trials; /* [0] the warm-up, then reps*n_arms in run order */
+    int n_trials;
+    const qw_ab_criteria *crit;
+    const char *criteria_path;
+    char criteria_read_at[40], first_trial_at[40], finished_at[40]; /* UTC ISO 8601 */
+    const char *exe_path;
+    char exe_sha256[65];
+    const char *model, *tier, *command; /* command: the ab invocation, for the report */
+    char child_cmd[512];                /* what each trial ran */
+    double simulate_gb;                 /* 0 = not under simulate */
+    int prompt_tokens, decode;
+    int resamples;   /* bootstrap draws (2000) */
+    double level;    /* interval level (0.95) */
+    uint64_t seed;   /* bootstrap seed */
+    qw_ab_verdict *verdicts; /* per arm; [0] (the baseline) unused; filled by qw_ab_analyze */
+} qw_ab_experiment;
+
+/* The paired interval of arm vs arm 0 for (metric, kind): pairs are rounds in
+ * which both trials succeeded and report the metric. */
+qw_ab_interval qw_ab_paired(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind);
+/* Number of failed (non-warm-up) trials of an arm. */
+int qw_ab_failed(const qw_ab_experiment *e, int arm);
+/* Computes the verdict of every arm but the baseline: "failed" when any of
+ * its or the baseline's trials failed, else from the criteria. */
+void qw_ab_analyze(qw_ab_experiment *e);
+/* Writes DIR/report.md, DIR/report.json, DIR/footprint.svg.  -1 + err. */
+int qw_ab_report_write(const qw_ab_experiment *e, const char *dir, qw_error *err);
+/* The footprint-over-time plot alone (ab_svg.c). */
+int qw_ab_svg_write(const qw_ab_experiment *e, const char *path, qw_error *err);
 
 /* ---- hashing ---------------------------------------------------------------- */
 void qw_ab_sha256(const void *data, size_t n, char hex[65]);

@@ -68,6 +68,7 @@ typedef struct qw_model {
     bool tied_output;
     qw_layer *layers;      /* [n_layer] */
     uint64_t weight_bytes; /* all tensors */
+    struct qw_experts *experts; /* where the MoE layer gets experts (experts.h): tier chosen at load */
 } qw_model;
 
 /* Loads and validates (architecture, hyper-parameters, every tensor's presence,

@@ -31,7 +31,13 @@
     X(POOL_FIT, "QWISP_POOL_FIT", NULL, ENUM, "classes", 0, 0, "pool fit rule: classes (8 per power of two) | exact (MLX: within ~2 pages)") \
     X(PREFILL_MEMDBG, "QWISP_PREFILL_MEMDBG", NULL, INT, "0", 0, 2, "1: memory breakdown line every _EVERY prefill chunks; 2: also clear the cache (perturbs!)") \
     X(PREFILL_MEMDBG_EVERY, "QWISP_PREFILL_MEMDBG_EVERY", NULL, INT, "4", 1, 1000000, "chunks between QWISP_PREFILL_MEMDBG lines (the final chunk always reports)") \
-    X(LANE_MEMDBG, "QWISP_LANE_MEMDBG", NULL, INT, "0", 0, 2, "1|2: memory breakdown at the lanes path's idle points (2 clears the cache)")
+    X(LANE_MEMDBG, "QWISP_LANE_MEMDBG", NULL, INT, "0", 0, 2, "1|2: memory breakdown at the lanes path's idle points (2 clears the cache)") \
+    X(RAW_C, "QWISP_RAW_C", NULL, INT, NULL, 0, 65536, "expert slots per layer (streaming tier); 0 = resident; unset = chosen from RAM") \
+    X(DEVICE_RAM, "QWISP_DEVICE_RAM", NULL, STR, NULL, 0, 0, "GB of RAM to assume when choosing the tier (e.g. 16 or 0.5); unset = physical/cgroup") \
+    X(SSD_THROTTLE_GBS, "QWISP_SSD_THROTTLE_GBS", NULL, STR, NULL, 0, 0, "cap expert read bandwidth at x GB/s (emulate a slow disk); unset = no cap") \
+    X(MLOCK, "QWISP_MLOCK", NULL, INT, "0", 0, 1, "1: mlock the resident tier's weights") \
+    X(EXPERT_READERS, "QWISP_EXPERT_READERS", NULL, INT, "4", 1, 64, "streaming tier: reader threads (expert reads in flight)") \
+    X(FAULT_READ, "QWISP_FAULT_READ", NULL, INT, "0", 0, 2147483647, "test/debug: fail the N-th expert disk read with EIO (0 = never)")
 
 typedef enum {
 #define QW_OPT_ENUM_ID(id, ...) QW_OPT_##id,

@@ -14,7 +14,9 @@ int qw_cmd_config(int argc, char **argv);    /* every knob, its value and source
 int qw_cmd_serve(int argc, char **argv);     /* OpenAI-compatible HTTP server */
 int qw_cmd_chat(int argc, char **argv);      /* terminal chat, interactive or one-shot */
 int qw_cmd_footprint(int argc, char **argv); /* footprint PID [--watch MS] */
+int qw_cmd_simulate(int argc, char **argv);  /* simulate NGB [--ram-gb X] [-- CMD...] */
 int qw_cmd_bench(int argc, char **argv);     /* pp/tg tok/s + bandwidth roofline */
+int qw_cmd_ab(int argc, char **argv);        /* paired A/B with kill criteria (docs/ab.md) */
 
 int qw_cmd_convert(int argc, char **argv);   /* Hugging Face checkpoint -> GGUF */
 #endif

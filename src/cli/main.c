@@ -26,6 +26,8 @@ static const subcommand g_cmds[] = {
     {"serve", qw_cmd_serve, "OpenAI-compatible HTTP server (chat/completions, SSE, /metrics)"},
     {"chat", qw_cmd_chat, "chat with the model in the terminal (or one-shot from args/stdin)"},
     {"footprint", qw_cmd_footprint, "a process's memory footprint (what the OS cannot drop) vs RSS"},
+    {"simulate", qw_cmd_simulate, "run a command as if on a machine with N GB of RAM (cgroup), or hold ballast"},
+    {"ab", qw_cmd_ab, "paired A/B experiment with pre-registered kill criteria (docs/ab.md)"},
     {"bench", qw_cmd_bench, "prefill/decode tok/s (llama-bench style) and the bandwidth roofline"},
 };
 

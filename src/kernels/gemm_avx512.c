@@ -1,29 +1,31 @@
 /* gemm_avx512.c — register-blocked Q8_0×Q8_0 and Q4_0×Q8_0 tiles (AVX-512 VNNI)
- * for prefill matmuls: 4 tokens × a block of rows, 2 rows × 4 tokens at a time.
+ * for prefill matmuls (4 tokens × a block of rows) and decode (1 token, row by row).
  *
  * Contract (qw_gemm_fn in quant.h): y[t][r] gets exactly the float that the
  * AVX-512 qw_vec_dot of the same type returns for (row r, token t), bit for
  * bit, for n % 128 == 0.  That lets prefill (tiles) and decode (single dots)
- * agree exactly and makes the test an equality.  How it stays identical while
- * doing less work per pair:
- *  - The vec_dot keeps, per pair, two 16-lane f32 accumulators (blocks k,k+1
- *    and k+2,k+3 of every group of four), adds cvt(int32 lane sums) * (d_w*d_x)
- *    with FMA, and ends with reduce(acc0 + acc1) + 0.  The tile does the same
- *    per pair, in the same order; only where the operands come from changes.
- *  - Integer lanes: the vec_dot moves the weight's sign onto x and uses
- *    |w| (VPDPBUSD needs an unsigned operand).  Here x is made unsigned once
- *    per token (x ^ 0x80 = x + 128) and the correction 128*sum4(w) once per
- *    row, so a pair costs one VPDPBUSD started from -128*sum4(w).  Every lane
- *    is the same exact int32 (|values| << 2^31).  For Q4_0 the nibbles are
- *    unpacked once per row and 8*sum4(x) once per token.
- *  - Scales: permute(d_w) * permute(d_x) equals permute(d_w * d_x) lane for
- *    lane, so the two permutes are done once per row / per token and a pair
- *    pays one multiply per 2 blocks.
- *  - The per-token parts (x + 128 or the nibble offset, spread scales) are
- *    prepared once per call into a stack buffer (k <= QW_GEMM_K_MAX: 64 KiB)
- *    and reused by every row pair of the block.
- * Weights are re-read from L1/L2 once per 4 tokens instead of once per token;
- * activations once per 2 rows.
+ * agree exactly and makes the test an equality.
+ *
+ * Q8_0 (q8_tiles): the dot is llama.cpp's order — per (row, token) ONE 8-lane
+ * f32 accumulator, acc = fma(d_w*d_x, float(int32 lane sums), acc) block by
+ * block, then hsum8 — so in prefill one zmm holds two (row, token) pairs of
+ * the SAME block, tokens t, t+1 of a row, one per 256-bit half, and each half
+ * is reduced with hsum8 at the end; decode runs one ymm chain per row.
+ *  - Integer lanes: x is made unsigned once per token (x ^ 0x80 = x + 128) and
+ *    the correction 128*sum4(w) once per row and block, so a pair of pairs
+ *    costs one VPDPBUSD started from -128*sum4(w).  Every lane is the same
+ *    exact int32 as the dot's.
+ *  - Scales: d_w * d_x is the same float product as the dot's.
+ *  - The per-token parts are prepared once per call into a stack buffer
+ *    (k <= QW_GEMM_K_MAX: 64 KiB) and reused by every row of the block.
+ *
+ * Q4_0 (tiles): the vec_dot keeps, per pair, two 16-lane f32 accumulators
+ * (blocks k,k+1 and k+2,k+3 of every group of four), adds cvt(int32 lane
+ * sums) * (d_w*d_x) with FMA, and ends with reduce(acc0 + acc1) + 0; the tile
+ * does the same per pair, in the same order.  The nibbles are unpacked once
+ * per row and 8*sum4(x) once per token; permute(d_w) * permute(d_x) equals
+ * permute(d_w * d_x) lane for lane.
+ * Weights are re-read from L1/L2 once per 4 tokens instead of once per token.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -149,11 +151,103 @@ static inline __attribute__((always_inline)) void tiles(int64_t n, const void *w
     }
 }
 
+/* ---- Q8_0: two (row, token) pairs per zmm, llama.cpp's dot order ---- */
+
+static inline float hsum8(__m256 v) {
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(t);
+}
+
+static inline __m512i q8_two(const qw_block_q8_0 *a, const qw_block_q8_0 *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a->qs)),
+                              _mm256_loadu_si256((const __m256i *)b->qs), 1);
+}
+
+static inline __m512 two_scales(uint16_t a, uint16_t b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(a))), _mm256_set1_ps(_cvtsh_ss(b)), 1);
+}
+
+typedef struct {
+    __m512i u; /* x ^ 0x80 of the two halves' tokens */
+    __m512 d;  /* their scales, 8 lanes each */
+} prep8;
+
+/* Prefill: 2 rows × 4 tokens; zmm halves are tokens (0,1) and (2,3). */
+static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
+                          float *const *y, prep8 *pp) {
+    const int64_t nb = n / QW_QK8_0;
+    const __m512i k80 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
+    for (int tp = 0; tp < 2; tp++) {
+        const qw_block_q8_0 *xa = xv[2 * tp], *xb = xv[2 * tp + 1];
+        for (int64_t k = 0; k < nb; k++) {
+            uint16_t da, db;
+            memcpy(&da, &xa[k].d, 2);
+            memcpy(&db, &xb[k].d, 2);
+            pp[tp * nb + k].u = _mm512_xor_si512(q8_two(xa + k, xb + k), k80);
+            pp[tp * nb + k].d = two_scales(da, db);
+        }
+    }
+    const size_t group_bytes = 2 * w_row_bytes;
+    prefetch_rows(wv, (size_t)(n_rows < 4 ? n_rows : 4) * w_row_bytes);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 2) {
+        if (r0 + 4 < n_rows) prefetch_rows((const char *)wv + (size_t)(r0 + 4) * w_row_bytes, group_bytes);
+        __m512 acc[2][2];
+        for (int r = 0; r < 2; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < nb; k++) {
+            for (int r = 0; r < 2; r++) {
+                const qw_block_q8_0 *wb = (const qw_block_q8_0 *)((const char *)wv + (size_t)(r0 + r) * w_row_bytes) + k;
+                const __m512i w = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)wb->qs));
+                const __m512i nw = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, w)); /* -128*sum4(w) */
+                const __m512 dw = _mm512_set1_ps(_cvtsh_ss(ld16(&wb->d)));
+                for (int tp = 0; tp < 2; tp++) {
+                    const prep8 *q = &pp[tp * nb + k];
+                    const __m512i p = _mm512_dpbusd_epi32(nw, q->u, w); /* x+128 u8, w s8 */
+                    acc[r][tp] = _mm512_fmadd_ps(_mm512_mul_ps(dw, q->d), _mm512_cvtepi32_ps(p), acc[r][tp]);
+                }
+            }
+        }
+        for (int r = 0; r < 2; r++)
+            for (int tp = 0; tp < 2; tp++) {
+                y[2 * tp][r0 + r] = hsum8(_mm512_castps512_ps256(acc[r][tp]));
+                y[2 * tp + 1][r0 + r] = hsum8(_mm512_extractf32x8_ps(acc[r][tp], 1));
+            }
+    }
+}
+
+/* Decode: one row at a time (rows read strictly in order), the token
+ * prepared once; one 8-lane chain per row, as the dot. */
+static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
+                         float *const *y, prep8 *pp) {
+    const int64_t nb = n / QW_QK8_0;
+    const __m256i k80 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+    const qw_block_q8_0 *x = xv[0];
+    for (int64_t k = 0; k < nb; k++) {
+        pp[k].u = _mm512_castsi256_si512(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[k].qs), k80));
+        pp[k].d = _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(ld16(&x[k].d))));
+    }
+    prefetch_rows(wv, (size_t)(n_rows < 2 ? n_rows : 2) * w_row_bytes);
+    for (int64_t r = 0; r < n_rows; r++) {
+        if (r + 2 < n_rows) prefetch_rows((const char *)wv + (size_t)(r + 2) * w_row_bytes, w_row_bytes);
+        const qw_block_q8_0 *wr = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)wr[k].qs);
+            const __m256i nw = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, w)); /* -128*sum4(w) */
+            const __m256i p = _mm256_dpbusd_epi32(nw, _mm512_castsi512_si256(pp[k].u), w);
+            const __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(&wr[k].d))), _mm512_castps512_ps256(pp[k].d));
+            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        }
+        y[0][r] = hsum8(acc);
+    }
+}
+
 /* Prefill: 2 rows × 4 tokens per register tile. */
 void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
-    prep pp[4 * QW_GEMM_K_MAX / 128];
-    tiles(n, w, w_row_bytes, n_rows, x, y, 0, pp, 2, 4);
+    prep8 pp[2 * QW_GEMM_K_MAX / QW_QK8_0];
+    q8_gemm_tiles(n, w, w_row_bytes, n_rows, x, y, pp);
 }
 
 void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
@@ -168,8 +262,8 @@ void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
  * the 4-row tile was only ~5% faster. */
 void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
-    prep pp[QW_GEMM_K_MAX / 128];
-    tiles(n, w, w_row_bytes, n_rows, x, y, 0, pp, 1, 1);
+    prep8 pp[QW_GEMM_K_MAX / QW_QK8_0];
+    q8_gemv_rows(n, w, w_row_bytes, n_rows, x, y, pp);
 }
 
 void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,

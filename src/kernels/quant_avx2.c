@@ -113,28 +113,19 @@ static inline __m256i dot_i8x32(__m256i w, __m256i x) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
+/* One 8-lane accumulator in block order, then hsum8: llama.cpp's order
+ * (ggml_vec_dot_q8_0_q8_0, AVX2), so the result has its bits. */
 static void dot_q8_0(int64_t n, float *s, const void *wv, const void *xv) {
     const qw_block_q8_0 *w = wv, *x = xv;
     const int64_t nb = n / QW_QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t k = 0;
-    for (; k + 2 <= nb; k += 2) {
-        const __m256 d0 = _mm256_set1_ps(h2f(load_u16(&w[k].d)) * h2f(load_u16(&x[k].d)));
-        const __m256 d1 = _mm256_set1_ps(h2f(load_u16(&w[k + 1].d)) * h2f(load_u16(&x[k + 1].d)));
-        const __m256i p0 = dot_i8x32(_mm256_loadu_si256((const __m256i *)w[k].qs),
-                                     _mm256_loadu_si256((const __m256i *)x[k].qs));
-        const __m256i p1 = dot_i8x32(_mm256_loadu_si256((const __m256i *)w[k + 1].qs),
-                                     _mm256_loadu_si256((const __m256i *)x[k + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), d0, acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), d1, acc1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nb; k++) {
+        const __m256 d = _mm256_set1_ps(h2f(load_u16(&w[k].d)) * h2f(load_u16(&x[k].d)));
+        const __m256i p = dot_i8x32(_mm256_loadu_si256((const __m256i *)w[k].qs),
+                                    _mm256_loadu_si256((const __m256i *)x[k].qs));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
-    if (k < nb) {
-        const __m256 d0 = _mm256_set1_ps(h2f(load_u16(&w[k].d)) * h2f(load_u16(&x[k].d)));
-        const __m256i p0 = dot_i8x32(_mm256_loadu_si256((const __m256i *)w[k].qs),
-                                     _mm256_loadu_si256((const __m256i *)x[k].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), d0, acc0);
-    }
-    *s = hsum8(_mm256_add_ps(acc0, acc1));
+    *s = hsum8(acc);
 }
 
 /* The 32 nibbles of a Q4_0 block in element order: low nibbles (elements

@@ -145,28 +145,24 @@ static inline __m128 scales4(const uint8_t *wd, size_t wstride, const qw_block_q
 
 static inline float scale1(uint16_t dw, uint16_t dx) { return _cvtsh_ss(dw) * _cvtsh_ss(dx); }
 
+/* llama.cpp's x86 Q8_0 dot order (ggml_vec_dot_q8_0_q8_0 and its tinyBLAS
+ * tiles): ONE 8-lane f32 accumulator, block by block, acc = fma(d_w*d_x,
+ * float(lane sums of 4 products), acc), then hsum8.  Only this order gives
+ * llama.cpp's bits; any other (two accumulators, 16 lanes) differs in the
+ * last bit, and on Q8_0 models such last-bit differences flip the rounding
+ * of a later Q8_0 / f16 conversion now and then, which grows to 1e-2 in the
+ * logprobs.  The tiles in gemm_avx512.c keep this order too. */
 static void dot_q8_0(int64_t n, float *s, const void *wv, const void *xv) {
     const qw_block_q8_0 *w = wv, *x = xv;
     const int64_t nb = n / QW_QK8_0;
-    const __m512i idx01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i idx23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 4 <= nb; k += 4) {
-        const __m512 d = _mm512_castps128_ps512(scales4((const uint8_t *)&w[k].d, sizeof(qw_block_q8_0), x + k));
-        const __m512i p0 = dot_i8x64(load_q8_pair(w + k), load_q8_pair(x + k));
-        const __m512i p1 = dot_i8x64(load_q8_pair(w + k + 2), load_q8_pair(x + k + 2));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(idx01, d), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(idx23, d), acc1);
-    }
-    __m256 acc2 = _mm256_setzero_ps();
-    for (; k < nb; k++) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nb; k++) {
         const __m256i p = dot_i8x32(_mm256_loadu_si256((const __m256i *)w[k].qs),
                                     _mm256_loadu_si256((const __m256i *)x[k].qs));
-        acc2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale1(load_u16(&w[k].d), load_u16(&x[k].d))),
-                               acc2);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(scale1(load_u16(&w[k].d), load_u16(&x[k].d))),
+                              _mm256_cvtepi32_ps(p), acc);
     }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + hsum8(acc2);
+    *s = hsum8(acc);
 }
 
 /* Q4_0 blocks k and k+1 as 64 unsigned nibbles in element order:

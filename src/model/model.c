@@ -7,6 +7,8 @@
  * qwen3moe.c).  Anything else is refused with the architecture's name.
  */
 #include "qwisp/model.h"
+#include "qwisp/experts.h"
+#include "qwisp/options.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +187,14 @@ qw_model *qw_model_load(const char *path, qw_error *err) {
         if (bind_layer(g, hp, il, &m->layers[il], err)) goto fail;
 
     for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) m->weight_bytes += qw_gguf_tensor_at(g, i)->nbytes;
+    /* Expert tier (experts/tier.c): from QWISP_RAW_C or RAM vs sizes, KV sized by QWISP_CTX. */
+    qw_tier_input tin;
+    qw_tier_decision dec;
+    if (qw_tier_input_for(m, (int32_t)qw_opt_int(QW_OPT_CTX), &tin, err)) goto fail;
+    qw_tier_decide(&tin, &dec);
+    m->experts = qw_experts_open(m, &dec, err);
+    if (!m->experts) goto fail;
+    qw_log(dec.tier == QW_TIER_STREAMING ? QW_LOG_WARN : QW_LOG_INFO, "%s", dec.line);
     return m;
 fail:
     qw_model_free(m);
@@ -193,6 +203,7 @@ fail:
 
 void qw_model_free(qw_model *m) {
     if (!m) return;
+    qw_experts_close(m->experts);
     free(m->layers);
     qw_gguf_close(m->gguf);
     free(m);

@@ -21,6 +21,7 @@
  * and doubles on demand up to n_ctx instead of reserving the worst case.
  */
 #include "qwisp/model.h"
+#include "qwisp/experts.h"
 #include "qwisp/ops.h"
 #include "qwisp/pool.h"
 #include "qwisp/threadpool.h"
@@ -320,9 +321,8 @@ static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, 
     char *gq = c->xq, *uq = gq + gb, *hq = uq + ub;
     qw_act_convert(c->tp, gt, c->xn, E, E, n, gq);
     qw_act_convert(c->tp, ut, c->xn, E, E, n, uq);
-    const char *wg = (const char *)L->gate_exps.data + (size_t)e * L->gate_exps.matrix_bytes;
-    const char *wu = (const char *)L->up_exps.data + (size_t)e * L->up_exps.matrix_bytes;
-    const char *wd = (const char *)L->down_exps.data + (size_t)e * L->down_exps.matrix_bytes;
+    const char *wg, *wu, *wd; /* expert source (experts.h): pinned until released below */
+    if (qw_experts_get(c->m->experts, (int32_t)(L - c->m->layers), e, &wg, &wu, &wd, err)) return -1;
     qw_matmul_q(c->tp, gt, wg, L->gate_exps.row_bytes, F, E, gq, tok, m, c->gate, F);
     qw_matmul_q(c->tp, ut, wu, L->up_exps.row_bytes, F, E, uq, tok, m, c->up, F);
     for (int32_t i = 0; i < m; i++)
@@ -330,6 +330,7 @@ static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, 
     qw_act_convert(c->tp, dt, c->gate, F, F, m, hq);
     qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down, E);
     scatter_expert_rows(c, c->down, tok, slot, m);
+    qw_experts_release(c->m->experts, (int32_t)(L - c->m->layers));
     return 0;
 }
 
@@ -345,6 +346,9 @@ static int moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const int32_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
     qw_rmsnorm(c->xn, c->x, L->ffn_norm.data, E, n, hp->rms_eps);
     if (route(c, L, n, err)) return -1;
+    qw_experts *xs = c->m->experts; /* streaming: starts reads of the chunk's missing experts */
+    const int32_t il = (int32_t)(L - c->m->layers), max_pin = qw_experts_max_pinned(xs);
+    qw_experts_need(xs, il, c->sel, n * K);
 
     /* Counting sort of the n*K assignments by expert.  Afterwards count[e] is
      * the end of expert e's run, so its start is END(e - 1). */
@@ -385,13 +389,12 @@ static int moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
             int32_t e_end = e, nt = 0;
             const int32_t row0 = START(e);
             /* an expert has at most n <= cap rows, so each group takes at least one */
-            while (e_end < X && nt < QW_MM_MAX_TASKS / 2 && (e_end == e || END(e_end) - row0 <= cap)) {
+            while (e_end < X && nt < QW_MM_MAX_TASKS / 2 && nt < max_pin && (e_end == e || END(e_end) - row0 <= cap)) {
                 const int32_t m = END(e_end) - START(e_end);
                 if (m) {
                     const int32_t r = START(e_end) - row0;
-                    const char *wg = (const char *)L->gate_exps.data + (size_t)e_end * L->gate_exps.matrix_bytes;
-                    const char *wu = (const char *)L->up_exps.data + (size_t)e_end * L->up_exps.matrix_bytes;
-                    const char *wd = (const char *)L->down_exps.data + (size_t)e_end * L->down_exps.matrix_bytes;
+                    const char *wg, *wu, *wd; /* pinned until the group's release */
+                    if (qw_experts_get(xs, il, e_end, &wg, &wu, &wd, err)) return -1;
                     const int32_t *tok = c->tok_of + START(e_end);
                     gu[2 * nt] = (qw_mm_task){wg, L->gate_exps.row_bytes, F, xq, tok, m, c->gate + (size_t)r * F, F};
                     gu[2 * nt + 1] = (qw_mm_task){wu, L->up_exps.row_bytes, F, xq, tok, m, c->up + (size_t)r * F, F};
@@ -408,6 +411,7 @@ static int moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
                     qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
                 qw_act_convert(c->tp, dt, c->gate, F, F, rows, hq);
                 qw_matmul_batch(c->tp, dt, F, dn, nt);
+                qw_experts_release(xs, il);
                 scatter_expert_rows(c, c->down, c->tok_of + row0, c->slot_of + row0, rows);
             }
             e = e_end;

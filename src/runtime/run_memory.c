@@ -4,6 +4,7 @@
  * per generated token would drown the breakdown.
  */
 #include "qwisp/run_memory.h"
+#include "qwisp/experts.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
 
@@ -61,4 +62,5 @@ void qw_run_memory_json(const qw_run_memory *rm, void *cjson_object) {
             cJSON_AddStringToObject(k, qw_opt_name((qw_opt)i), i == QW_OPT_API_KEY ? "(hidden)" : qw_opt_str((qw_opt)i));
     cJSON_AddNumberToObject(o, "footprint_peak_mb", (double)rm->peak_footprint / 1048576.0);
     cJSON_AddNumberToObject(o, "rss_peak_mb", (double)rm->peak_rss / 1048576.0);
+    qw_experts_stats_json(o); /* "experts": tier, C, hits/misses, bytes/ms read, wait (experts.h) */
 }

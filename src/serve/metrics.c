@@ -7,12 +7,13 @@
  * decode_seconds_total, prefill_tokens_per_second / decode_tokens_per_second
  * (the last finished request), pool_{active,cache,peak,cache_limit}_bytes,
  * pool_{hits,misses}_total, footprint_bytes, rss_bytes, uptime_seconds.
- * The expert-cache hit rate joins when streaming tiers exist; it is not
- * faked before.  Each family is written by one helper, so a name appears
+ * expert_cache_{hits,misses}_total and expert_read_bytes_total (experts.h;
+ * hit rate = hits / (hits + misses)).  Each family is written by one helper, so a name appears
  * once with its HELP/TYPE lines.
  */
 #include "metrics.h"
 
+#include "qwisp/experts.h"
 #include "qwisp/footprint.h"
 #include "qwisp/pool.h"
 
@@ -89,6 +90,10 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, qw
     one(o, "pool_cache_limit_bytes", "gauge", "buffer pool: cache limit (0 = unbounded)", (double)ps.cache_limit);
     one(o, "pool_hits_total", "counter", "buffer pool: requests served from the cache", (double)ps.hits);
     one(o, "pool_misses_total", "counter", "buffer pool: requests that went to the OS", (double)ps.misses);
+    qw_experts_stats xs = qw_experts_get_stats(); /* expert cache (experts.h) */
+    one(o, "expert_cache_hits_total", "counter", "expert source: gets served from the cache (resident: every get)", (double)xs.hits);
+    one(o, "expert_cache_misses_total", "counter", "expert source: gets that read the expert from disk", (double)xs.misses);
+    one(o, "expert_read_bytes_total", "counter", "expert source: bytes read from disk", (double)xs.bytes_read);
 
     qw_footprint fp;
     qw_error err = {0};

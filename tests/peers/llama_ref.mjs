@@ -14,9 +14,10 @@
 //                 for the NEXT token; logprob = logit - logsumexp(logits)
 //
 // Everything goes through sequence.controlledEvaluate, which hands back raw
-// logits per requested position, so both modes share one code path and the
-// logprobs are exact (logsumexp from llama.cpp's totalLogitWeight, which is
-// sum(exp(logit - max))).  Context: F16 KV cache (the default), no flash
+// logits per requested position, so both modes share one code path.  Note the
+// logprobs carry a small per-position shift (up to ~2e-3): the logsumexp comes
+// from node-llama-cpp's totalLogitWeight, which is not exact, so compare logit
+// differences (each entry minus the top one), which are exact.  Context: F16 KV cache (the default), no flash
 // attention, batch >= the input, so a whole prompt is one ubatch.
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 

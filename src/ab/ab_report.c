@@ -1,0 +1,280 @@
+/* ab_report.c — the report of a `qwisp ab` experiment (ab.h): report.md for
+ * people, report.json for tools, footprint.svg (ab_svg.c) for the memory
+ * curves.  Everything in them is computed from the trials and the criteria
+ * (qw_ab_analyze must have run); nothing is hand-written.
+ *
+ * report.md: setup (binary + hash, criteria + hash + when it was read vs the
+ * first trial), the verdict per arm, per-arm medians and spreads, paired
+ * differences with their intervals, the criteria verbatim, every trial.
+ */
+#include "qwisp/ab.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Metrics shown in the tables: those with at least one value in any trial. */
+static bool metric_present(const qw_ab_experiment *e, int m) {
+    for (int i = 0; i < e->n_trials; i++)
+        if (e->trials[i].ok && !isnan(e->trials[i].m[m])) return true;
+    return false;
+}
+
+/* The arms table shows these (and the expert stats when streaming); the
+ * paired table and report.json have every metric. */
+static bool metric_in_arms_table(const qw_ab_experiment *e, int m) {
+    switch (m) {
+    case QW_AB_M_CHILD_FOOTPRINT_PEAK_MB:
+    case QW_AB_M_RSS_PEAK_MB:
+    case QW_AB_M_POOL_ACTIVE_MB:
+    case QW_AB_M_POOL_OS_CALLS: return false;
+    case QW_AB_M_EXPERT_HITS:
+    case QW_AB_M_EXPERT_MISSES:
+    case QW_AB_M_EXPERT_READ_MB: return strcmp(e->tier, "streaming") == 0 && metric_present(e, m);
+    default: return metric_present(e, m);
+    }
+}
+
+/* Values of one metric over an arm's successful, non-warm-up trials. */
+static int arm_values(const qw_ab_experiment *e, int arm, int m, double *out) {
+    int n = 0;
+    for (int i = 0; i < e->n_trials; i++) {
+        const qw_ab_trial *t = &e->trials[i];
+        if (t->arm == arm && t->round >= 0 && t->ok && !isnan(t->m[m])) out[n++] = t->m[m];
+    }
+    return n;
+}
+
+static const char *arm_env_text(const qw_ab_arm *a, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < a->n_set && o < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s`%s`", o ? " " : "", a->set[i]);
+    for (int i = 0; i < a->n_unset && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s`%s` unset", o ? " " : "", a->unset[i]);
+    if (!buf[0]) snprintf(buf, cap, "(nothing set)");
+    return buf;
+}
+
+static void write_md(FILE *f, const qw_ab_experiment *e) {
+    double *v = qw_xmalloc((size_t)(e->n_trials + 1) * sizeof *v);
+    char env[600];
+    fprintf(f, "# qwisp ab report\n\n");
+    fprintf(f, "- command: `%s`\n", e->command ? e->command : "");
+    fprintf(f, "- each trial: `%s` (a fresh process; arms differ only by their environment)\n", e->child_cmd);
+    fprintf(f, "- binary: `%s`, sha256 `%s`\n", e->exe_path, e->exe_sha256);
+    fprintf(f, "- model: `%s`; tier: %s%s", e->model, e->tier, e->simulate_gb > 0 ? "; under `qwisp simulate " : "");
+    if (e->simulate_gb > 0) fprintf(f, "%gGB`", e->simulate_gb);
+    fprintf(f, "\n- prompt tokens %d, decode tokens %d, %d reps per arm, order balanced (ABC CBA …), 1 warm-up trial "
+               "(arm '%s') discarded\n",
+            e->prompt_tokens, e->decode, e->reps, e->arms[0].name);
+    fprintf(f, "- criteria: `%s`, sha256 `%s`, read and parsed at %s; first trial started at %s "
+               "(criteria read before the first trial: %s); finished %s\n",
+            e->criteria_path, e->crit->sha256, e->criteria_read_at, e->first_trial_at,
+            strcmp(e->criteria_read_at, e->first_trial_at) <= 0 ? "yes" : "NO", e->finished_at);
+    fprintf(f, "- statistic: median of the paired differences (trials paired by round), %.0f%% percentile bootstrap "
+               "interval, %d resamples, seed %llu; a criterion holds only if its whole interval satisfies it\n\n",
+            e->level * 100, e->resamples, (unsigned long long)e->seed);
+
+    fprintf(f, "## Verdict\n\n| arm | vs | verdict | why | reps to settle |\n|---|---|---|---|---|\n");
+    for (int a = 1; a < e->n_arms; a++) {
+        const qw_ab_verdict *vd = &e->verdicts[a];
+        fprintf(f, "| %s | %s | **%s** | %s | ", e->arms[a].name, e->arms[0].name, vd->verdict, vd->why);
+        if (!strcmp(vd->verdict, "inconclusive"))
+            vd->suggest_reps ? fprintf(f, "%d |\n", vd->suggest_reps) : fprintf(f, "unknown (estimate on the threshold) |\n");
+        else
+            fprintf(f, "– |\n");
+    }
+
+    fprintf(f, "\n## Arms (median, [min, max] over successful trials)\n\n| arm | env | ok |");
+    for (int m = 0; m < QW_AB_N_METRICS; m++)
+        if (metric_in_arms_table(e, m)) fprintf(f, " %s (%s) |", qw_ab_metric_name(m), qw_ab_metric_unit(m));
+    fprintf(f, "\n|---|---|---|");
+    for (int m = 0; m < QW_AB_N_METRICS; m++)
+        if (metric_in_arms_table(e, m)) fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (int a = 0; a < e->n_arms; a++) {
+        int failed = qw_ab_failed(e, a);
+        fprintf(f, "| %s | %s | %d/%d%s |", e->arms[a].name, arm_env_text(&e->arms[a], env, sizeof env), e->reps - failed,
+                e->reps, failed ? " **FAILED**" : "");
+        for (int m = 0; m < QW_AB_N_METRICS; m++) {
+            if (!metric_in_arms_table(e, m)) continue;
+            int n = arm_values(e, a, m, v);
+            if (n == 0) fprintf(f, " – |");
+            else fprintf(f, " %.4g [%.4g, %.4g] |", qw_ab_median(v, n), qw_ab_quantile(v, n, 0), qw_ab_quantile(v, n, 1));
+        }
+        fprintf(f, "\n");
+    }
+
+    fprintf(f, "\n## Paired differences vs '%s' (median [interval]; \"0 in interval\" = no difference detected)\n",
+            e->arms[0].name);
+    for (int a = 1; a < e->n_arms; a++) {
+        fprintf(f, "\n### %s − %s\n\n| metric | delta | delta_pct | pairs | 0 in interval |\n|---|---|---|---|---|\n",
+                e->arms[a].name, e->arms[0].name);
+        for (int m = 0; m < QW_AB_N_METRICS; m++) {
+            if (!metric_present(e, m)) continue;
+            qw_ab_interval d = qw_ab_paired(e, a, m, QW_AB_DELTA), p = qw_ab_paired(e, a, m, QW_AB_DELTA_PCT);
+            if (!d.valid) {
+                fprintf(f, "| %s | – | – | 0 | – |\n", qw_ab_metric_name(m));
+                continue;
+            }
+            fprintf(f, "| %s | %+.4g [%+.4g, %+.4g] %s | ", qw_ab_metric_name(m), d.est, d.lo, d.hi, qw_ab_metric_unit(m));
+            if (p.valid) fprintf(f, "%+.3g%% [%+.3g, %+.3g] | ", p.est, p.lo, p.hi);
+            else fprintf(f, "– | ");
+            fprintf(f, "%d | %s |\n", d.n, d.lo <= 0 && d.hi >= 0 ? "yes" : "no");
+        }
+    }
+
+    fprintf(f, "\n## Criteria (`%s`, sha256 `%s`, fixed before the first trial)\n\n```\n%s%s```\n", e->criteria_path,
+            e->crit->sha256, e->crit->text, e->crit->text[0] && e->crit->text[strlen(e->crit->text) - 1] == '\n' ? "" : "\n");
+
+    fprintf(f, "\n## Footprint over time\n\n![footprint per trial, coloured by arm](footprint.svg)\n");
+
+    fprintf(f, "\n## Trials (run order)\n\n| # | round | arm | status | decode tok/s | prefill tok/s | footprint peak MiB "
+               "| pool peak held MiB | wall ms | majflt |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < e->n_trials; i++) {
+        const qw_ab_trial *t = &e->trials[i];
+        char r[16];
+        snprintf(r, sizeof r, "%d", t->round);
+        fprintf(f, "| %d | %s | %s | %s | %.4g | %.4g | %.4g | %.4g | %.0f | %.0f |\n", i, t->round < 0 ? "warm-up" : r,
+                e->arms[t->arm].name, t->ok ? "ok" : t->error, t->m[QW_AB_M_DECODE_TOK_S], t->m[QW_AB_M_PREFILL_TOK_S],
+                t->m[QW_AB_M_FOOTPRINT_PEAK_MB], t->m[QW_AB_M_POOL_PEAK_HELD_MB], t->m[QW_AB_M_WALL_MS],
+                t->m[QW_AB_M_MAJFLT]);
+    }
+    free(v);
+}
+
+static cJSON *num_or_null(double x) { return isnan(x) ? cJSON_CreateNull() : cJSON_CreateNumber(x); }
+
+static cJSON *interval_json(qw_ab_interval iv) {
+    cJSON *o = cJSON_CreateObject();
+    if (!iv.valid) {
+        cJSON_AddNullToObject(o, "est");
+        cJSON_AddNumberToObject(o, "n", 0);
+        return o;
+    }
+    cJSON_AddNumberToObject(o, "est", iv.est);
+    cJSON_AddNumberToObject(o, "lo", iv.lo);
+    cJSON_AddNumberToObject(o, "hi", iv.hi);
+    cJSON_AddNumberToObject(o, "n", iv.n);
+    cJSON_AddBoolToObject(o, "contains_zero", iv.lo <= 0 && iv.hi >= 0);
+    return o;
+}
+
+static char *build_json(const qw_ab_experiment *e) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "command", e->command ? e->command : "");
+    cJSON_AddStringToObject(o, "child_command", e->child_cmd);
+    cJSON_AddStringToObject(o, "binary", e->exe_path);
+    cJSON_AddStringToObject(o, "binary_sha256", e->exe_sha256);
+    cJSON_AddStringToObject(o, "model", e->model);
+    cJSON_AddStringToObject(o, "tier", e->tier);
+    cJSON_AddNumberToObject(o, "simulate_gb", e->simulate_gb);
+    cJSON_AddNumberToObject(o, "prompt_tokens", e->prompt_tokens);
+    cJSON_AddNumberToObject(o, "decode", e->decode);
+    cJSON_AddNumberToObject(o, "reps", e->reps);
+    cJSON *st = cJSON_AddObjectToObject(o, "statistic");
+    cJSON_AddStringToObject(st, "estimate", "median of paired differences (paired by round)");
+    cJSON_AddStringToObject(st, "interval", "percentile bootstrap of the median");
+    cJSON_AddNumberToObject(st, "level", e->level);
+    cJSON_AddNumberToObject(st, "resamples", e->resamples);
+    cJSON_AddNumberToObject(st, "seed", (double)e->seed);
+    cJSON *cr = cJSON_AddObjectToObject(o, "criteria");
+    cJSON_AddStringToObject(cr, "path", e->criteria_path);
+    cJSON_AddStringToObject(cr, "sha256", e->crit->sha256);
+    cJSON_AddStringToObject(cr, "text", e->crit->text);
+    cJSON_AddStringToObject(cr, "read_at", e->criteria_read_at);
+    cJSON_AddStringToObject(cr, "first_trial_at", e->first_trial_at);
+    cJSON_AddBoolToObject(cr, "read_before_first_trial", strcmp(e->criteria_read_at, e->first_trial_at) <= 0);
+    cJSON_AddStringToObject(o, "finished_at", e->finished_at);
+    cJSON *arms = cJSON_AddArrayToObject(o, "arms");
+    double *v = qw_xmalloc((size_t)(e->n_trials + 1) * sizeof *v);
+    for (int a = 0; a < e->n_arms; a++) {
+        cJSON *ao = cJSON_CreateObject();
+        cJSON_AddItemToArray(arms, ao);
+        cJSON_AddStringToObject(ao, "name", e->arms[a].name);
+        cJSON_AddStringToObject(ao, "spec", e->arms[a].spec);
+        cJSON *set = cJSON_AddArrayToObject(ao, "set");
+        for (int i = 0; i < e->arms[a].n_set; i++) cJSON_AddItemToArray(set, cJSON_CreateString(e->arms[a].set[i]));
+        cJSON *uns = cJSON_AddArrayToObject(ao, "unset");
+        for (int i = 0; i < e->arms[a].n_unset; i++) cJSON_AddItemToArray(uns, cJSON_CreateString(e->arms[a].unset[i]));
+        cJSON_AddNumberToObject(ao, "failed_trials", qw_ab_failed(e, a));
+        cJSON *ms = cJSON_AddObjectToObject(ao, "metrics");
+        for (int m = 0; m < QW_AB_N_METRICS; m++) {
+            int n = arm_values(e, a, m, v);
+            if (n == 0) continue;
+            cJSON *mo = cJSON_AddObjectToObject(ms, qw_ab_metric_name(m));
+            cJSON_AddNumberToObject(mo, "median", qw_ab_median(v, n));
+            cJSON_AddNumberToObject(mo, "min", qw_ab_quantile(v, n, 0));
+            cJSON_AddNumberToObject(mo, "q1", qw_ab_quantile(v, n, 0.25));
+            cJSON_AddNumberToObject(mo, "q3", qw_ab_quantile(v, n, 0.75));
+            cJSON_AddNumberToObject(mo, "max", qw_ab_quantile(v, n, 1));
+            cJSON_AddNumberToObject(mo, "n", n);
+        }
+        if (a == 0) continue;
+        cJSON *pd = cJSON_AddObjectToObject(ao, "paired");
+        for (int m = 0; m < QW_AB_N_METRICS; m++) {
+            if (!metric_present(e, m)) continue;
+            cJSON *mo = cJSON_AddObjectToObject(pd, qw_ab_metric_name(m));
+            cJSON_AddItemToObject(mo, "delta", interval_json(qw_ab_paired(e, a, m, QW_AB_DELTA)));
+            cJSON_AddItemToObject(mo, "delta_pct", interval_json(qw_ab_paired(e, a, m, QW_AB_DELTA_PCT)));
+        }
+        const qw_ab_verdict *vd = &e->verdicts[a];
+        cJSON *vo = cJSON_AddObjectToObject(ao, "verdict");
+        cJSON_AddStringToObject(vo, "verdict", vd->verdict);
+        cJSON_AddStringToObject(vo, "why", vd->why);
+        if (vd->rule >= 0) cJSON_AddNumberToObject(vo, "rule_line", e->crit->rules[vd->rule].line);
+        if (vd->unknown_rule >= 0) cJSON_AddNumberToObject(vo, "straddling_rule_line", e->crit->rules[vd->unknown_rule].line);
+        if (!strcmp(vd->verdict, "inconclusive")) cJSON_AddNumberToObject(vo, "suggest_reps", vd->suggest_reps);
+    }
+    free(v);
+    cJSON *tr = cJSON_AddArrayToObject(o, "trials");
+    for (int i = 0; i < e->n_trials; i++) {
+        const qw_ab_trial *t = &e->trials[i];
+        cJSON *to = cJSON_CreateObject();
+        cJSON_AddItemToArray(tr, to);
+        cJSON_AddNumberToObject(to, "index", i);
+        cJSON_AddStringToObject(to, "arm", e->arms[t->arm].name);
+        cJSON_AddNumberToObject(to, "round", t->round);
+        cJSON_AddBoolToObject(to, "warmup", t->round < 0);
+        cJSON_AddBoolToObject(to, "ok", t->ok);
+        cJSON_AddNumberToObject(to, "exit_code", t->exit_code);
+        cJSON_AddNumberToObject(to, "signal", t->term_signal);
+        if (!t->ok) cJSON_AddStringToObject(to, "error", t->error);
+        cJSON_AddNumberToObject(to, "start_s", t->start_s);
+        cJSON *mo = cJSON_AddObjectToObject(to, "metrics");
+        for (int m = 0; m < QW_AB_N_METRICS; m++) cJSON_AddItemToObject(mo, qw_ab_metric_name(m), num_or_null(t->m[m]));
+        cJSON *k = t->knobs_json ? cJSON_Parse(t->knobs_json) : NULL;
+        cJSON_AddItemToObject(to, "knobs", k ? k : cJSON_CreateNull());
+        /* the footprint series, thinned to <= 400 points (the peak is kept in metrics) */
+        cJSON *ts = cJSON_AddArrayToObject(to, "footprint_t_s"), *fs = cJSON_AddArrayToObject(to, "footprint_mb");
+        int step = t->n_series > 400 ? (t->n_series + 399) / 400 : 1;
+        for (int j = 0; j < t->n_series; j += step) {
+            cJSON_AddItemToArray(ts, cJSON_CreateNumber(round(t->t_s[j] * 1000) / 1000));
+            cJSON_AddItemToArray(fs, cJSON_CreateNumber(round(t->fp_mb[j] * 100) / 100));
+        }
+    }
+    char *s = cJSON_Print(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+int qw_ab_report_write(const qw_ab_experiment *e, const char *dir, qw_error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return qw_fail(err, "%s: %s", path, strerror(errno));
+    write_md(f, e);
+    if (fclose(f)) return qw_fail(err, "%s: write failed", path);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    f = fopen(path, "w");
+    if (!f) return qw_fail(err, "%s: %s", path, strerror(errno));
+    char *s = build_json(e);
+    fputs(s, f);
+    fputc('\n', f);
+    free(s);
+    if (fclose(f)) return qw_fail(err, "%s: write failed", path);
+    snprintf(path, sizeof path, "%s/footprint.svg", dir);
+    return qw_ab_svg_write(e, path, err);
+}

@@ -1,0 +1,466 @@
+/* cmd_ab.c — `qwisp ab`: a paired A/B experiment with pre-registered kill
+ * criteria (docs/ab.md; the library is src/ab/, include/qwisp/ab.h).  The
+ * issue asked for tools/ab.c; qwisp's layout puts subcommands in
+ * src/cli/cmd_<name>.c and the reusable parts in their own layer (src/ab/).
+ *
+ * Order of work, which is the point of the tool:
+ *   1. parse flags and arms; reject unknown QWISP_* names (a typo would make
+ *      two arms identical and the experiment silently meaningless);
+ *   2. read + parse the criteria file (errors here end the run: no child has
+ *      been started) and note the time;
+ *   3. hash the binary, build each arm's environment = the parent's minus every
+ *      variable any arm touches (and its alias), plus the arm's settings;
+ *   4. a warm-up trial (discarded), then reps rounds in balanced order;
+ *   5. check that each child saw exactly its arm's knobs (its --json "knobs");
+ *   6. analyse, write report.md / report.json / footprint.svg, print verdicts.
+ */
+#include "cli_common.h"
+#include "commands.h"
+#include "qwisp/ab.h"
+#include "qwisp/options.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Present once `qwisp simulate` (issue #6) is linked in. */
+extern int qw_cmd_simulate(int argc, char **argv) __attribute__((weak));
+
+static const char *const g_knob_names[][2] = {
+#define QW_AB_KNOB(id, name, alias, ...) {name, alias},
+    QW_OPTIONS(QW_AB_KNOB)
+#undef QW_AB_KNOB
+};
+#define N_KNOBS ((int)(sizeof g_knob_names / sizeof g_knob_names[0]))
+
+static const char *usage_text =
+    "usage: qwisp ab --criteria FILE --arm NAME:K=V[,K=V…] --arm NAME:… [options]\n"
+    "  --criteria FILE      kill criteria, parsed before any trial (docs/ab.md)\n"
+    "  --arm NAME:K=V,…     an arm: environment settings; K= removes K; the first arm is the baseline\n"
+    "  -m MODEL             model (default: $QWISP_MODEL, else models/default.gguf)\n"
+    "  --prompt-tokens N    prefill length (default 512)\n"
+    "  --decode N           decode tokens (default 64)\n"
+    "  --reps R             rounds; each arm runs R times, balanced order (default 6)\n"
+    "  --tier resident|streaming   resident sets QWISP_RAW_C=0; streaming needs --raw-c or --simulate\n"
+    "  --raw-c N            streaming: QWISP_RAW_C=N for every arm\n"
+    "  --simulate NGB       run each trial under `qwisp simulate NGB --` (issue #6)\n"
+    "  --sample-ms MS       footprint sampling interval from outside (default 25)\n"
+    "  --out DIR            report directory (default ab-report)\n";
+
+static int knob_index(const char *name, size_t len) {
+    for (int i = 0; i < N_KNOBS; i++)
+        for (int j = 0; j < 2; j++)
+            if (g_knob_names[i][j] && strlen(g_knob_names[i][j]) == len && !strncmp(g_knob_names[i][j], name, len))
+                return i;
+    return -1;
+}
+
+static bool valid_var(const char *s, size_t n) {
+    if (n == 0 || !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'))) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+            return false;
+    return true;
+}
+
+/* "NAME:K=V,K=,…" → arm.  Prints and returns -1 on junk. */
+static int parse_arm(const char *spec, qw_ab_arm *a) {
+    memset(a, 0, sizeof *a);
+    snprintf(a->spec, sizeof a->spec, "%s", spec);
+    const char *colon = strchr(spec, ':');
+    size_t nl = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (nl == 0 || nl >= QW_AB_WORD) {
+        fprintf(stderr, "qwisp ab: --arm '%s': expected NAME:K=V[,K=V…] with a name of 1..%d characters\n", spec, QW_AB_WORD - 1);
+        return -1;
+    }
+    for (size_t i = 0; i < nl; i++)
+        if (!(spec[i] == '_' || spec[i] == '-' || spec[i] == '.' || (spec[i] >= '0' && spec[i] <= '9') ||
+              (spec[i] >= 'a' && spec[i] <= 'z') || (spec[i] >= 'A' && spec[i] <= 'Z'))) {
+            fprintf(stderr, "qwisp ab: --arm '%s': name may hold letters, digits, '_', '-', '.'\n", spec);
+            return -1;
+        }
+    memcpy(a->name, spec, nl);
+    if (!colon || !colon[1]) return 0;
+    a->set = qw_xcalloc(64, sizeof *a->set);
+    a->unset = qw_xcalloc(64, sizeof *a->unset);
+    const char *p = colon + 1;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        if (!eq || !valid_var(p, (size_t)(eq - p))) {
+            fprintf(stderr, "qwisp ab: --arm '%s': expected K=V (K an environment variable name), saw '%.*s'\n", spec,
+                    (int)n, p);
+            return -1;
+        }
+        size_t kl = (size_t)(eq - p);
+        if (!strncmp(p, "QWISP_", 6) && knob_index(p, kl) < 0) {
+            fprintf(stderr, "qwisp ab: --arm '%s': unknown knob '%.*s' (see `qwisp config`)\n", spec, (int)kl, p);
+            return -1;
+        }
+        if (a->n_set + a->n_unset >= 64) {
+            fprintf(stderr, "qwisp ab: --arm '%s': too many settings\n", spec);
+            return -1;
+        }
+        if (eq + 1 == p + n) a->unset[a->n_unset++] = strndup(p, kl);
+        else a->set[a->n_set++] = strndup(p, n);
+        p += n;
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
+static void free_arm(qw_ab_arm *a) {
+    for (int i = 0; i < a->n_set; i++) free(a->set[i]);
+    for (int i = 0; i < a->n_unset; i++) free(a->unset[i]);
+    free(a->set);
+    free(a->unset);
+}
+
+static void utc_now(char out[40]) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(out, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 40 - n, ".%06dZ", (int)(ts.tv_nsec / 1000) % 1000000);
+}
+
+static int mkdir_p(const char *dir) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* Name of a "K=V" or "K" entry, as (pointer, length). */
+static size_t var_len(const char *kv) {
+    const char *eq = strchr(kv, '=');
+    return eq ? (size_t)(eq - kv) : strlen(kv);
+}
+
+/* Is the variable (name, len) touched by any arm or the tier settings?  A
+ * knob's alias counts as the knob. */
+static bool touched(const char *name, size_t len, qw_ab_arm *arms, int n_arms, char **common, int n_common) {
+    int k = knob_index(name, len);
+    for (int a = 0; a <= n_arms; a++) {
+        char **lists[2];
+        int counts[2];
+        if (a < n_arms) lists[0] = arms[a].set, counts[0] = arms[a].n_set, lists[1] = arms[a].unset, counts[1] = arms[a].n_unset;
+        else lists[0] = common, counts[0] = n_common, lists[1] = NULL, counts[1] = 0;
+        for (int l = 0; l < 2; l++)
+            for (int i = 0; i < counts[l]; i++) {
+                size_t vl = var_len(lists[l][i]);
+                if (vl == len && !strncmp(lists[l][i], name, len)) return true;
+                if (k >= 0 && knob_index(lists[l][i], vl) == k) return true;
+            }
+    }
+    return false;
+}
+
+/* The arm's environment: base (parent minus touched), then common, then arm. */
+static char **arm_env(char **base, int n_base, char **common, int n_common, const qw_ab_arm *a) {
+    char **env = qw_xcalloc((size_t)(n_base + n_common + a->n_set + 1), sizeof *env);
+    int n = 0;
+    for (int i = 0; i < n_base; i++) env[n++] = base[i];
+    for (int i = 0; i < n_common; i++) {
+        bool overridden = false;
+        size_t cl = var_len(common[i]);
+        for (int j = 0; j < a->n_set; j++)
+            if (var_len(a->set[j]) == cl && !strncmp(a->set[j], common[i], cl)) overridden = true;
+        for (int j = 0; j < a->n_unset; j++)
+            if (strlen(a->unset[j]) == cl && !strncmp(a->unset[j], common[i], cl)) overridden = true;
+        if (!overridden) env[n++] = common[i];
+    }
+    for (int i = 0; i < a->n_set; i++) env[n++] = a->set[i];
+    env[n] = NULL;
+    return env;
+}
+
+/* Checks the child's reported knobs against what its env should give: every
+ * QWISP_* knob the env sets appears with that value, and no other knob is set
+ * that the env does not set.  Fills why and returns false on a mismatch. */
+static bool knobs_match(const qw_ab_trial *t, char **env, bool simulated, char *why, size_t cap) {
+    if (!t->knobs_json) {
+        snprintf(why, cap, "child reported no knobs");
+        return false;
+    }
+    cJSON *k = cJSON_Parse(t->knobs_json);
+    bool ok = true;
+    int expected = 0;
+    for (int i = 0; env[i] && ok; i++) {
+        size_t vl = var_len(env[i]);
+        int ki = knob_index(env[i], vl);
+        if (ki < 0 || !strcmp(g_knob_names[ki][0], "QWISP_LOG")) continue; /* QWISP_LOG is read before the table */
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(k, g_knob_names[ki][0]);
+        expected++;
+        if (!cJSON_IsString(v)) {
+            snprintf(why, cap, "child did not see %.*s", (int)vl, env[i]);
+            ok = false;
+        } else if (strcmp(v->valuestring, env[i] + vl + 1) != 0 && strcmp(v->valuestring, "(hidden)") != 0) {
+            snprintf(why, cap, "child saw %s=%s, its env says %s", g_knob_names[ki][0], v->valuestring, env[i]);
+            ok = false;
+        }
+    }
+    /* `qwisp simulate` exports QWISP_DEVICE_RAM to its command (issue #6) */
+    if (simulated && cJSON_GetObjectItemCaseSensitive(k, "QWISP_DEVICE_RAM")) {
+        bool in_env = false;
+        for (int i = 0; env[i]; i++)
+            if (!strncmp(env[i], "QWISP_DEVICE_RAM=", 17)) in_env = true;
+        if (!in_env) expected++;
+    }
+    if (ok && cJSON_GetArraySize(k) > expected) {
+        snprintf(why, cap, "child saw knobs its env did not set: %s", t->knobs_json);
+        ok = false;
+    }
+    cJSON_Delete(k);
+    return ok;
+}
+
+static void add_arg(char **argv, int *n, const char *s) { argv[(*n)++] = (char *)s; }
+
+int qw_cmd_ab(int argc, char **argv) {
+    const char *crit_path = NULL, *model_flag = NULL, *out_dir = "ab-report", *tier = "resident", *simulate = NULL;
+    long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1;
+    qw_ab_arm arms[16];
+    int n_arms = 0, rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+#define FLAG(name) ((r = qw_cli_flag("ab", argc, argv, &i, name, &v)) != 0)
+        if (FLAG("--criteria")) { if (r < 0) goto out; crit_path = v; }
+        else if (FLAG("-m")) { if (r < 0) goto out; model_flag = v; }
+        else if (FLAG("--out")) { if (r < 0) goto out; out_dir = v; }
+        else if (FLAG("--tier")) {
+            if (r < 0) goto out;
+            if (strcmp(v, "resident") && strcmp(v, "streaming")) {
+                fprintf(stderr, "qwisp ab: --tier '%s': expected resident or streaming\n", v);
+                goto out;
+            }
+            tier = v;
+        } else if (FLAG("--simulate")) { if (r < 0) goto out; simulate = v; }
+        else if (FLAG("--prompt-tokens")) { if (r < 0 || qw_cli_long("ab", "--prompt-tokens", v, 1, 1 << 22, &prompt)) goto out; }
+        else if (FLAG("--decode") || FLAG("-n")) { if (r < 0 || qw_cli_long("ab", "--decode", v, 1, 1 << 20, &decode)) goto out; }
+        else if (FLAG("--reps")) { if (r < 0 || qw_cli_long("ab", "--reps", v, 1, 1000, &reps)) goto out; }
+        else if (FLAG("--sample-ms")) { if (r < 0 || qw_cli_long("ab", "--sample-ms", v, 1, 10000, &sample_ms)) goto out; }
+        else if (FLAG("--raw-c")) { if (r < 0 || qw_cli_long("ab", "--raw-c", v, 0, 1 << 20, &raw_c)) goto out; }
+        else if (FLAG("--arm")) {
+            if (r < 0) goto out;
+            if (n_arms == 16) {
+                fprintf(stderr, "qwisp ab: at most 16 arms\n");
+                goto out;
+            }
+            if (parse_arm(v, &arms[n_arms])) {
+                n_arms++; /* so its partial settings are freed */
+                goto out;
+            }
+            for (int j = 0; j < n_arms; j++)
+                if (!strcmp(arms[j].name, arms[n_arms].name)) {
+                    fprintf(stderr, "qwisp ab: two arms named '%s'\n", arms[j].name);
+                    n_arms++;
+                    goto out;
+                }
+            n_arms++;
+        } else {
+            fprintf(stderr, "qwisp ab: unknown option '%s'\n%s", argv[i], usage_text);
+            goto out;
+        }
+#undef FLAG
+    }
+    if (!crit_path || n_arms < 2) {
+        fprintf(stderr, "qwisp ab: need --criteria FILE and at least two --arm\n%s", usage_text);
+        goto out;
+    }
+    /* tier settings, common to every arm */
+    char *common[4];
+    int n_common = 0;
+    char rawc_buf[48];
+    bool have_rawc = knob_index("QWISP_RAW_C", 11) >= 0;
+    if (!strcmp(tier, "resident")) {
+        if (simulate) {
+            fprintf(stderr, "qwisp ab: --simulate needs --tier streaming\n");
+            goto out;
+        }
+        if (have_rawc) common[n_common++] = "QWISP_RAW_C=0";
+    } else {
+        if (!have_rawc) {
+            fprintf(stderr, "qwisp ab: --tier streaming: this build has no streaming tier (QWISP_RAW_C, issue #6)\n");
+            goto out;
+        }
+        if (raw_c < 0 && !simulate) {
+            fprintf(stderr, "qwisp ab: --tier streaming needs --raw-c N or --simulate NGB\n");
+            goto out;
+        }
+        if (raw_c >= 0) {
+            snprintf(rawc_buf, sizeof rawc_buf, "QWISP_RAW_C=%ld", raw_c);
+            common[n_common++] = rawc_buf;
+        }
+    }
+    if (simulate && !qw_cmd_simulate) {
+        fprintf(stderr, "qwisp ab: --simulate: this build has no `qwisp simulate` (issue #6)\n");
+        goto out;
+    }
+
+    /* 2. the criteria, before anything runs */
+    qw_ab_criteria crit;
+    qw_error err = {0};
+    if (qw_ab_criteria_load(&crit, crit_path, &err)) {
+        fprintf(stderr, "qwisp ab: %s\n", err.msg);
+        qw_ab_criteria_free(&crit);
+        goto out;
+    }
+    qw_ab_experiment e = {.arms = arms, .n_arms = n_arms, .reps = (int)reps, .crit = &crit, .criteria_path = crit_path,
+                          .tier = tier, .prompt_tokens = (int)prompt, .decode = (int)decode, .resamples = 2000,
+                          .level = 0.95, .seed = 20260101};
+    utc_now(e.criteria_read_at);
+    rc = 1;
+    const char *model = qw_cli_model_path("ab", model_flag);
+    if (!model) goto out_crit;
+    e.model = model;
+    e.simulate_gb = simulate ? strtod(simulate, NULL) : 0;
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0) {
+        fprintf(stderr, "qwisp ab: /proc/self/exe: %s\n", strerror(errno));
+        goto out_crit;
+    }
+    exe[el] = 0;
+    e.exe_path = exe;
+    /* Children exec /proc/self/exe, not the path: a rebuild during the
+     * experiment cannot swap the binary under it (the hash stays true). */
+    if (qw_ab_sha256_file("/proc/self/exe", e.exe_sha256, &err)) {
+        fprintf(stderr, "qwisp ab: %s\n", err.msg);
+        goto out_crit;
+    }
+    char cmdline[2048];
+    size_t co = (size_t)snprintf(cmdline, sizeof cmdline, "qwisp ab");
+    for (int i = 1; i < argc && co < sizeof cmdline; i++)
+        co += (size_t)snprintf(cmdline + co, sizeof cmdline - co, " %s", argv[i]);
+    e.command = cmdline;
+    if (mkdir_p(out_dir)) {
+        fprintf(stderr, "qwisp ab: --out %s: %s\n", out_dir, strerror(errno));
+        goto out_crit;
+    }
+    char trial_dir[4096];
+    snprintf(trial_dir, sizeof trial_dir, "%s/trials", out_dir);
+    if (mkdir_p(trial_dir)) {
+        fprintf(stderr, "qwisp ab: %s: %s\n", trial_dir, strerror(errno));
+        goto out_crit;
+    }
+
+    /* 3. environments and the child's argv */
+    int n_env = 0;
+    while (environ[n_env]) n_env++;
+    char **base = qw_xcalloc((size_t)n_env + 1, sizeof *base);
+    int n_base = 0;
+    for (int i = 0; i < n_env; i++)
+        if (!touched(environ[i], var_len(environ[i]), arms, n_arms, common, n_common)) base[n_base++] = environ[i];
+    char ***envs = qw_xcalloc((size_t)n_arms, sizeof *envs);
+    for (int a = 0; a < n_arms; a++) envs[a] = arm_env(base, n_base, common, n_common, &arms[a]);
+    char np[32], nd[32];
+    snprintf(np, sizeof np, "%ld", prompt);
+    snprintf(nd, sizeof nd, "%ld", decode);
+    char *cargv[24];
+    int cn = 0;
+    add_arg(cargv, &cn, "qwisp");
+    if (simulate) {
+        add_arg(cargv, &cn, "simulate");
+        add_arg(cargv, &cn, simulate);
+        add_arg(cargv, &cn, "--");
+        add_arg(cargv, &cn, "/proc/self/exe");
+    }
+    int run_at = cn;
+    const char *run_args[] = {"run", "-m", model, "--prompt-tokens", np, "-n", nd, "--json", "--ignore-eos"};
+    for (size_t i = 0; i < sizeof run_args / sizeof *run_args; i++) add_arg(cargv, &cn, run_args[i]);
+    cargv[cn] = NULL;
+    co = (size_t)snprintf(e.child_cmd, sizeof e.child_cmd, "qwisp");
+    for (int i = 1; i < cn && co < sizeof e.child_cmd; i++)
+        co += (size_t)snprintf(e.child_cmd + co, sizeof e.child_cmd - co, " %s", i == run_at - 1 && simulate ? "qwisp" : cargv[i]);
+
+    /* 4. warm-up + balanced rounds */
+    int n_trials = 1 + (int)reps * n_arms;
+    int *order = qw_xcalloc((size_t)reps * (size_t)n_arms, sizeof *order);
+    qw_ab_order(n_arms, (int)reps, order);
+    e.trials = qw_xcalloc((size_t)n_trials, sizeof *e.trials);
+    e.n_trials = n_trials;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    utc_now(e.first_trial_at);
+    fprintf(stderr, "[ab] criteria %s sha256 %.16s… parsed (%d rules); %d trials (1 warm-up + %ld rounds x %d arms) -> %s\n",
+            crit_path, crit.sha256, crit.n_rules, n_trials, reps, n_arms, out_dir);
+    for (int i = 0; i < n_trials; i++) {
+        qw_ab_trial *t = &e.trials[i];
+        t->arm = i == 0 ? 0 : order[i - 1];
+        t->round = i == 0 ? -1 : (i - 1) / n_arms;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t->start_s = (double)(ts.tv_sec - t0.tv_sec) + (ts.tv_nsec - t0.tv_nsec) / 1e9;
+        char so[4200], se[4200];
+        snprintf(so, sizeof so, "%s/%02d-%s.json", trial_dir, i, arms[t->arm].name);
+        snprintf(se, sizeof se, "%s/%02d-%s.stderr", trial_dir, i, arms[t->arm].name);
+        qw_ab_spawn sp = {.exe = "/proc/self/exe", .argv = cargv, .envp = envs[t->arm], .stdout_path = so, .stderr_path = se,
+                          .sample_ms = (int)sample_ms};
+        if (qw_ab_trial_run(&sp, t, &err)) {
+            fprintf(stderr, "qwisp ab: trial %d: %s\n", i, err.msg);
+            goto out_trials;
+        }
+        char why[200];
+        if (t->ok && !knobs_match(t, envs[t->arm], simulate != NULL, why, sizeof why)) {
+            t->ok = false;
+            snprintf(t->error, sizeof t->error, "env check: %s", why);
+        }
+        if (t->ok)
+            fprintf(stderr, "[ab] %2d/%d %-8s arm %-10s decode %.2f tok/s prefill %.1f tok/s footprint peak %.1f MiB wall %.0f ms\n",
+                    i, n_trials - 1, t->round < 0 ? "warm-up" : "", arms[t->arm].name, t->m[QW_AB_M_DECODE_TOK_S],
+                    t->m[QW_AB_M_PREFILL_TOK_S], t->m[QW_AB_M_FOOTPRINT_PEAK_MB], t->m[QW_AB_M_WALL_MS]);
+        else
+            fprintf(stderr, "[ab] %2d/%d %-8s arm %-10s FAILED: %s\n", i, n_trials - 1, t->round < 0 ? "warm-up" : "",
+                    arms[t->arm].name, t->error);
+    }
+    utc_now(e.finished_at);
+
+    /* 6. verdicts and the report */
+    qw_ab_analyze(&e);
+    if (qw_ab_report_write(&e, out_dir, &err)) {
+        fprintf(stderr, "qwisp ab: %s\n", err.msg);
+        goto out_trials;
+    }
+    for (int a = 1; a < n_arms; a++) {
+        printf("verdict %s vs %s: %s", arms[a].name, arms[0].name, e.verdicts[a].verdict);
+        if (!strcmp(e.verdicts[a].verdict, "inconclusive") && e.verdicts[a].suggest_reps)
+            printf(" (about %d reps would settle it)", e.verdicts[a].suggest_reps);
+        printf(" — %s\n", e.verdicts[a].why);
+    }
+    printf("report: %s/report.md (+ report.json, footprint.svg)\n", out_dir);
+    rc = 0;
+out_trials:
+    for (int i = 0; i < e.n_trials; i++) qw_ab_trial_free(&e.trials[i]);
+    free(e.trials);
+    free(e.verdicts);
+    free(order);
+    for (int a = 0; a < n_arms; a++) free(envs[a]);
+    free(envs);
+    free(base);
+out_crit:
+    qw_ab_criteria_free(&crit);
+out:
+    for (int a = 0; a < n_arms; a++) free_arm(&arms[a]);
+    return rc;
+}

@@ -1,0 +1,187 @@
+/* experts.c — the expert source (experts.h): opening the tier the decision
+ * names, the resident tier itself, dispatch to the streaming tier
+ * (streaming.c), and the process-wide statistics.
+ *
+ * Resident.  get() returns base + e * matrix_bytes of the mmaped merged
+ * tensors.  At open every tensor's pages are prefaulted — MADV_WILLNEED, then
+ * one read per page so the first token does not pay the disk — and, with
+ * QWISP_MLOCK=1, mlock'ed (an error naming the bytes and RLIMIT_MEMLOCK if the
+ * kernel refuses).  Prefaulting is done here and not with MAP_POPULATE in the
+ * GGUF reader because the streaming tier must NOT fault the expert tensors in.
+ *
+ * Statistics are process-wide (like the pool's): the most recently opened
+ * source owns them; `qwisp run --json` and /metrics read them.
+ */
+#include "stream.h"
+
+#include "qwisp/gguf.h"
+#include "qwisp/options.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct qw_experts {
+    const qw_model *m;
+    qw_tier tier;
+    int32_t c;
+    qw_stream *s; /* streaming only */
+    void **locked; size_t *locked_len; size_t n_locked;
+};
+
+static qw_experts_counters g_ctr;
+static struct {
+    int tier;
+    int32_t c, n_expert;
+    uint64_t arena_bytes, locked_bytes;
+    char line[192];
+} g_info;
+
+/* Prefaults [p, p+n) (page-aligned outward); mlocks it if lock.  -1 + err. */
+static int prefault(qw_experts *x, const void *p, size_t n, bool lock, qw_error *err) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a0 = (uintptr_t)p & ~(uintptr_t)(pg - 1), a1 = ((uintptr_t)p + n + pg - 1) & ~(uintptr_t)(pg - 1);
+    madvise((void *)a0, a1 - a0, MADV_WILLNEED);
+    volatile unsigned char sink = 0;
+    for (uintptr_t q = a0; q < a1; q += pg) sink ^= *(const volatile unsigned char *)q;
+    (void)sink;
+    if (lock) {
+        if (mlock((void *)a0, a1 - a0) != 0)
+            return qw_fail(err, "QWISP_MLOCK=1: mlock of %zu bytes of %s failed: %s (raise RLIMIT_MEMLOCK, ulimit -l)",
+                           (size_t)(a1 - a0), qw_gguf_path(x->m->gguf), strerror(errno));
+        x->locked = realloc(x->locked, (x->n_locked + 1) * sizeof *x->locked);
+        x->locked_len = realloc(x->locked_len, (x->n_locked + 1) * sizeof *x->locked_len);
+        if (!x->locked || !x->locked_len) return qw_fail(err, "out of memory");
+        x->locked[x->n_locked] = (void *)a0;
+        x->locked_len[x->n_locked++] = a1 - a0;
+        g_info.locked_bytes += a1 - a0;
+    }
+    return 0;
+}
+
+static int open_resident(qw_experts *x, qw_error *err) {
+    const qw_gguf *g = x->m->gguf;
+    const bool lock = qw_opt_int(QW_OPT_MLOCK) == 1;
+    for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) {
+        const qw_gguf_tensor *t = qw_gguf_tensor_at(g, i);
+        if (t->nbytes && prefault(x, t->data, t->nbytes, lock, err)) return -1;
+    }
+    return 0;
+}
+
+qw_experts *qw_experts_open(const qw_model *m, const qw_tier_decision *d, qw_error *err) {
+    qw_experts *x = qw_xcalloc(1, sizeof *x);
+    x->m = m;
+    x->tier = d->tier;
+    x->c = d->tier == QW_TIER_STREAMING ? d->c : m->hp.n_expert;
+    memset(&g_ctr, 0, sizeof g_ctr);
+    g_info.tier = x->tier;
+    g_info.c = x->c;
+    g_info.n_expert = m->hp.n_expert;
+    g_info.arena_bytes = g_info.locked_bytes = 0;
+    snprintf(g_info.line, sizeof g_info.line, "%s", d->line);
+    if (x->tier == QW_TIER_RESIDENT) {
+        if (open_resident(x, err)) goto fail;
+        return x;
+    }
+    qw_stream_config cfg = {.c = d->c,
+                            .readers = (int)qw_opt_int(QW_OPT_EXPERT_READERS),
+                            .fault_read = qw_opt_int(QW_OPT_FAULT_READ)};
+    const char *thr = qw_opt_str(QW_OPT_SSD_THROTTLE_GBS);
+    if (thr) {
+        uint64_t bps;
+        if (qw_parse_gb("QWISP_SSD_THROTTLE_GBS", thr, &bps, err)) goto fail;
+        cfg.throttle_bps = (double)bps;
+    }
+    x->s = qw_stream_open(m, &cfg, &g_ctr, err);
+    if (!x->s) goto fail;
+    g_info.arena_bytes = qw_stream_arena_bytes(x->s);
+    return x;
+fail:
+    qw_experts_close(x);
+    return NULL;
+}
+
+void qw_experts_close(qw_experts *x) {
+    if (!x) return;
+    qw_stream_close(x->s);
+    for (size_t i = 0; i < x->n_locked; i++) munlock(x->locked[i], x->locked_len[i]);
+    free(x->locked);
+    free(x->locked_len);
+    free(x);
+}
+
+qw_tier qw_experts_tier(const qw_experts *x) { return x->tier; }
+
+int32_t qw_experts_max_pinned(const qw_experts *x) { return x->s ? x->c : INT32_MAX; }
+
+void qw_experts_need(qw_experts *x, int32_t il, const int32_t *sel, int32_t n) {
+    if (x->s) qw_stream_need(x->s, il, sel, n);
+}
+
+int qw_experts_get(qw_experts *x, int32_t il, int32_t e, const char **gate, const char **up,
+                   const char **down, qw_error *err) {
+    const qw_layer *L = &x->m->layers[il];
+    if (e < 0 || e >= x->m->hp.n_expert) return qw_fail(err, "layer %d: expert %d out of range", il, e);
+    if (!x->s) {
+        *gate = (const char *)L->gate_exps.data + (size_t)e * L->gate_exps.matrix_bytes;
+        *up = (const char *)L->up_exps.data + (size_t)e * L->up_exps.matrix_bytes;
+        *down = (const char *)L->down_exps.data + (size_t)e * L->down_exps.matrix_bytes;
+        atomic_fetch_add_explicit(&g_ctr.hits, 1, memory_order_relaxed);
+        return 0;
+    }
+    const char *w[3];
+    if (qw_stream_get(x->s, il, e, w, err)) return -1;
+    *gate = w[0];
+    *up = w[1];
+    *down = w[2];
+    return 0;
+}
+
+void qw_experts_release(qw_experts *x, int32_t il) {
+    if (x->s) qw_stream_release(x->s, il);
+}
+
+qw_experts_stats qw_experts_get_stats(void) {
+    qw_experts_stats s = {0};
+    s.tier = g_info.tier;
+    s.c = g_info.c;
+    s.n_expert = g_info.n_expert;
+    s.hits = atomic_load(&g_ctr.hits);
+    s.misses = atomic_load(&g_ctr.misses);
+    s.bytes_read = atomic_load(&g_ctr.bytes_read);
+    s.reads = atomic_load(&g_ctr.reads);
+    s.read_errors = atomic_load(&g_ctr.read_errors);
+    s.read_ns = atomic_load(&g_ctr.read_ns);
+    s.wait_ns = atomic_load(&g_ctr.wait_ns);
+    s.throttle_ns = atomic_load(&g_ctr.throttle_ns);
+    s.arena_bytes = g_info.arena_bytes;
+    s.locked_bytes = g_info.locked_bytes;
+    snprintf(s.line, sizeof s.line, "%s", g_info.line);
+    return s;
+}
+
+void qw_experts_stats_json(void *cjson_object) {
+    const qw_experts_stats s = qw_experts_get_stats();
+    cJSON *o = cJSON_AddObjectToObject(cjson_object, "experts");
+    cJSON_AddStringToObject(o, "tier", s.tier == QW_TIER_STREAMING ? "streaming" : "resident");
+    cJSON_AddNumberToObject(o, "c", s.c);
+    cJSON_AddNumberToObject(o, "n_expert", s.n_expert);
+    cJSON_AddNumberToObject(o, "hits", (double)s.hits);
+    cJSON_AddNumberToObject(o, "misses", (double)s.misses);
+    const uint64_t tot = s.hits + s.misses;
+    cJSON_AddNumberToObject(o, "hit_rate", tot ? (double)s.hits / (double)tot : 0);
+    cJSON_AddNumberToObject(o, "bytes_read", (double)s.bytes_read);
+    cJSON_AddNumberToObject(o, "reads", (double)s.reads);
+    cJSON_AddNumberToObject(o, "read_errors", (double)s.read_errors);
+    cJSON_AddNumberToObject(o, "read_ms", (double)s.read_ns / 1e6);
+    cJSON_AddNumberToObject(o, "wait_ms", (double)s.wait_ns / 1e6);
+    cJSON_AddNumberToObject(o, "throttle_ms", (double)s.throttle_ns / 1e6);
+    cJSON_AddNumberToObject(o, "arena_bytes", (double)s.arena_bytes);
+    cJSON_AddNumberToObject(o, "locked_bytes", (double)s.locked_bytes);
+    cJSON_AddStringToObject(o, "decision", s.line);
+}

@@ -1,0 +1,34 @@
+/* stream.h — private interface between experts.c (the source: dispatch,
+ * resident tier, statistics) and streaming.c (the slot cache and its readers).
+ * See include/qwisp/experts.h for the protocol. */
+#ifndef QWISP_EXPERTS_STREAM_H
+#define QWISP_EXPERTS_STREAM_H
+
+#include "qwisp/experts.h"
+#include "qwisp/model.h"
+
+#include <stdatomic.h>
+
+typedef struct qw_stream qw_stream;
+
+/* The counters, updated with relaxed atomics by the forward and the readers. */
+typedef struct qw_experts_counters {
+    _Atomic uint64_t hits, misses, bytes_read, reads, read_errors, read_ns, wait_ns, throttle_ns;
+} qw_experts_counters;
+
+typedef struct qw_stream_config {
+    int32_t c;              /* slots per layer */
+    int readers;            /* reader threads */
+    double throttle_bps;    /* 0 = no cap */
+    int64_t fault_read;     /* fail this 1-based read with EIO; 0 = never */
+} qw_stream_config;
+
+qw_stream *qw_stream_open(const qw_model *m, const qw_stream_config *cfg, qw_experts_counters *ctr,
+                          qw_error *err);
+void qw_stream_close(qw_stream *s);
+uint64_t qw_stream_arena_bytes(const qw_stream *s);
+void qw_stream_need(qw_stream *s, int32_t il, const int32_t *sel, int32_t n);
+int qw_stream_get(qw_stream *s, int32_t il, int32_t e, const char *w[3], qw_error *err);
+void qw_stream_release(qw_stream *s, int32_t il);
+
+#endif

@@ -1,0 +1,517 @@
+/* streaming.c — the streaming tier: a bounded expert cache of C slots per
+ * layer, filled on demand by preads from the GGUF file.
+ *
+ * Arena.  One anonymous mapping of n_layer * C slots; a slot holds one expert
+ * as three page-aligned buffers (gate, up, down), each big enough for its
+ * slice widened to 4 KiB boundaries.  Pages are faulted in on first read, so
+ * the footprint grows to at most the arena and never past it: the arena IS
+ * the bound (stats: arena_bytes).
+ *
+ * Reads.  Each expert is three contiguous slices, one per merged tensor; a
+ * slice is one pread job.  A small pool of reader threads (QWISP_EXPERT_READERS,
+ * default 4) takes jobs from a FIFO, so a chunk's missing experts are read
+ * with several requests in flight.  The page cache must not keep a second
+ * copy of what the arena holds, so the file is opened with O_DIRECT and read
+ * in 4 KiB-aligned ranges into the aligned buffers (the expert's data starts
+ * at its offset within the first page).  Where O_DIRECT is refused (tmpfs,
+ * some FUSE), reads fall back to buffered preads followed by
+ * posix_fadvise(DONTNEED) on the range: a second copy exists only briefly.
+ * O_DIRECT is preferred because DONTNEED is advisory and costs a second
+ * memcpy through the cache.
+ *
+ * Throttle.  QWISP_SSD_THROTTLE_GBS=x: a shared virtual timeline; each read
+ * reserves nbytes/x seconds on it and its reader sleeps until the end of its
+ * window, so the aggregate read rate never exceeds x (a token bucket with no
+ * burst; reads are MBs, so burst does not matter).
+ *
+ * Cache policy.  Per layer: where[e] -> slot.  A slot is EMPTY, LOADING,
+ * READY or FAILED.  need(il, sel) marks the chunk's needed experts with their
+ * processing rank (ascending id, the order moe_block uses) and *reserves*
+ * those already cached; then it starts loads for the first missing ones into
+ * free slots.  get(il, e) pins e (loading it if absent, plus prefetching the
+ * next missing needed experts into further free slots) and waits for it.
+ * Victims, in order: an EMPTY slot; the least recently used slot that is not
+ * pinned, reserved or loading (the LRU floor); else — only get does this —
+ * the unpinned reserved slot needed furthest in the future (Belady's choice
+ * among the chunk's own experts).  Pins of a group are <= C - 1 when a get
+ * runs (groups have at most C experts), so a victim always exists.
+ * Hit = a get served by an expert cached before this chunk asked for it;
+ * miss = a get whose expert had to be read.
+ *
+ * Errors.  A failed read marks its slot FAILED with the message; the get that
+ * waits on it reports it, the slot returns to EMPTY, the layer's pins are
+ * dropped.  Nothing else is poisoned: the next request reads again.
+ *
+ * Locking: one mutex guards every slot, the job queue and the maps; readers
+ * drop it around pread and the throttle sleep.
+ */
+#include "stream.h"
+
+#include "qwisp/gguf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { ALIGN = 4096, MAX_READERS = 64 };
+enum { S_EMPTY = 0, S_LOADING, S_READY, S_FAILED };
+
+typedef struct slot {
+    char *buf[3];       /* aligned buffers in the arena */
+    const char *ptr[3]; /* the expert's data inside them */
+    int32_t expert;     /* -1 when EMPTY */
+    int state;
+    int pending;        /* reads outstanding */
+    int pins;
+    bool reserved;      /* needed later in the current chunk */
+    bool loaded;        /* read for the current need: the consuming get is a miss */
+    uint64_t lru;
+    char msg[640];      /* FAILED: why */
+} slot;
+
+typedef struct layer {
+    slot *slots;       /* [C] */
+    int32_t *where;    /* [n_expert] slot index or -1 */
+    int32_t *rank;     /* [n_expert] position in the current need list or -1 */
+    int32_t *need;     /* [n_expert] the current need list (ascending) */
+    int32_t n_need;
+    uint64_t file_off[3]; /* file offset of expert 0 of gate/up/down */
+    size_t mbytes[3];     /* bytes of one expert matrix */
+} layer;
+
+typedef struct job {
+    int32_t il, si, part;
+} job;
+
+struct qw_stream {
+    const qw_model *m;
+    int32_t n_layer, n_expert, c;
+    layer *layers;
+    char *arena;
+    size_t arena_bytes, part_cap[3];
+    char path[256];
+    int fd_direct, fd_buf; /* fd_direct = -1 when O_DIRECT is unavailable */
+    _Atomic int use_direct;
+    qw_experts_counters *ctr;
+    double throttle_bps;
+    int64_t fault_read;
+    _Atomic int64_t read_seq;
+    pthread_mutex_t thr_mu;
+    uint64_t thr_next_ns;
+
+    pthread_mutex_t mu;
+    pthread_cond_t job_cv, done_cv;
+    job *q;
+    size_t q_cap, q_head, q_len;
+    uint64_t clock;
+    bool stop;
+    int n_readers;
+    pthread_t readers[MAX_READERS];
+};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t) {
+    struct timespec ts = {(time_t)(t / 1000000000u), (long)(t % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* ---- reading ---- */
+
+static void throttle(qw_stream *s, size_t n) {
+    if (s->throttle_bps <= 0) return;
+    const uint64_t dur = (uint64_t)((double)n / s->throttle_bps * 1e9);
+    pthread_mutex_lock(&s->thr_mu);
+    const uint64_t t = now_ns();
+    const uint64_t start = s->thr_next_ns > t ? s->thr_next_ns : t;
+    s->thr_next_ns = start + dur;
+    const uint64_t end = s->thr_next_ns;
+    pthread_mutex_unlock(&s->thr_mu);
+    const uint64_t t1 = now_ns();
+    if (end > t1) {
+        sleep_until(end);
+        atomic_fetch_add_explicit(&s->ctr->throttle_ns, end - t1, memory_order_relaxed);
+    }
+}
+
+/* Reads [off, off+n) of the file into buf so the data lands at buf + (off %
+ * ALIGN).  0, or -1 with msg set. */
+static int read_range(qw_stream *s, char *buf, uint64_t off, size_t n, char *msg, size_t msz) {
+    const uint64_t a0 = off & ~(uint64_t)(ALIGN - 1);
+    const uint64_t a1 = (off + n + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+    const size_t want = (size_t)(off + n - a0); /* bytes that must arrive */
+    const int64_t seq = atomic_fetch_add(&s->read_seq, 1) + 1;
+    if (s->fault_read > 0 && seq == s->fault_read) {
+        snprintf(msg, msz, "%s: reading %zu bytes at offset %llu: %s (injected by QWISP_FAULT_READ=%lld)",
+                 s->path, n, (unsigned long long)off, strerror(EIO), (long long)s->fault_read);
+        return -1;
+    }
+    const uint64_t t0 = now_ns();
+    size_t got = 0;
+    int direct = atomic_load(&s->use_direct);
+    while (got < want) {
+        const int fd = direct ? s->fd_direct : s->fd_buf;
+        const size_t len = (size_t)(a1 - a0) - got;
+        ssize_t r = pread(fd, buf + got, len, (off_t)(a0 + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EINVAL && direct && got == 0) {
+            /* O_DIRECT refused for this file or alignment: buffered from now on */
+            atomic_store(&s->use_direct, 0);
+            direct = 0;
+            continue;
+        }
+        if (r < 0) {
+            snprintf(msg, msz, "%s: reading %zu bytes at offset %llu: %s", s->path, n,
+                     (unsigned long long)(a0 + got), strerror(errno));
+            return -1;
+        }
+        if (r == 0) {
+            snprintf(msg, msz,
+                     "%s: short read at offset %llu (%zu of %zu bytes): the file ends early — was it truncated?",
+                     s->path, (unsigned long long)(a0 + got), got, want);
+            return -1;
+        }
+        got += (size_t)r;
+        if (direct && (got % ALIGN) && got < want) {
+            /* an unaligned short O_DIRECT read can only be the end of the file */
+            snprintf(msg, msz, "%s: short read at offset %llu (%zu of %zu bytes): the file ends early — was it truncated?",
+                     s->path, (unsigned long long)(a0 + got), got, want);
+            return -1;
+        }
+    }
+    if (!direct) posix_fadvise(s->fd_buf, (off_t)a0, (off_t)(a1 - a0), POSIX_FADV_DONTNEED);
+    const uint64_t t1 = now_ns();
+    atomic_fetch_add_explicit(&s->ctr->read_ns, t1 - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->ctr->bytes_read, got, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->ctr->reads, 1, memory_order_relaxed);
+    throttle(s, got);
+    return 0;
+}
+
+static void *reader_main(void *arg) {
+    qw_stream *s = arg;
+    char msg[512];
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && s->q_len == 0) pthread_cond_wait(&s->job_cv, &s->mu);
+        if (s->stop && s->q_len == 0) break;
+        job j = s->q[s->q_head];
+        s->q_head = (s->q_head + 1) % s->q_cap;
+        s->q_len--;
+        layer *L = &s->layers[j.il];
+        slot *sl = &L->slots[j.si];
+        const int32_t e = sl->expert;
+        const uint64_t off = L->file_off[j.part] + (uint64_t)e * L->mbytes[j.part];
+        char *buf = sl->buf[j.part];
+        const size_t n = L->mbytes[j.part];
+        pthread_mutex_unlock(&s->mu);
+        msg[0] = '\0';
+        const int rc = read_range(s, buf, off, n, msg, sizeof msg);
+        pthread_mutex_lock(&s->mu);
+        if (rc) {
+            atomic_fetch_add_explicit(&s->ctr->read_errors, 1, memory_order_relaxed);
+            if (sl->msg[0] == '\0')
+                snprintf(sl->msg, sizeof sl->msg, "layer %d expert %d: %s", j.il, e, msg);
+        }
+        if (--sl->pending == 0) {
+            sl->state = sl->msg[0] ? S_FAILED : S_READY;
+            pthread_cond_broadcast(&s->done_cv);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- the cache (all under s->mu) ---- */
+
+static void start_load(qw_stream *s, int32_t il, int32_t si, int32_t e) {
+    layer *L = &s->layers[il];
+    slot *sl = &L->slots[si];
+    if (sl->expert >= 0 && L->where[sl->expert] == si) L->where[sl->expert] = -1;
+    sl->expert = e;
+    sl->state = S_LOADING;
+    sl->pending = 3;
+    sl->pins = 0;
+    sl->reserved = L->rank[e] >= 0;
+    sl->loaded = true;
+    sl->msg[0] = '\0';
+    L->where[e] = si;
+    for (int p = 0; p < 3; p++) {
+        sl->ptr[p] = sl->buf[p] + ((L->file_off[p] + (uint64_t)e * L->mbytes[p]) % ALIGN);
+        s->q[(s->q_head + s->q_len) % s->q_cap] = (job){il, si, p};
+        s->q_len++;
+    }
+    pthread_cond_broadcast(&s->job_cv);
+}
+
+/* A slot that may be refilled without stealing: EMPTY first, else the LRU
+ * slot that is unpinned, unreserved and not loading.  -1 if none. */
+static int32_t free_victim(qw_stream *s, layer *L) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < s->c; i++) {
+        slot *sl = &L->slots[i];
+        if (sl->state == S_EMPTY || sl->state == S_FAILED) return i;
+        if (sl->pins || sl->reserved || sl->state == S_LOADING) continue;
+        if (best < 0 || sl->lru < L->slots[best].lru) best = i;
+    }
+    return best;
+}
+
+/* Starts loads for the needed-but-absent experts after need position `from`
+ * into free slots, stopping at the first one that finds none. */
+static void prefetch(qw_stream *s, int32_t il, int32_t from) {
+    layer *L = &s->layers[il];
+    for (int32_t r = from; r < L->n_need; r++) {
+        const int32_t e = L->need[r];
+        if (L->where[e] >= 0) continue;
+        const int32_t v = free_victim(s, L);
+        if (v < 0) return;
+        start_load(s, il, v, e);
+    }
+}
+
+static void wait_slot(qw_stream *s, slot *sl) {
+    if (sl->state != S_LOADING) return;
+    const uint64_t t0 = now_ns();
+    while (sl->state == S_LOADING) pthread_cond_wait(&s->done_cv, &s->mu);
+    atomic_fetch_add_explicit(&s->ctr->wait_ns, now_ns() - t0, memory_order_relaxed);
+}
+
+static void release_locked(qw_stream *s, int32_t il) {
+    layer *L = &s->layers[il];
+    for (int32_t i = 0; i < s->c; i++) L->slots[i].pins = 0;
+}
+
+static void clear_need(layer *L) {
+    for (int32_t r = 0; r < L->n_need; r++) L->rank[L->need[r]] = -1;
+    L->n_need = 0;
+}
+
+void qw_stream_need(qw_stream *s, int32_t il, const int32_t *sel, int32_t n) {
+    pthread_mutex_lock(&s->mu);
+    layer *L = &s->layers[il];
+    release_locked(s, il);
+    clear_need(L);
+    for (int32_t i = 0; i < s->c; i++) L->slots[i].reserved = false;
+    for (int32_t i = 0; i < n; i++)
+        if (sel[i] >= 0 && sel[i] < s->n_expert) L->rank[sel[i]] = 0;
+    for (int32_t e = 0; e < s->n_expert; e++)
+        if (L->rank[e] == 0) L->need[L->n_need++] = e;
+    for (int32_t r = 0; r < L->n_need; r++) {
+        const int32_t e = L->need[r];
+        L->rank[e] = r;
+        if (L->where[e] >= 0) {
+            slot *sl = &L->slots[L->where[e]];
+            sl->reserved = true;
+            if (sl->state == S_READY) sl->loaded = false; /* cached before this chunk: a hit */
+        }
+    }
+    prefetch(s, il, 0);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A victim for get: a free one, else the unpinned reserved slot needed
+ * furthest ahead (waiting out its load first).  -1 if every slot is pinned. */
+static int32_t steal_victim(qw_stream *s, int32_t il) {
+    layer *L = &s->layers[il];
+    for (;;) {
+        int32_t v = free_victim(s, L);
+        if (v >= 0) return v;
+        int32_t best = -1, best_rank = -1;
+        for (int32_t i = 0; i < s->c; i++) {
+            slot *sl = &L->slots[i];
+            if (sl->pins) continue;
+            const int32_t r = sl->expert >= 0 ? L->rank[sl->expert] : -1;
+            if (best < 0 || r > best_rank) best = i, best_rank = r;
+        }
+        if (best < 0) return -1;
+        slot *sl = &L->slots[best];
+        if (sl->state != S_LOADING) {
+            sl->reserved = false;
+            return best;
+        }
+        wait_slot(s, sl); /* then look again: the world may have changed */
+    }
+}
+
+int qw_stream_get(qw_stream *s, int32_t il, int32_t e, const char *w[3], qw_error *err) {
+    pthread_mutex_lock(&s->mu);
+    layer *L = &s->layers[il];
+    int32_t si = L->where[e];
+    if (si < 0) {
+        si = steal_victim(s, il);
+        if (si < 0) {
+            release_locked(s, il);
+            pthread_mutex_unlock(&s->mu);
+            return qw_fail(err, "expert cache: all %d slots of layer %d are pinned (C too small)", s->c, il);
+        }
+        start_load(s, il, si, e);
+        if (L->rank[e] >= 0) prefetch(s, il, L->rank[e] + 1);
+    }
+    slot *sl = &L->slots[si];
+    wait_slot(s, sl);
+    if (sl->state == S_FAILED || sl->expert != e) {
+        int rc = qw_fail(err, "%s", sl->expert == e ? sl->msg : "expert cache: slot reused while waiting");
+        if (sl->expert == e) {
+            L->where[e] = -1;
+            sl->expert = -1;
+            sl->state = S_EMPTY;
+            sl->msg[0] = '\0';
+        }
+        release_locked(s, il);
+        pthread_mutex_unlock(&s->mu);
+        return rc;
+    }
+    atomic_fetch_add_explicit(sl->loaded ? &s->ctr->misses : &s->ctr->hits, 1, memory_order_relaxed);
+    sl->loaded = false;
+    sl->reserved = false;
+    sl->pins++;
+    sl->lru = ++s->clock;
+    for (int p = 0; p < 3; p++) w[p] = sl->ptr[p];
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+void qw_stream_release(qw_stream *s, int32_t il) {
+    pthread_mutex_lock(&s->mu);
+    release_locked(s, il);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- open / close ---- */
+
+uint64_t qw_stream_arena_bytes(const qw_stream *s) { return s->arena_bytes; }
+
+static int tensor_file_off(const qw_model *m, const qw_tensor *t, uint64_t *off, qw_error *err) {
+    const qw_gguf_tensor *gt = qw_gguf_find_tensor(m->gguf, t->name);
+    if (!gt) return qw_fail(err, "%s: tensor '%s' vanished", qw_gguf_path(m->gguf), t->name);
+    *off = (uint64_t)qw_gguf_data_offset(m->gguf) + gt->offset;
+    return 0;
+}
+
+qw_stream *qw_stream_open(const qw_model *m, const qw_stream_config *cfg, qw_experts_counters *ctr,
+                          qw_error *err) {
+    const qw_hparams *hp = &m->hp;
+    qw_stream *s = qw_xcalloc(1, sizeof *s);
+    s->m = m;
+    s->n_layer = hp->n_layer;
+    s->n_expert = hp->n_expert;
+    s->c = cfg->c;
+    s->ctr = ctr;
+    s->throttle_bps = cfg->throttle_bps;
+    s->fault_read = cfg->fault_read;
+    s->fd_direct = s->fd_buf = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->thr_mu, NULL);
+    pthread_cond_init(&s->job_cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
+    snprintf(s->path, sizeof s->path, "%s", qw_gguf_path(m->gguf));
+    if (s->c < 1 || s->c > s->n_expert) {
+        qw_fail(err, "streaming tier: C=%d outside 1..%d", s->c, s->n_expert);
+        goto fail;
+    }
+    s->fd_buf = open(s->path, O_RDONLY | O_CLOEXEC);
+    if (s->fd_buf < 0) {
+        qw_fail(err, "%s: cannot open for expert reads: %s", s->path, strerror(errno));
+        goto fail;
+    }
+    s->fd_direct = open(s->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    atomic_store(&s->use_direct, s->fd_direct >= 0);
+    posix_fadvise(s->fd_buf, 0, 0, POSIX_FADV_RANDOM);
+
+    const qw_layer *L0 = &m->layers[0];
+    const size_t mb[3] = {L0->gate_exps.matrix_bytes, L0->up_exps.matrix_bytes, L0->down_exps.matrix_bytes};
+    size_t slot_bytes = 0;
+    for (int p = 0; p < 3; p++) {
+        s->part_cap[p] = ((mb[p] + ALIGN - 1) / ALIGN + 1) * ALIGN; /* slice widened to pages */
+        slot_bytes += s->part_cap[p];
+    }
+    s->arena_bytes = (size_t)s->n_layer * (size_t)s->c * slot_bytes;
+    s->arena = mmap(NULL, s->arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    -1, 0);
+    if (s->arena == MAP_FAILED) {
+        s->arena = NULL;
+        qw_fail(err, "streaming tier: cannot map a %zu-byte expert arena (%d layers x C=%d): %s",
+                s->arena_bytes, s->n_layer, s->c, strerror(errno));
+        goto fail;
+    }
+    s->layers = qw_xcalloc((size_t)s->n_layer, sizeof(layer));
+    char *p = s->arena;
+    for (int32_t il = 0; il < s->n_layer; il++) {
+        layer *L = &s->layers[il];
+        const qw_layer *ml = &m->layers[il];
+        const qw_tensor *ts[3] = {&ml->gate_exps, &ml->up_exps, &ml->down_exps};
+        for (int q = 0; q < 3; q++) {
+            if (ts[q]->matrix_bytes != mb[q]) {
+                qw_fail(err, "%s: layer %d's %s has %zu bytes per expert, layer 0's %zu (mixed layers are not streamed)",
+                        s->path, il, ts[q]->name, ts[q]->matrix_bytes, mb[q]);
+                goto fail;
+            }
+            if (tensor_file_off(m, ts[q], &L->file_off[q], err)) goto fail;
+            L->mbytes[q] = mb[q];
+        }
+        L->slots = qw_xcalloc((size_t)s->c, sizeof(slot));
+        L->where = qw_xcalloc((size_t)s->n_expert, sizeof(int32_t));
+        L->rank = qw_xcalloc((size_t)s->n_expert, sizeof(int32_t));
+        L->need = qw_xcalloc((size_t)s->n_expert, sizeof(int32_t));
+        for (int32_t e = 0; e < s->n_expert; e++) L->where[e] = L->rank[e] = -1;
+        for (int32_t i = 0; i < s->c; i++) {
+            L->slots[i].expert = -1;
+            for (int q = 0; q < 3; q++) {
+                L->slots[i].buf[q] = p;
+                p += s->part_cap[q];
+            }
+        }
+    }
+    s->q_cap = (size_t)s->n_layer * (size_t)s->c * 3 + 16;
+    s->q = qw_xcalloc(s->q_cap, sizeof(job));
+    int nr = cfg->readers < 1 ? 1 : cfg->readers > MAX_READERS ? MAX_READERS : cfg->readers;
+    for (; s->n_readers < nr; s->n_readers++) {
+        int rc = pthread_create(&s->readers[s->n_readers], NULL, reader_main, s);
+        if (rc) {
+            qw_fail(err, "streaming tier: cannot start reader thread: %s", strerror(rc));
+            goto fail;
+        }
+    }
+    return s;
+fail:
+    qw_stream_close(s);
+    return NULL;
+}
+
+void qw_stream_close(qw_stream *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->job_cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->n_readers; i++) pthread_join(s->readers[i], NULL);
+    if (s->layers)
+        for (int32_t il = 0; il < s->n_layer; il++) {
+            free(s->layers[il].slots);
+            free(s->layers[il].where);
+            free(s->layers[il].rank);
+            free(s->layers[il].need);
+        }
+    free(s->layers);
+    free(s->q);
+    if (s->arena) munmap(s->arena, s->arena_bytes);
+    if (s->fd_direct >= 0) close(s->fd_direct);
+    if (s->fd_buf >= 0) close(s->fd_buf);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->thr_mu);
+    pthread_cond_destroy(&s->job_cv);
+    pthread_cond_destroy(&s->done_cv);
+    free(s);
+}

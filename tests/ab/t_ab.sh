@@ -1,0 +1,77 @@
+#!/bin/bash
+# t_ab.sh — `qwisp ab` end to end on a tiny generated model: a criteria file
+# with a syntax error or an unknown metric is rejected before any child runs;
+# arms differ only by their env (each child reports the knobs it saw, and a
+# variable set in the parent's env but named by an arm is removed from every
+# arm); the order is balanced with one warm-up; report.md/json/svg and
+# verdicts are produced; a crashing arm is reported as failed, not averaged
+# away; an A/A run comes out "no difference" with the interval containing 0.
+set -u
+Q=${QWISP_BIN:?QWISP_BIN not set}
+T=${QWISP_TEST_TMP:-/tmp}/ab
+rm -rf "$T"; mkdir -p "$T"
+M="$T/m.gguf"
+"$Q" gen-model --preset tiny -o "$M" >/dev/null 2>&1 || { echo "FAIL: gen-model"; exit 1; }
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; }
+RUN=(-m "$M" --prompt-tokens 64 --decode 8 --reps 2)
+
+# 1. criteria errors: before any trial (the out dir is never created)
+printf 'decode_tok_s.delta_pct < -2 => close\nfootprint_peak_mb.delta < -1 and => ship\n' >"$T/syntax.txt"
+out=$("$Q" ab --criteria "$T/syntax.txt" "${RUN[@]}" --arm a: --arm b:QWISP_PREFILL_CACHE_MB=4 --out "$T/o1" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "syntax.txt: line 2, column 34: expected a metric" && [ ! -e "$T/o1" ] \
+    && pass "criteria syntax error: line and column named, no trial run" || fail "syntax error: rc=$rc $out"
+printf 'decode_toks.delta_pct < -2 => close\n' >"$T/metric.txt"
+out=$("$Q" ab --criteria "$T/metric.txt" "${RUN[@]}" --arm a: --arm b:QWISP_PREFILL_CACHE_MB=4 --out "$T/o2" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "unknown metric 'decode_toks'" && [ ! -e "$T/o2" ] \
+    && pass "unknown metric rejected before any trial" || fail "unknown metric: rc=$rc $out"
+out=$("$Q" ab --criteria "$T/metric.txt" "${RUN[@]}" --arm a: --arm b:QWISP_PREFIL_CACHE_MB=4 --out "$T/o3" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "unknown knob 'QWISP_PREFIL_CACHE_MB'" && [ ! -e "$T/o3" ] \
+    && pass "unknown knob in an arm rejected" || fail "unknown knob: rc=$rc $out"
+
+# 2. three arms, one crashing; the parent's QWISP_PREFILL_CACHE_MB must not leak into 'base'
+cat >"$T/crit.txt" <<'EOF'
+# deterministic metrics, so the verdict does not depend on machine load
+pool_peak_held_mb.delta < -0.001 => smaller
+pool_peak_held_mb.delta > 0.001 => larger
+else => no-difference
+EOF
+O="$T/o4"
+out=$(QWISP_PREFILL_CACHE_MB=64 QWISP_POOL_FIT=exact "$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" \
+    --arm base:QWISP_PREFILL_CACHE_MB= --arm b:QWISP_PREFILL_CACHE_MB=4 --arm crash:QWISP_THREADS=abc --out "$O" 2>&1); rc=$?
+J="$O/report.json"
+[ $rc -eq 0 ] && [ -s "$O/report.md" ] && [ -s "$J" ] && grep -q "<polyline" "$O/footprint.svg" \
+    && grep -q "^## Verdict" "$O/report.md" && pass "report.md, report.json and footprint.svg written" \
+    || fail "report: rc=$rc $out"
+order=$(jq -r '[.trials[].arm] | join(" ")' "$J" 2>/dev/null)
+[ "$order" = "base base b crash crash b base" ] && [ "$(jq '.trials[0].warmup' "$J")" = true ] \
+    && pass "balanced order with one warm-up: $order" || fail "order: $order"
+k_base=$(jq -c '[.trials[] | select(.arm=="base") | .knobs] | unique' "$J")
+k_b=$(jq -c '[.trials[] | select(.arm=="b") | .knobs] | unique' "$J")
+[ "$k_base" = '[{"QWISP_POOL_FIT":"exact","QWISP_RAW_C":"0"}]' ] \
+    && [ "$k_b" = '[{"QWISP_PREFILL_CACHE_MB":"4","QWISP_POOL_FIT":"exact","QWISP_RAW_C":"0"}]' ] \
+    && pass "children saw knobs differing only by the arm's env (parent's QWISP_PREFILL_CACHE_MB removed)" \
+    || fail "knobs: base=$k_base b=$k_b"
+v_crash=$(jq -r '.arms[] | select(.name=="crash") | .verdict.verdict' "$J")
+e_crash=$(jq -r '[.trials[] | select(.arm=="crash") | .error] | unique | .[0]' "$J")
+[ "$v_crash" = failed ] && echo "$e_crash" | grep -q "exit 2: qwisp: QWISP_THREADS='abc'" \
+    && [ "$(jq '.arms[] | select(.name=="crash") | .failed_trials' "$J")" = 2 ] \
+    && grep -q "| crash | .*0/2 \*\*FAILED\*\*" "$O/report.md" && echo "$out" | grep -q "verdict crash vs base: failed" \
+    && pass "crashing arm reported as failed with its reason" || fail "crash arm: $v_crash / $e_crash"
+v_b=$(jq -r '.arms[] | select(.name=="b") | "\(.verdict.verdict) \(.verdict.suggest_reps)"' "$J")
+[ "$v_b" = "inconclusive 6" ] && echo "$out" | grep -q "verdict b vs base: inconclusive (about 6 reps would settle it)" \
+    && pass "2 pairs give no 95% interval: inconclusive, 6 reps suggested" || fail "verdict b: $v_b"
+sha=$(sha256sum "$T/crit.txt" | cut -d' ' -f1)
+[ "$(jq -r .criteria.sha256 "$J")" = "$sha" ] && [ "$(jq .criteria.read_before_first_trial "$J")" = true ] \
+    && grep -q "$sha" "$O/report.md" && pass "criteria hash recorded, read before the first trial" \
+    || fail "criteria hash/time: $(jq -c .criteria "$J")"
+
+# 3. A/A: two identical arms
+O="$T/o5"
+out=$("$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" --reps 6 --arm a1:QWISP_POOL_FIT=exact --arm a2:QWISP_POOL_FIT=exact \
+    --out "$O" 2>&1); rc=$?
+J="$O/report.json"
+v=$(jq -r '.arms[1].verdict.verdict' "$J" 2>/dev/null)
+z=$(jq -r '.arms[1].paired.pool_peak_held_mb.delta | "\(.lo) \(.hi) \(.contains_zero)"' "$J" 2>/dev/null)
+[ $rc -eq 0 ] && [ "$v" = no-difference ] && [ "${z##* }" = true ] \
+    && pass "A/A comes out no-difference, interval [$z] contains 0" || fail "A/A: rc=$rc v=$v z=$z $out"
