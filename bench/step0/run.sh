@@ -10,14 +10,14 @@
 #
 # Compromise (2 shared cores, ~15 min budget): 8192-token prompts (the issue
 # asks >= 16K; one 16K trial takes ~40 s here, 100 of them would take over an
-# hour), 256 decode tokens (64 gave +-20% decode noise even on a quiet
-# machine: ~0.1 s of decode), 6 reps per arm (the fewest that give a 95%
+# hour), 1024 decode tokens (64 and 256 gave +-20-30% decode noise even on
+# a quiet machine: 0.1-0.2 s of decode per trial), 6 reps per arm (the fewest that give a 95%
 # interval at all, see docs/ab.md).  N_PROMPT / N_GEN / REPS / FITS override.
 set -eu
 BUILD=${1:-build}
 D="$PWD/bench/step0"
 N_PROMPT=${N_PROMPT:-8192}
-N_GEN=${N_GEN:-256}
+N_GEN=${N_GEN:-1024}
 REPS=${REPS:-6}
 T=$(mktemp -d /tmp/qwisp-step0.XXXXXX)
 trap 'rm -rf "$T"' EXIT
