@@ -9,6 +9,7 @@
  * to qw_vec_dot_type(T) once (qw_quantize_row), then calls qw_vec_dot for each
  * row.  This mirrors llama.cpp's CPU backend so results agree with it:
  *   F32 -> F32,  F16 -> F16,  BF16 -> BF16,  Q8_0 -> Q8_0,  Q4_0 -> Q8_0.
+ *   Q2_K..Q6_K (and Q8_K) -> Q8_K (256-element rows: n % 256 == 0).
  */
 #ifndef QWISP_QUANT_H
 #define QWISP_QUANT_H
@@ -23,6 +24,12 @@ typedef enum qw_type {
     QW_TYPE_F16 = 1,
     QW_TYPE_Q4_0 = 2,
     QW_TYPE_Q8_0 = 8,
+    QW_TYPE_Q2_K = 10, /* K-quants: 256-element super-blocks (kernels/kquant*.c) */
+    QW_TYPE_Q3_K = 11,
+    QW_TYPE_Q4_K = 12,
+    QW_TYPE_Q5_K = 13,
+    QW_TYPE_Q6_K = 14,
+    QW_TYPE_Q8_K = 15, /* activations only: the dot partner of every K-quant */
     QW_TYPE_BF16 = 30,
 } qw_type;
 
@@ -43,6 +50,75 @@ typedef struct {
     uint8_t qs[QW_QK4_0 / 2]; /* nibbles */
 } qw_block_q4_0;
 static_assert(sizeof(qw_block_q4_0) == 18, "q4_0 block must be 18 bytes");
+
+/* ---- K-quants (ggml's k_quants): QW_QK_K = 256 weights per super-block.
+ * Below, element i of a block belongs to 16-group g = i/16 (32-group j = i/32).
+ * fp16 fields are raw half bits (qw_fp16_to_f32). */
+#define QW_QK_K 256
+
+/* Q2_K: w = d*(scales[g]&15)*q - dmin*(scales[g]>>4), q in 0..3.  Element i:
+ * h = i/128, s = (i%128)/32, l = i%32; q = (qs[32h + l] >> 2s) & 3. */
+typedef struct {
+    uint8_t scales[QW_QK_K / 16]; /* 4-bit scale (low) | 4-bit min (high) per 16-group */
+    uint8_t qs[QW_QK_K / 4];      /* 2-bit quants */
+    uint16_t d;                   /* fp16 super-scale of the scales */
+    uint16_t dmin;                /* fp16 super-scale of the mins */
+} qw_block_q2_K;
+static_assert(sizeof(qw_block_q2_K) == 84, "q2_K block must be 84 bytes");
+
+/* Q3_K: w = d*(sc[g]-32)*(q-4), q in 0..7.  Element i (h, s, l as Q2_K):
+ * low bits (qs[32h + l] >> 2s) & 3, bit 2 = (hmask[l] >> (4h + s)) & 1.
+ * sc[g] is 6 bits: low nibble scales[g] & 15 (g < 8) or scales[g-8] >> 4,
+ * high 2 bits (scales[8 + g%4] >> 2*(g/4)) & 3. */
+typedef struct {
+    uint8_t hmask[QW_QK_K / 8]; /* high bit of each quant */
+    uint8_t qs[QW_QK_K / 4];    /* low 2 bits */
+    uint8_t scales[12];         /* 16 6-bit scales, packed as above */
+    uint16_t d;                 /* fp16 super-scale */
+} qw_block_q3_K;
+static_assert(sizeof(qw_block_q3_K) == 110, "q3_K block must be 110 bytes");
+
+/* Q4_K: w = d*sc[j]*q - dmin*m[j], q in 0..15, 6-bit sc/m per 32-group j.
+ * Element i: c = i/64; q = qs[32c + i%32] low nibble if i%64 < 32, else high.
+ * sc/m packing (12 bytes): j < 4: sc = s[j]&63, m = s[j+4]&63; j >= 4:
+ * sc = (s[j+4]&15) | (s[j-4]>>6)<<4, m = (s[j+4]>>4) | (s[j]>>6)<<4. */
+typedef struct {
+    uint16_t d;                 /* fp16 super-scale of the scales */
+    uint16_t dmin;              /* fp16 super-scale of the mins */
+    uint8_t scales[12];         /* 8 scales + 8 mins, 6 bits each */
+    uint8_t qs[QW_QK_K / 2];    /* 4-bit quants */
+} qw_block_q4_K;
+static_assert(sizeof(qw_block_q4_K) == 144, "q4_K block must be 144 bytes");
+
+/* Q5_K: Q4_K plus a fifth bit, q in 0..31: bit 4 of element i is
+ * (qh[i%32] >> (i/32)) & 1. */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[QW_QK_K / 8];    /* fifth bits */
+    uint8_t qs[QW_QK_K / 2];    /* low 4 bits */
+} qw_block_q5_K;
+static_assert(sizeof(qw_block_q5_K) == 176, "q5_K block must be 176 bytes");
+
+/* Q6_K: w = d*scales[g]*(q-32), q in 0..63.  Element i: h = i/128, r = i%128,
+ * k = r/32, l = r%32: low 4 bits from ql[64h + 32(k&1) + l] (low nibble for
+ * k < 2, high for k >= 2), high 2 bits (qh[32h + l] >> 2k) & 3. */
+typedef struct {
+    uint8_t ql[QW_QK_K / 2];     /* low 4 bits */
+    uint8_t qh[QW_QK_K / 4];     /* high 2 bits */
+    int8_t scales[QW_QK_K / 16]; /* 8-bit scale per 16-group */
+    uint16_t d;                  /* fp16 super-scale */
+} qw_block_q6_K;
+static_assert(sizeof(qw_block_q6_K) == 210, "q6_K block must be 210 bytes");
+
+/* Q8_K (activations): x = d*qs[i]; bsums[g] = sum of qs over 16-group g. */
+typedef struct {
+    float d;                      /* f32 scale */
+    int8_t qs[QW_QK_K];           /* quants */
+    int16_t bsums[QW_QK_K / 16];  /* group sums, for the K-quants' mins/offsets */
+} qw_block_q8_K;
+static_assert(sizeof(qw_block_q8_K) == 292, "q8_K block must be 292 bytes");
 
 /* True for the types qwisp can compute with. */
 bool qw_type_supported(uint32_t type);

@@ -73,8 +73,9 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
                "(criteria read before the first trial: %s); finished %s\n",
             e->criteria_path, e->crit->sha256, e->criteria_read_at, e->first_trial_at,
             strcmp(e->criteria_read_at, e->first_trial_at) <= 0 ? "yes" : "NO", e->finished_at);
-    fprintf(f, "- statistic: median of the paired differences (trials paired by round), %.0f%% percentile bootstrap "
-               "interval, %d resamples, seed %llu; a criterion holds only if its whole interval satisfies it\n\n",
+    fprintf(f, "- statistic: median of the paired differences (trials paired by round); %.0f%% interval = percentile "
+               "bootstrap (%d resamples, seed %llu) widened to the distribution-free sign-test interval (unbounded "
+               "below 6 pairs); a criterion holds only if its whole interval satisfies it\n\n",
             e->level * 100, e->resamples, (unsigned long long)e->seed);
 
     fprintf(f, "## Verdict\n\n| arm | vs | verdict | why | reps to settle |\n|---|---|---|---|---|\n");
@@ -176,7 +177,7 @@ static char *build_json(const qw_ab_experiment *e) {
     cJSON_AddNumberToObject(o, "reps", e->reps);
     cJSON *st = cJSON_AddObjectToObject(o, "statistic");
     cJSON_AddStringToObject(st, "estimate", "median of paired differences (paired by round)");
-    cJSON_AddStringToObject(st, "interval", "percentile bootstrap of the median");
+    cJSON_AddStringToObject(st, "interval", "percentile bootstrap of the median, widened to the sign-test interval");
     cJSON_AddNumberToObject(st, "level", e->level);
     cJSON_AddNumberToObject(st, "resamples", e->resamples);
     cJSON_AddNumberToObject(st, "seed", (double)e->seed);

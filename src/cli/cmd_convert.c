@@ -12,7 +12,7 @@
 #include <string.h>
 
 static const char cv_usage[] =
-    "usage: qwisp convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0] [--name NAME]\n"
+    "usage: qwisp convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q2_K..q6_K] [--name NAME]\n"
     "Converts a Hugging Face Qwen3MoeForCausalLM checkpoint (config.json, tokenizer.json,\n"
     "tokenizer_config.json, *.safetensors [+ model.safetensors.index.json]) to GGUF.\n";
 
@@ -37,8 +37,8 @@ int qw_cmd_convert(int argc, char **argv) {
         } else if (!strcmp(a, "--type")) {
             const char *v = argv[++i];
             int t = qw_type_from_name(v);
-            if (t < 0 || !qw_type_supported((uint32_t)t)) {
-                fprintf(stderr, "qwisp convert: --type '%s': expected f32, f16, bf16, q8_0 or q4_0\n", v);
+            if (t < 0 || !qw_type_supported((uint32_t)t) || t == QW_TYPE_Q8_K) { /* q8_K: activations only */
+                fprintf(stderr, "qwisp convert: --type '%s': expected f32, f16, bf16, q8_0, q4_0 or q2_K..q6_K\n", v);
                 return 2;
             }
             type = (uint32_t)t;

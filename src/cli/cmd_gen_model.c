@@ -27,7 +27,7 @@
 
 static const char gen_usage[] =
     "usage: qwisp gen-model -o OUT.gguf [--preset tiny|small|default|bench]\n"
-    "         [--tokenizer qwen3|bytes] [--hf-tokenizer DIR] [--type f32|f16|bf16|q8_0|q4_0]\n"
+    "         [--tokenizer qwen3|bytes] [--hf-tokenizer DIR] [--type f32|f16|bf16|q8_0|q4_0|q2_K..q6_K]\n"
     "         [--embd-type TYPE] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
     "         [--head-dim N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--n-ctx N]\n"
     "         [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]\n";
@@ -74,13 +74,15 @@ static int parse_type(const char *flag, const char *s, uint32_t *out) {
         const char *name;
         uint32_t t;
     } names[] = {{"f32", QW_TYPE_F32}, {"f16", QW_TYPE_F16}, {"bf16", QW_TYPE_BF16},
-                 {"q8_0", QW_TYPE_Q8_0}, {"q4_0", QW_TYPE_Q4_0}};
+                 {"q8_0", QW_TYPE_Q8_0}, {"q4_0", QW_TYPE_Q4_0}, {"q2_K", QW_TYPE_Q2_K},
+                 {"q3_K", QW_TYPE_Q3_K}, {"q4_K", QW_TYPE_Q4_K}, {"q5_K", QW_TYPE_Q5_K},
+                 {"q6_K", QW_TYPE_Q6_K}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcasecmp(s, names[i].name) == 0) {
             *out = names[i].t;
             return 0;
         }
-    fprintf(stderr, "qwisp gen-model: %s %s: not one of f32, f16, bf16, q8_0, q4_0\n", flag, s);
+    fprintf(stderr, "qwisp gen-model: %s %s: not one of f32, f16, bf16, q8_0, q4_0, q2_K..q6_K\n", flag, s);
     return -1;
 }
 

@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "kernels/quant_impl.h"
+#include "kernels/kquant_impl.h"
 
 #include <cpuid.h>
 
@@ -39,6 +40,12 @@ static const type_info k_types[] = {
     {QW_TYPE_F16, "f16", 1, 2, QW_TYPE_F16},
     {QW_TYPE_Q4_0, "q4_0", QW_QK4_0, sizeof(qw_block_q4_0), QW_TYPE_Q8_0},
     {QW_TYPE_Q8_0, "q8_0", QW_QK8_0, sizeof(qw_block_q8_0), QW_TYPE_Q8_0},
+    {QW_TYPE_Q2_K, "q2_K", QW_QK_K, sizeof(qw_block_q2_K), QW_TYPE_Q8_K},
+    {QW_TYPE_Q3_K, "q3_K", QW_QK_K, sizeof(qw_block_q3_K), QW_TYPE_Q8_K},
+    {QW_TYPE_Q4_K, "q4_K", QW_QK_K, sizeof(qw_block_q4_K), QW_TYPE_Q8_K},
+    {QW_TYPE_Q5_K, "q5_K", QW_QK_K, sizeof(qw_block_q5_K), QW_TYPE_Q8_K},
+    {QW_TYPE_Q6_K, "q6_K", QW_QK_K, sizeof(qw_block_q6_K), QW_TYPE_Q8_K},
+    {QW_TYPE_Q8_K, "q8_K", QW_QK_K, sizeof(qw_block_q8_K), QW_TYPE_Q8_K},
     {QW_TYPE_BF16, "bf16", 1, 2, QW_TYPE_BF16},
 };
 #define N_TYPES (sizeof k_types / sizeof k_types[0])
@@ -152,8 +159,19 @@ int qw_simd_force(const char *level) {
 
 /* ---- public entry points ----------------------------------------------- */
 
+/* The K-quant dot (kquant_*.c) of the level whose main table is t; a level
+ * without its own kernel for a type uses the next level down's. */
+static qw_vec_dot_fn kq_dot_of(const qw_kernel_table *t, qw_type type) {
+    qw_vec_dot_fn f = NULL;
+    if (t != &qw_kernels_ref && strcmp(t->name, "avx2") != 0) f = qw_kq_dot_pick(&qw_kq_dots_avx512, type);
+    if (!f && t != &qw_kernels_ref) f = qw_kq_dot_pick(&qw_kq_dots_avx2, type);
+    return f ? f : qw_kq_dot_pick(&qw_kq_dots_ref, type);
+}
+
 static qw_vec_dot_fn dot_of(const qw_kernel_table *t, qw_type type) {
     switch (type) {
+    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
+    case QW_TYPE_Q8_K: return kq_dot_of(t, type);
     case QW_TYPE_F32: return t->dot_f32;
     case QW_TYPE_F16: return t->dot_f16;
     case QW_TYPE_BF16: return t->dot_bf16;
@@ -207,6 +225,8 @@ void qw_quantize_row(qw_type type, const float *x, void *dst, int64_t n) {
     case QW_TYPE_BF16: t->f32_to_bf16(x, dst, n); return;
     case QW_TYPE_Q8_0: t->quantize_q8_0(x, dst, n); return;
     case QW_TYPE_Q4_0: qw_ref_quantize_q4_0(x, dst, n); return; /* writer only */
+    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
+    case QW_TYPE_Q8_K: qw_kq_quantize(type, x, dst, n); return; /* Q8_K: ggml's bytes */
     }
 }
 
@@ -218,6 +238,8 @@ void qw_dequantize_row(qw_type type, const void *src, float *y, int64_t n) {
     case QW_TYPE_BF16: t->bf16_to_f32(src, y, n); return;
     case QW_TYPE_Q8_0: qw_ref_dequantize_q8_0(src, y, n); return;
     case QW_TYPE_Q4_0: qw_ref_dequantize_q4_0(src, y, n); return;
+    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
+    case QW_TYPE_Q8_K: qw_kq_dequantize(type, src, y, n); return;
     }
 }
 

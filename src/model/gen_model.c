@@ -206,8 +206,9 @@ int qw_gen_model_preset(const char *name, qw_gen_model_params *p) {
 
 static bool gen_type_ok(uint32_t t) {
     return t == QW_TYPE_F32 || t == QW_TYPE_F16 || t == QW_TYPE_BF16 || t == QW_TYPE_Q8_0 ||
-           t == QW_TYPE_Q4_0;
+           t == QW_TYPE_Q4_0 || (t >= QW_TYPE_Q2_K && t <= QW_TYPE_Q6_K);
 }
+#define GEN_TYPES "f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K"
 
 static const char *gen_type_name(uint32_t t) {
     switch (t) {
@@ -216,11 +217,14 @@ static const char *gen_type_name(uint32_t t) {
     case QW_TYPE_BF16: return "bf16";
     case QW_TYPE_Q8_0: return "q8_0";
     case QW_TYPE_Q4_0: return "q4_0";
+    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K:
+    case QW_TYPE_Q6_K: return qw_type_name(t);
     default: return "unknown";
     }
 }
 
 static bool gen_is_block_type(uint32_t t) { return t == QW_TYPE_Q8_0 || t == QW_TYPE_Q4_0; }
+static bool gen_is_kquant(uint32_t t) { return t >= QW_TYPE_Q2_K && t <= QW_TYPE_Q6_K; }
 
 /* LLAMA_FTYPE of a file whose big matrices are `t` (1-D tensors stay f32). */
 int qw_gen_model_validate(const qw_gen_model_params *p, qw_error *err) {
@@ -239,9 +243,9 @@ int qw_gen_model_validate(const qw_gen_model_params *p, qw_error *err) {
             return qw_fail(err, "%s %d: must be in [%d, %d]", ranges[i].flag, ranges[i].v,
                            ranges[i].lo, ranges[i].hi);
     if (!gen_type_ok(p->type))
-        return qw_fail(err, "--type %u: not one of f32, f16, bf16, q8_0, q4_0", p->type);
+        return qw_fail(err, "--type %u: not one of " GEN_TYPES, p->type);
     if (!gen_type_ok(p->embd_type))
-        return qw_fail(err, "--embd-type %u: not one of f32, f16, bf16, q8_0, q4_0", p->embd_type);
+        return qw_fail(err, "--embd-type %u: not one of " GEN_TYPES, p->embd_type);
     if (p->head_dim % 2 != 0)
         return qw_fail(err, "--head-dim %d: must be even (RoPE rotates pairs)", p->head_dim);
     if (p->n_head % p->n_head_kv != 0)
@@ -260,6 +264,20 @@ int qw_gen_model_validate(const qw_gen_model_params *p, qw_error *err) {
             return qw_fail(err, "--n-ff-exp %d: must be a multiple of 32 for type %s", p->n_ff_exp,
                            gen_type_name(p->type));
     }
+    if (gen_is_kquant(p->type)) { /* K-quants: every matrix row is whole 256-element super-blocks */
+        if (p->n_embd % 256 != 0)
+            return qw_fail(err, "--n-embd %d: must be a multiple of 256 for type %s", p->n_embd,
+                           gen_type_name(p->type));
+        if ((p->n_head * p->head_dim) % 256 != 0)
+            return qw_fail(err, "--head-dim %d: n_head*head_dim (%d) must be a multiple of 256 for type %s",
+                           p->head_dim, p->n_head * p->head_dim, gen_type_name(p->type));
+        if (p->n_ff_exp % 256 != 0)
+            return qw_fail(err, "--n-ff-exp %d: must be a multiple of 256 for type %s", p->n_ff_exp,
+                           gen_type_name(p->type));
+    }
+    if (gen_is_kquant(p->embd_type) && p->n_embd % 256 != 0)
+        return qw_fail(err, "--n-embd %d: must be a multiple of 256 for embedding type %s", p->n_embd,
+                       gen_type_name(p->embd_type));
     if (gen_is_block_type(p->embd_type) && p->n_embd % 32 != 0)
         return qw_fail(err, "--n-embd %d: must be a multiple of 32 for embedding type %s", p->n_embd,
                        gen_type_name(p->embd_type));

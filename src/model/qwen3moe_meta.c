@@ -16,6 +16,11 @@ uint32_t qw_gguf_file_type(uint32_t type) {
     case QW_TYPE_F16: return 1;
     case QW_TYPE_Q4_0: return 2;
     case QW_TYPE_Q8_0: return 7;
+    case QW_TYPE_Q2_K: return 10; /* LLAMA_FTYPE_MOSTLY_Q2_K */
+    case QW_TYPE_Q3_K: return 11; /* ..._Q3_K_S: every matrix q3_K */
+    case QW_TYPE_Q4_K: return 14; /* ..._Q4_K_S */
+    case QW_TYPE_Q5_K: return 16; /* ..._Q5_K_S */
+    case QW_TYPE_Q6_K: return 18; /* ..._Q6_K */
     case QW_TYPE_BF16: return 32;
     default: return 0;
     }

@@ -82,13 +82,13 @@ static void test_type_table(void **state) {
     assert_true(qw_type_supported(QW_TYPE_F32));
     assert_true(qw_type_supported(QW_TYPE_BF16));
     assert_false(qw_type_supported(3));  /* q4_1: not ours */
-    assert_false(qw_type_supported(12)); /* q4_K */
+    assert_false(qw_type_supported(6));  /* q5_0 */
     assert_string_equal(qw_type_name(QW_TYPE_Q8_0), "q8_0");
     assert_string_equal(qw_type_name(QW_TYPE_BF16), "bf16");
     assert_string_equal(qw_type_name(99), "unknown");
     assert_int_equal(qw_type_from_name("Q4_0"), QW_TYPE_Q4_0);
     assert_int_equal(qw_type_from_name("f16"), QW_TYPE_F16);
-    assert_int_equal(qw_type_from_name("q4_k"), -1);
+    assert_int_equal(qw_type_from_name("q5_0"), -1);
     assert_int_equal(qw_type_from_name(NULL), -1);
     assert_int_equal(qw_type_block_elems(QW_TYPE_Q4_0), 32);
     assert_int_equal(qw_type_block_elems(QW_TYPE_F16), 1);

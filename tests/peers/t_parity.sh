@@ -2,13 +2,13 @@
 # t_parity.sh — qwisp against llama.cpp on the same GGUF files.
 #
 # Generates small qwen3moe models of different shapes with `qwisp gen-model`
-# (f32 / q8_0 / q4_0; 4/2, 6/2, 8/8 heads; 8 top-2, 12 top-3, 16 top-4
+# (f32 / q8_0 / q4_0 / q4_K / q6_K; 4/2, 6/2, 8/8 heads; 8 top-2, 12 top-3, 16 top-4
 # experts; tied and untied heads; the real Qwen3 vocab on two, the small
 # byte-level vocab on the rest), then for each model:
 #   1. prompt ids identical (English, code, CJK+emoji prompts)
-#   2. greedy 32 tokens identical — f32 and q8_0; q4_0 reported as INFO
+#   2. greedy 32 tokens identical — f32 and q8_0; q4_0 and K-quants reported as INFO
 #   3. teacher forcing over 128 tokens of natural text: top-1 equal at every
-#      position (f32) / >= 99% (q8_0, q4_0); INFO: max |logprob difference|,
+#      position (f32) / >= 99% (q8_0, q4_0, q4_K, q6_K); INFO: max |logprob difference|,
 #      and with QWISP_PARITY_NOISE=1 the same for llama.cpp against itself
 #      (batch 128 vs 1) as a noise floor
 # The models have 2-3 layers: generated weights are chaotic enough that deeper
@@ -52,6 +52,8 @@ MODELS=(
     "q8_0-bytes-8x4-e8k2-untied|--preset tiny --tokenizer bytes --type q8_0 --n-embd 128 --n-head 8 --n-head-kv 4 --head-dim 16 --n-expert 8 --n-expert-used 2 --n-ff-exp 64 --n-layer 2 --untied --seed 13|strict|0.99"
     "q8_0-qwen3-8x8-e16k4-tied|--preset small --tokenizer qwen3 --type q8_0 --n-embd 64 --n-head 8 --n-head-kv 8 --head-dim 16 --n-expert 16 --n-expert-used 4 --n-ff-exp 32 --n-layer 2 --tied --seed 14|strict|0.99"
     "q4_0-qwen3-4x2-e16k4-untied|--preset small --tokenizer qwen3 --type q4_0 --n-embd 64 --n-head 4 --n-head-kv 2 --head-dim 32 --n-expert 16 --n-expert-used 4 --n-ff-exp 64 --n-layer 2 --untied --seed 15|info|0.99"
+    "q4_K-qwen3-8x4-e16k4-untied|--preset small --tokenizer qwen3 --type q4_K --n-embd 256 --n-head 8 --n-head-kv 4 --head-dim 32 --n-expert 16 --n-expert-used 4 --n-ff-exp 256 --n-layer 2 --untied --seed 16|info|0.99"
+    "q6_K-bytes-8x4-e8k2-tied|--preset tiny --tokenizer bytes --type q6_K --n-embd 256 --n-head 8 --n-head-kv 4 --head-dim 32 --n-expert 8 --n-expert-used 2 --n-ff-exp 256 --n-layer 2 --tied --seed 17|info|0.99"
 )
 
 for spec in "${MODELS[@]}"; do

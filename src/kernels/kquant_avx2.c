@@ -1,0 +1,177 @@
+/* kquant_avx2.c — AVX2 dots of the K-quants (Q2_K..Q6_K) with Q8_K.
+ *
+ * Each super-block is expanded into eight 32-byte vectors of unsigned levels
+ * (0..63, element order) and sixteen int16 group scales; one shared core
+ * multiplies the levels with the Q8_K bytes (maddubs: pairs into int16, no
+ * saturation since 63*128*2 < 2^15), weights each 16-group by its scale
+ * (madd) and sums in int32.  Level offsets (Q6_K's 32, Q3_K's 4) and the
+ * affine types' mins go through the Q8_K group sums (bsums) in scalar code.
+ * The per-block float expression is the reference's (kquant_impl.h), so the
+ * result is bit-identical with kquant_ref.c.
+ *
+ * Rows need only 2-byte alignment (Q8_K 4): all vector loads are unaligned.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kquant_impl.h"
+
+/* sum_g sc[g] * sum_{i in g} q[i]*y[i] for one super-block. */
+static inline int32_t block_sumi(const __m256i q[8], const int16_t sc[16], const int8_t *y) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)(y + 32 * c));
+        const __m256i p = _mm256_maddubs_epi16(q[c], yv);
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+    }
+    __m128i v = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
+    return _mm_cvtsi128_si32(v);
+}
+
+static inline float q8k_d(const qw_block_q8_K *y) {
+    float d;
+    memcpy(&d, &y->d, sizeof d);
+    return d;
+}
+
+static inline __m256i lo_nib(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+static inline __m256i hi_nib(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+/* Per byte: (v & m) ? val : 0, for a single-bit mask m. */
+static inline __m256i bit_to(__m256i v, int m, int val) {
+    const __m256i mm = _mm256_set1_epi8((char)m);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, mm), mm), _mm256_set1_epi8((char)val));
+}
+
+static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q4_K *b = w;
+    const qw_block_q8_K *y = x;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        __m256i q[8];
+        int16_t sc[16];
+        int32_t summ = 0;
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+            q[2 * c] = lo_nib(v);
+            q[2 * c + 1] = hi_nib(v);
+        }
+        for (int j = 0; j < 8; j++) {
+            uint8_t s6, m6;
+            qw_kq_scale_min_k4(j, b->scales, &s6, &m6);
+            sc[2 * j] = sc[2 * j + 1] = s6;
+            summ += m6 * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+        }
+        const int32_t sumi = block_sumi(q, sc, y->qs);
+        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi - qw_fp16_to_f32(b->dmin) * (float)summ);
+    }
+    *s = acc;
+}
+
+static void dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q5_K *b = w;
+    const qw_block_q8_K *y = x;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        __m256i q[8];
+        int16_t sc[16];
+        int32_t summ = 0;
+        const __m256i hv = _mm256_loadu_si256((const __m256i *)b->qh);
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+            q[2 * c] = _mm256_or_si256(lo_nib(v), bit_to(hv, 1 << (2 * c), 16));
+            q[2 * c + 1] = _mm256_or_si256(hi_nib(v), bit_to(hv, 1 << (2 * c + 1), 16));
+        }
+        for (int j = 0; j < 8; j++) {
+            uint8_t s6, m6;
+            qw_kq_scale_min_k4(j, b->scales, &s6, &m6);
+            sc[2 * j] = sc[2 * j + 1] = s6;
+            summ += m6 * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+        }
+        const int32_t sumi = block_sumi(q, sc, y->qs);
+        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi - qw_fp16_to_f32(b->dmin) * (float)summ);
+    }
+    *s = acc;
+}
+
+static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q6_K *b = w;
+    const qw_block_q8_K *y = x;
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        __m256i q[8];
+        int16_t sc[16];
+        int32_t off = 0;
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+            const __m256i hv = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+            q[4 * h + 0] = _mm256_or_si256(lo_nib(l0), _mm256_and_si256(_mm256_slli_epi16(hv, 4), m30));
+            q[4 * h + 1] = _mm256_or_si256(lo_nib(l1), _mm256_and_si256(_mm256_slli_epi16(hv, 2), m30));
+            q[4 * h + 2] = _mm256_or_si256(hi_nib(l0), _mm256_and_si256(hv, m30));
+            q[4 * h + 3] = _mm256_or_si256(hi_nib(l1), _mm256_and_si256(_mm256_srli_epi16(hv, 2), m30));
+        }
+        for (int g = 0; g < 16; g++) {
+            sc[g] = b->scales[g];
+            off += sc[g] * y->bsums[g];
+        }
+        const int32_t sumi = block_sumi(q, sc, y->qs) - 32 * off;
+        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi);
+    }
+    *s = acc;
+}
+
+static void dot_q3_K(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q3_K *b = w;
+    const qw_block_q8_K *y = x;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        __m256i q[8];
+        int16_t sc[16];
+        int32_t off = 0;
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+        for (int h = 0; h < 2; h++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+            for (int k = 0; k < 4; k++)
+                q[4 * h + k] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m3),
+                                               bit_to(hm, 1 << (4 * h + k), 4));
+        }
+        for (int g = 0; g < 16; g++) {
+            sc[g] = (int16_t)qw_kq_scale_q3(g, b->scales);
+            off += sc[g] * y->bsums[g];
+        }
+        const int32_t sumi = block_sumi(q, sc, y->qs) - 4 * off;
+        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi);
+    }
+    *s = acc;
+}
+
+static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q2_K *b = w;
+    const qw_block_q8_K *y = x;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        __m256i q[8];
+        int16_t sc[16];
+        int32_t summ = 0;
+        for (int h = 0; h < 2; h++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+            for (int k = 0; k < 4; k++) q[4 * h + k] = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), m3);
+        }
+        for (int g = 0; g < 16; g++) {
+            sc[g] = b->scales[g] & 0xF;
+            summ += (b->scales[g] >> 4) * y->bsums[g];
+        }
+        const int32_t sumi = block_sumi(q, sc, y->qs);
+        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi - qw_fp16_to_f32(b->dmin) * (float)summ);
+    }
+    *s = acc;
+}
+
+/* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
+const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, dot_q4_K, dot_q5_K, dot_q6_K, NULL};
