@@ -50,6 +50,11 @@ void *qw_xcalloc(size_t n, size_t sz);
 void *qw_xrealloc(void *p, size_t n);
 char *qw_xstrdup(const char *s);
 
+/* Reads a whole file into a malloc'd NUL-terminated buffer (caller frees).
+ * Files larger than max_bytes (0 = no limit) are refused.  NULL + err naming
+ * the path and the reason (open error, read error, too large, OOM). */
+char *qw_read_file(const char *path, size_t max_bytes, size_t *len, qw_error *err);
+
 /* FNV-1a 64-bit, for logits hashes and summary lines. */
 uint64_t qw_hash64(const void *data, size_t n, uint64_t seed);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <time.h>
 
 int qw_vfail(qw_error *err, const char *fmt, va_list ap) {
@@ -90,6 +91,48 @@ char *qw_xstrdup(const char *s) {
     char *p = qw_xmalloc(n);
     memcpy(p, s, n);
     return p;
+}
+
+char *qw_read_file(const char *path, size_t max_bytes, size_t *len, qw_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        qw_fail(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = (n + 65536 + 1) * 2;
+            char *p = realloc(buf, cap);
+            if (!p) {
+                free(buf);
+                fclose(f);
+                qw_fail(err, "%s: out of memory reading %zu bytes", path, n);
+                return NULL;
+            }
+            buf = p;
+        }
+        size_t r = fread(buf + n, 1, 65536, f);
+        n += r;
+        if (max_bytes && n > max_bytes) {
+            free(buf);
+            fclose(f);
+            qw_fail(err, "%s: larger than the %zu bytes allowed here", path, max_bytes);
+            return NULL;
+        }
+        if (r < 65536) break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        qw_fail(err, "%s: read error", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
 }
 
 uint64_t qw_hash64(const void *data, size_t n, uint64_t seed) {

@@ -168,33 +168,8 @@ int32_t *qw_cli_parse_ids(const char *cmd, const char *s, size_t *n_out) {
 }
 
 char *qw_cli_read_file(const char *cmd, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "qwisp %s: cannot open '%s': %s\n", cmd, path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t r;
-    while (buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n + 1 == cap) {
-            char *g = realloc(buf, cap *= 2);
-            if (!g) {
-                free(buf);
-                buf = NULL;
-            } else
-                buf = g;
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        fprintf(stderr, "qwisp %s: error reading '%s'\n", cmd, path);
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    if (len) *len = n;
+    qw_error err = {0};
+    char *buf = qw_read_file(path, 0, len, &err);
+    if (!buf) fprintf(stderr, "qwisp %s: %s\n", cmd, err.msg);
     return buf;
 }

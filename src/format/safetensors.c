@@ -252,40 +252,11 @@ static char *join(const char *dir, const char *name) {
     return p;
 }
 
-static char *read_small_file(const char *path, size_t *len, qw_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        qw_fail(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 > cap) {
-            cap = cap ? 2 * cap : 65536 * 2;
-            if (cap > ST_MAX_HEADER * 2u) {
-                fclose(f);
-                free(buf);
-                qw_fail(err, "%s: too large for an index file", path);
-                return NULL;
-            }
-            buf = qw_xrealloc(buf, cap + 1);
-        }
-        size_t r = fread(buf + n, 1, 65536, f);
-        n += r;
-        if (r == 0) break;
-    }
-    fclose(f);
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 /* Sharded checkpoint: opens every shard the weight_map names, then checks
  * each name is where the index says. */
 static int open_index(qw_safetensors *st, const char *dir, const char *ipath, qw_error *err) {
     size_t len;
-    char *txt = read_small_file(ipath, &len, err);
+    char *txt = qw_read_file(ipath, 2u * ST_MAX_HEADER, &len, err); /* an index file is small */
     if (!txt) return -1;
     cJSON *root = cJSON_ParseWithLength(txt, len);
     free(txt);

@@ -31,34 +31,8 @@ static const char QWEN2_HF_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-static char *read_file(const char *path, qw_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        qw_fail(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = (n + 65536 + 1) * 2;
-            char *p = realloc(buf, cap);
-            if (!p) { free(buf); fclose(f); qw_fail(err, "%s: out of memory", path); return NULL; }
-            buf = p;
-        }
-        size_t r = fread(buf + n, 1, 65536, f);
-        n += r;
-        if (r < 65536) break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); qw_fail(err, "%s: read error", path); return NULL; }
-    buf[n] = 0;
-    return buf;
-}
-
 static cJSON *parse_json(const char *path, qw_error *err) {
-    char *s = read_file(path, err);
+    char *s = qw_read_file(path, 0, NULL, err);
     if (!s) return NULL;
     cJSON *j = cJSON_Parse(s);
     if (!j) {
