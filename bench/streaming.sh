@@ -30,12 +30,12 @@ echo "model $M ($(du -h "$M" | cut -f1)), limit ${LIMIT} GB, pp$PP tg$TG, 2 thre
 qwisp_run() { # ENV... -- prefix...: prints "pp tg"
     local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
     env "${envs[@]}" "$@" "$Q" run -m "$M" --prompt-tokens "$PP" -n "$TG" --ignore-eos --json --threads 2 2>/dev/null |
-        grep '^{' | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);
+        grep -a "^{" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);
             console.log(j.prefill_tok_s.toFixed(2), j.decode_tok_s.toFixed(2), j.experts ? j.experts.tier : "?")})'
 }
 llama_run() { # prefix...: prints "pp tg"
     "$@" node bench/llama_bench.mjs --model "$M" --tokens-file bench/.cache/stream_ids.json --decode "$TG" --threads 2 2>/dev/null |
-        grep '^{' | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);
+        grep -a "^{" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const j=JSON.parse(s);
             console.log(j.prefill_tok_s.toFixed(2), j.decode_tok_s.toFixed(2), "mmap")})'
 }
 declare -A PPS TGS

@@ -9,6 +9,7 @@
 #include "qwisp/options.h"
 #include "qwisp/run_memory.h"
 #include "qwisp/tokenizer.h"
+#include "serve/textout.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -176,8 +177,14 @@ static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t
     for (size_t i = 0; i < n_prompt; i++) cJSON_AddItemToArray(pa, cJSON_CreateNumber(prompt[i]));
     cJSON *ta = cJSON_AddArrayToObject(o, "tokens");
     for (int32_t i = 0; i < res->n_tokens; i++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(res->tokens[i]));
+    /* JSON must be valid UTF-8: a generation may stop mid-character, and a
+     * synthetic model can emit any byte sequence. */
     char *text = qw_detokenize(tok, res->tokens, (size_t)res->n_tokens);
-    cJSON_AddStringToObject(o, "text", text ? text : "");
+    qw_strbuf clean = {0};
+    qw_utf8_sanitize(&clean, text ? text : "", text ? strlen(text) : 0);
+    qw_strbuf_add(&clean, "", 0); /* allocates + NUL-terminates even when empty */
+    cJSON_AddStringToObject(o, "text", clean.p);
+    qw_strbuf_free(&clean);
     free(text);
     cJSON_AddNumberToObject(o, "prompt_tokens", (double)n_prompt);
     cJSON_AddNumberToObject(o, "gen_tokens", res->n_tokens);
