@@ -11,7 +11,8 @@
 #   qwisp streaming     `qwisp simulate LIMIT -- qwisp run …` (tier chosen from RAM)
 #   llama.cpp limited   `qwisp simulate LIMIT -- node bench/llama_bench.mjs …`
 # each with and without QWISP_SSD_THROTTLE_GBS=1.5 (qwisp streaming only; the
-# throttle emulates a slow SSD for expert reads).  PP prompt tokens (default
+# throttle emulates a slow SSD for expert reads).  The model file is evicted
+# from the page cache before every row, so every row starts cold.  PP prompt tokens (default
 # 128), TG decode tokens (default 32), 2 threads.
 set -eu
 cd "$(dirname "$0")/.."
@@ -40,7 +41,12 @@ llama_run() { # prefix...: prints "pp tg"
 }
 declare -A PPS TGS
 rows=(resident streaming streaming-throttled llama-limited)
+# The page cache is shared: pages a resident run read stay cached, charged to
+# the root cgroup, and a limited run would map them for free.  Evict the model
+# file before every row so each starts cold and limited runs really page.
+evict() { python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$M"; }
 run_row() {
+    evict
     case $1 in
     resident) qwisp_run QWISP_RAW_C=0 -- ;;
     streaming) qwisp_run QWISP_LOG=error -- "$Q" simulate "$LIMIT" -- ;;

@@ -64,11 +64,11 @@ void qw_swiglu(float *out, const float *g, const float *u, int64_t n);
 /* Causal attention for n_tok query tokens at positions pos0.. over an f16 KV
  * cache holding pos0 + n_tok positions.
  *   q:   [n_tok][n_head][head_dim] f32 (already normed + roped)
- *   k,v: [n_pos][n_head_kv][head_dim] f16 (cache, positions 0..pos0+n_tok-1)
+ *   k,v: [n_pos][n_head_kv][head_dim] of kv_type, f16 or f32 (cache, positions 0..pos0+n_tok-1)
  *   out: [n_tok][n_head][head_dim] f32
  * scratch: per-thread buffers sized by qw_attention_scratch_bytes. */
 size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim);
-void qw_attention(qw_threadpool *tp, const float *q, const uint16_t *k, const uint16_t *v,
+void qw_attention(qw_threadpool *tp, const float *q, const void *k, const void *v, qw_type kv_type,
                   float *out, int64_t n_tok, int32_t pos0, int64_t n_head, int64_t n_head_kv,
                   int64_t head_dim, float scale, void *scratch);
 

@@ -1,10 +1,12 @@
-/* attention.c — causal multi-head attention (GQA) over an f16 KV cache.
+/* attention.c — causal multi-head attention (GQA) over an f16 or f32 KV cache.
  *
  * For each (query token, head): scores s_j = dot(f16(q), k_j) for the
  * positions j <= pos, softmax(s * scale) with the sum in double, then
  * out = sum_j f16(p_j) * v_j.  Rounding q and p to f16 mirrors llama.cpp's
  * CPU path (its K·Q and V·P matmuls convert the f32 side to the cache type),
- * which keeps logits within rounding of it.
+ * which keeps logits within rounding of it.  With an f32 cache
+ * (QWISP_KV_TYPE=f32, for comparisons with fp32 references such as
+ * transformers) nothing is rounded: q, k, p and v stay f32.
  *
  * The V accumulation runs SIMD over head_dim (qw_axpy_f16: F16C conversion,
  * multiply then add, the same bits as the scalar loop it replaced).
@@ -26,7 +28,8 @@ size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim
 
 typedef struct {
     const float *q;
-    const uint16_t *k, *v;
+    const char *k, *v; /* cache rows of kv_type */
+    qw_type kv_type;
     float *out;
     int64_t n_head, n_head_kv, head_dim, n_pos_max;
     int32_t pos0;
@@ -38,11 +41,12 @@ typedef struct {
 static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
     attn_job *j = p;
     const int64_t D = j->head_dim, group = j->n_head / j->n_head_kv;
-    const int64_t kv_stride = j->n_head_kv * D;
+    const bool f32 = j->kv_type == QW_TYPE_F32;
+    const size_t elt = f32 ? sizeof(float) : sizeof(uint16_t);
+    const size_t kv_stride = (size_t)(j->n_head_kv * D) * elt; /* bytes between positions */
     char *mine = j->scratch + (size_t)ith * j->per_thread;
     float *scores = (float *)mine;
-    uint16_t *p16 = (uint16_t *)(scores + j->n_pos_max);
-    uint16_t *q16 = p16 + j->n_pos_max;
+    uint16_t *q16 = (uint16_t *)(scores + j->n_pos_max);
     float *acc = (float *)(((uintptr_t)(q16 + D) + 63) & ~(uintptr_t)63);
 
     const qw_vec_dot_fn dot16 = qw_vec_dot_get(QW_TYPE_F16);
@@ -50,12 +54,15 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
         const int64_t t = item / j->n_head, h = item % j->n_head, hkv = h / group;
         const int64_t n_pos = j->pos0 + t + 1; /* causal: positions 0..pos */
         const float *q = j->q + (t * j->n_head + h) * D;
-        qw_quantize_row(QW_TYPE_F16, q, q16, D);
+        const size_t head_off = (size_t)(hkv * D) * elt;
+        if (!f32) qw_quantize_row(QW_TYPE_F16, q, q16, D);
 
         float mx = -INFINITY;
         for (int64_t s = 0; s < n_pos; s++) {
+            const char *kr = j->k + (size_t)s * kv_stride + head_off;
             float d;
-            dot16(D, &d, j->k + s * kv_stride + hkv * D, q16);
+            if (f32) d = qw_dot_f32(q, (const float *)kr, D);
+            else dot16(D, &d, kr, q16);
             d *= j->scale;
             scores[s] = d;
             mx = d > mx ? d : mx;
@@ -68,21 +75,25 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
         const float inv = (float)(1.0 / sum);
         memset(acc, 0, (size_t)D * sizeof(float));
         for (int64_t s = 0; s < n_pos; s++) {
+            const char *vr = j->v + (size_t)s * kv_stride + head_off;
+            if (f32) {
+                qw_axpy_f32(acc, scores[s] * inv, (const float *)vr, D);
+                continue;
+            }
             const float pj = qw_fp16_to_f32(qw_f32_to_fp16(scores[s] * inv));
             if (pj == 0.0f) continue;
-            qw_axpy_f16(acc, pj, j->v + s * kv_stride + hkv * D, D); /* SIMD over head_dim */
+            qw_axpy_f16(acc, pj, (const uint16_t *)vr, D); /* SIMD over head_dim */
         }
         memcpy(j->out + (t * j->n_head + h) * D, acc, (size_t)D * sizeof(float));
     }
-    (void)p16;
 }
 
-void qw_attention(qw_threadpool *tp, const float *q, const uint16_t *k, const uint16_t *v,
+void qw_attention(qw_threadpool *tp, const float *q, const void *k, const void *v, qw_type kv_type,
                   float *out, int64_t n_tok, int32_t pos0, int64_t n_head, int64_t n_head_kv,
                   int64_t head_dim, float scale, void *scratch) {
     const int n_threads = qw_threadpool_size(tp);
     const int64_t n_pos_max = pos0 + n_tok;
-    attn_job j = {q, k, v, out, n_head, n_head_kv, head_dim, n_pos_max, pos0, scale, scratch,
+    attn_job j = {q, k, v, kv_type, out, n_head, n_head_kv, head_dim, n_pos_max, pos0, scale, scratch,
                   qw_attention_scratch_bytes(n_threads, n_pos_max, head_dim) / (size_t)n_threads};
     qw_parallel_for(tp, n_tok * n_head, 1, attend_items, &j);
 }

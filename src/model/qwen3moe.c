@@ -23,6 +23,7 @@
 #include "qwisp/model.h"
 #include "qwisp/experts.h"
 #include "qwisp/ops.h"
+#include "qwisp/options.h"
 #include "qwisp/pool.h"
 #include "qwisp/threadpool.h"
 
@@ -39,8 +40,11 @@ struct qw_ctx {
     int32_t n_ctx, n_past, chunk;
     int32_t chunk_cap; /* rows the chunk buffers hold */
 
-    /* KV cache: per layer [kv_cap][n_head_kv*head_dim] f16 */
-    uint16_t **k, **v;
+    /* KV cache: per layer [kv_cap][n_head_kv*head_dim] of kv_type (f16, or
+     * f32 with QWISP_KV_TYPE=f32), kv_elt bytes an element */
+    void **k, **v;
+    qw_type kv_type;
+    size_t kv_elt;
     int32_t kv_cap;
 
     /* chunk-sized activations (pool), rows = chunk */
@@ -90,12 +94,12 @@ static int kv_reserve(qw_ctx *c, int32_t need, qw_error *err) {
     while (cap < need) cap = cap > c->n_ctx / 2 ? c->n_ctx : cap * 2;
     if (cap > c->n_ctx) cap = c->n_ctx;
     const qw_hparams *hp = &c->m->hp;
-    const size_t row = (size_t)hp->n_head_kv * hp->head_dim * sizeof(uint16_t);
+    const size_t row = (size_t)hp->n_head_kv * hp->head_dim * c->kv_elt;
     for (int il = 0; il < hp->n_layer; il++) {
-        uint16_t *nk = qw_pool_realloc(c->k[il], (size_t)cap * row);
+        void *nk = qw_pool_realloc(c->k[il], (size_t)cap * row);
         if (!nk) return qw_fail(err, "out of memory growing the KV cache to %d positions", cap);
         c->k[il] = nk;
-        uint16_t *nv = qw_pool_realloc(c->v[il], (size_t)cap * row);
+        void *nv = qw_pool_realloc(c->v[il], (size_t)cap * row);
         if (!nv) return qw_fail(err, "out of memory growing the KV cache to %d positions", cap);
         c->v[il] = nv;
     }
@@ -146,8 +150,11 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
     c->n_threads = n_threads < 1 ? 1 : n_threads;
     c->tp = qw_threadpool_new(c->n_threads);
     c->chunk = DEFAULT_CHUNK < n_ctx ? DEFAULT_CHUNK : n_ctx;
-    c->k = qw_xcalloc((size_t)hp->n_layer, sizeof(uint16_t *));
-    c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(uint16_t *));
+    const char *kvt = qw_opt_str(QW_OPT_KV_TYPE);
+    c->kv_type = kvt && !strcmp(kvt, "f32") ? QW_TYPE_F32 : QW_TYPE_F16;
+    c->kv_elt = c->kv_type == QW_TYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    c->k = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
+    c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
 
     /* Chunk buffers are allocated on first use: a lane's context that only
      * ever runs through a workspace (qw_batch_eval) never needs them. */
@@ -185,7 +192,7 @@ void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user) {
 
 uint64_t qw_ctx_kv_bytes(const qw_ctx *c) {
     const qw_hparams *hp = &c->m->hp;
-    return 2ull * hp->n_layer * (uint64_t)c->kv_cap * hp->n_head_kv * hp->head_dim * sizeof(uint16_t);
+    return 2ull * hp->n_layer * (uint64_t)c->kv_cap * hp->n_head_kv * hp->head_dim * c->kv_elt;
 }
 int32_t qw_ctx_n_past(const qw_ctx *c) { return c->n_past; }
 const float *qw_ctx_logits(const qw_ctx *c) { return c->logits; }
@@ -245,12 +252,13 @@ static int attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span 
             const size_t r = (size_t)(r0 + t);
             qw_rope_neox(c->q + r * H * D, H, D, pos, hp->rope_base);
             qw_rope_neox(c->kc + r * kv_row, HKV, D, pos, hp->rope_base);
-            qw_quantize_row(QW_TYPE_F16, c->kc + r * kv_row, sq->k[il] + (size_t)pos * kv_row, (int64_t)kv_row);
-            qw_quantize_row(QW_TYPE_F16, c->vc + r * kv_row, sq->v[il] + (size_t)pos * kv_row, (int64_t)kv_row);
+            const size_t at = (size_t)pos * kv_row * sq->kv_elt;
+            qw_quantize_row(sq->kv_type, c->kc + r * kv_row, (char *)sq->k[il] + at, (int64_t)kv_row);
+            qw_quantize_row(sq->kv_type, c->vc + r * kv_row, (char *)sq->v[il] + at, (int64_t)kv_row);
         }
         size_t need = qw_attention_scratch_bytes(c->n_threads, sq->n_past + ns, D);
         if (grow(&c->attn_scratch, &c->attn_scratch_cap, need, err)) return -1;
-        qw_attention(c->tp, c->q + (size_t)r0 * H * D, sq->k[il], sq->v[il], c->attn + (size_t)r0 * H * D,
+        qw_attention(c->tp, c->q + (size_t)r0 * H * D, sq->k[il], sq->v[il], sq->kv_type, c->attn + (size_t)r0 * H * D,
                      ns, sq->n_past, H, HKV, D, 1.0f / sqrtf((float)D), c->attn_scratch);
     }
     if (linear(c, &L->wo, c->attn, n, c->proj, err)) return -1;

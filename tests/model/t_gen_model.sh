@@ -31,7 +31,8 @@ bad "--n-embd 100" --type q8_0 --n-embd 100
 bad "--n-head-kv 3" --n-head 4 --n-head-kv 3
 bad "--n-expert-used 9" --n-expert 8 --n-expert-used 9
 bad "--head-dim 15" --head-dim 15
-bad "--type q5_k" --type q5_k
+bad "--type q9_9" --type q9_9
+bad "--n-embd 64: must be a multiple of 256" --type q5_k
 bad "--n-layer abc" --n-layer abc
 bad "--preset huge" --preset huge
 bad "--tokenizer sentencepiece" --tokenizer sentencepiece

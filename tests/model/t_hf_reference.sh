@@ -9,8 +9,8 @@
 #  2. llama.cpp on the same file: qwisp's 64-token greedy continuation of
 #     every reference prompt is llama.cpp's argmax at every position (see below);
 #  3. only when QWISP_HF_CKPT names the checkpoint directory (it is not in git:
-#     54 MB): convert it to F32 and run the strict check (top-1 at every
-#     position, top-20 logprobs within 1e-3, greedy identical).
+#     54 MB): convert it to F32 and run the strict check with QWISP_KV_TYPE=f32
+#     (top-1 at every position, top-20 logprobs within 1e-3, greedy identical).
 # Env (tests/run.sh): QWISP_BIN, QWISP_TEST_TMP.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -69,7 +69,9 @@ fi
 # 3. strict, when the checkpoint is at hand
 if [ -n "${QWISP_HF_CKPT:-}" ]; then
     if "$BIN" convert "$QWISP_HF_CKPT" -o "$TMP/f32.gguf" --type f32 2>"$TMP/convert.err"; then
-        python3 "$CHECK" "$BIN" "$TMP/f32.gguf" "$REF" --mode strict
+        # fp32 end to end, like the reference: an f32 KV cache (the f16 default rounds K, V,
+        # q and p as llama.cpp does, which moves logprobs by up to ~2 against fp32).
+        QWISP_KV_TYPE=f32 python3 "$CHECK" "$BIN" "$TMP/f32.gguf" "$REF" --mode strict
     else
         echo "FAIL: hf_ref_strict: convert failed: $(cat "$TMP/convert.err")"
     fi

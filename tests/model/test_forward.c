@@ -11,6 +11,7 @@
 #include "qwisp/gen_model.h"
 #include "qwisp/gguf.h"
 #include "qwisp/model.h"
+#include "qwisp/options.h"
 #include "qwisp/quant.h"
 
 #include <math.h>
@@ -111,6 +112,32 @@ static void check_chunking(const char *path) {
 
 static void test_chunking_f32(void **state) { (void)state; check_chunking(g_f32); }
 static void test_chunking_q8(void **state) { (void)state; check_chunking(g_q8); }
+
+/* QWISP_KV_TYPE=f32: the same one-path consistency, twice the KV bytes, and
+ * logits within rounding of the f16 cache's. */
+static void test_kv_f32(void **state) {
+    (void)state;
+    qw_error err = {0};
+    qw_model *m = qw_model_load(g_f32, &err);
+    assert_non_null(m);
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++) ids[i] = (i * 29 + 7) % m->hp.n_vocab;
+    qw_ctx *h = qw_ctx_new(m, 64, 1, &err);
+    assert_int_equal(qw_ctx_eval(h, ids, 12, QW_LOGITS_LAST, &err), 0);
+    setenv("QWISP_KV_TYPE", "f32", 1);
+    assert_int_equal(qw_options_init(&err), 0);
+    qw_ctx *f = qw_ctx_new(m, 64, 1, &err);
+    assert_int_equal(qw_ctx_eval(f, ids, 12, QW_LOGITS_LAST, &err), 0);
+    assert_int_equal(qw_ctx_kv_bytes(f), 2 * qw_ctx_kv_bytes(h));
+    float d = max_abs_diff(qw_ctx_logits(f), qw_ctx_logits(h), m->hp.n_vocab);
+    assert_true(d > 0.0f && d < 0.05f); /* different rounding, same model */
+    qw_ctx_free(f);
+    check_chunking(g_f32);
+    unsetenv("QWISP_KV_TYPE");
+    assert_int_equal(qw_options_init(&err), 0);
+    qw_ctx_free(h);
+    qw_model_free(m);
+}
 
 static void test_bad_inputs(void **state) {
     (void)state;
@@ -248,6 +275,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunking_f32),
         cmocka_unit_test(test_chunking_q8),
+        cmocka_unit_test(test_kv_f32),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_wrong_arch),
         cmocka_unit_test(test_missing_tensor),
