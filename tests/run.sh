@@ -52,7 +52,7 @@ for t in $(find "$BUILD/tests" -type f -name 'test_*' -perm -u+x 2>/dev/null | s
     run_cmocka "$t"
 done
 echo "== script tests"
-for s in $(find tests -name 't_*.sh' | sort); do
+for s in $(find tests -name node_modules -prune -o -name 't_*.sh' -print | sort); do
     [[ $s =~ $FILTER ]] || continue
     echo "-- $s"
     run_script "$s"

@@ -263,7 +263,9 @@ int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *
     if ((k = get_int(root, "top_k", 0, 1 << 24, &v, e)) < 0) goto out;
     if (k) r->sp.top_k = (int32_t)v;
     if ((k = get_int(root, "seed", -9.2e18, 1.8e19, &v, e)) < 0) goto out;
-    if (k) r->sp.seed = (uint64_t)(int64_t)v;
+    /* Negative seeds wrap (two's complement); seeds >= 2^63 convert as
+     * unsigned: (int64_t)v would be undefined for them (found by fuzzing). */
+    if (k) r->sp.seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
     if ((k = get_num(root, "presence_penalty", -2, 2, &v, e)) < 0) goto out;
     if (k) r->sp.presence_penalty = (float)v;
     if ((k = get_num(root, "frequency_penalty", -2, 2, &v, e)) < 0) goto out;
