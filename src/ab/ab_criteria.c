@@ -149,6 +149,8 @@ static int parse_cond(lexer *lx, qw_ab_cond *c) {
     else if (take(lx, ">")) c->op = QW_AB_GT;
     else return expected(lx, "a comparison (<, <=, >, >=)");
     skip_ws(lx);
+    /* strtod would skip '\n' (and \v, \f) and take a number from the next line */
+    if (isspace((unsigned char)*lx->p)) return expected(lx, "a number");
     char *end;
     errno = 0;
     c->threshold = strtod(lx->p, &end);
