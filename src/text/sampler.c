@@ -130,9 +130,30 @@ static inline bool better(const cand *a, const cand *b) {
     return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
-static int cmp_desc(const void *x, const void *y) {
-    const cand *a = x, *b = y;
-    return better(a, b) ? -1 : better(b, a) ? 1 : 0;
+/* Heap whose root is the WORST candidate: sift h[j] down within h[0..n). */
+static void sift_down_worst(cand *h, size_t j, size_t n) {
+    cand x = h[j];
+    for (;;) {
+        size_t l = 2 * j + 1;
+        if (l >= n) break;
+        size_t m = (l + 1 < n && better(&h[l], &h[l + 1])) ? l + 1 : l; /* the worse child */
+        if (!better(&x, &h[m])) break;
+        h[j] = h[m];
+        j = m;
+    }
+    h[j] = x;
+}
+
+/* Sorts c[0..n) best first, in place (heapsort).  Not the libc sort: glibc's
+ * mallocs a temporary for arrays over 1 KiB, and this runs per sampled token. */
+static void sort_desc(cand *c, int32_t n) {
+    for (size_t i = (size_t)n / 2; i-- > 0;) sift_down_worst(c, i, (size_t)n);
+    for (size_t end = (size_t)n; end > 1; end--) {
+        cand t = c[0];
+        c[0] = c[end - 1];
+        c[end - 1] = t;
+        sift_down_worst(c, 0, end - 1);
+    }
 }
 
 static bool penalties_on(const qw_sampler *s) {
@@ -161,7 +182,7 @@ static void apply_penalties(qw_sampler *s, cand *c) {
  * (root = worst kept) over tmp. */
 static int32_t select_top(qw_sampler *s, cand *c, int32_t n, int32_t k) {
     if (k >= n) {
-        qsort(c, (size_t)n, sizeof *c, cmp_desc);
+        sort_desc(c, n);
         return n;
     }
     cand *h = s->tmp;
@@ -186,7 +207,7 @@ static int32_t select_top(qw_sampler *s, cand *c, int32_t n, int32_t k) {
         }
         h[j] = x;
     }
-    qsort(h, (size_t)hn, sizeof *h, cmp_desc);
+    sort_desc(h, hn);
     memcpy(c, h, (size_t)hn * sizeof *c);
     return hn;
 }
@@ -220,7 +241,7 @@ static int32_t top_p(qw_sampler *s, cand *c, int32_t n, bool *sorted) {
                 memcpy(c, save, (size_t)n * sizeof *c);
             }
         }
-        qsort(c, (size_t)n, sizeof *c, cmp_desc);
+        sort_desc(c, n);
         *sorted = true;
     }
     double cum = 0;

@@ -79,6 +79,10 @@ static void test_forward_and_sampling_make_no_malloc(void **state) {
     qw_sampler *s = qw_sampler_new(&sp, m->hp.n_vocab);
     qw_sampler_params gp = qw_sampler_default_params(); /* greedy */
     qw_sampler *g = qw_sampler_new(&gp, m->hp.n_vocab);
+    qw_sampler_params fp = qw_sampler_default_params(); /* top-p over the whole vocabulary: a full sort */
+    fp.temp = 1.0f, fp.top_k = 0, fp.top_p = 0.999f, fp.seed = 3;
+    qw_sampler *f = qw_sampler_new(&fp, m->hp.n_vocab);
+    assert_non_null(f);
     assert_non_null(s);
     assert_non_null(g);
 
@@ -95,6 +99,7 @@ static void test_forward_and_sampling_make_no_malloc(void **state) {
     for (int i = 0; i < 8 && !rc; i++) {
         int32_t id = qw_sampler_sample(s, qw_ctx_logits(c));
         qw_sampler_accept(s, id);
+        qw_sampler_accept(f, qw_sampler_sample(f, qw_ctx_logits(c)));
         id = qw_sampler_sample(g, qw_ctx_logits(c));
         rc |= qw_ctx_eval(c, &id, 1, QW_LOGITS_LAST, &err);
     }
@@ -117,6 +122,7 @@ static void test_forward_and_sampling_make_no_malloc(void **state) {
 
     qw_sampler_free(s);
     qw_sampler_free(g);
+    qw_sampler_free(f);
     qw_ctx_free(c);
     qw_model_free(m);
     unlink(path);
