@@ -5,7 +5,8 @@
  * but apart:
  *
  *   RAM      = min(physical, cgroup limit, QWISP_DEVICE_RAM) over the known ones
- *   budget   = RAM - non-expert weights - KV(requested context) - headroom
+ *   budget   = RAM - non-expert weights (an untied token embedding excluded:
+ *              it is read a row per token) - KV(requested context) - headroom
  *   headroom = 32 MiB + RAM/16 (activations, pool cache, stacks, page tables)
  *   resident   if all experts fit in the budget (or QWISP_RAW_C=0)
  *   streaming  otherwise, C = budget / (n_layer * slot bytes), clamped to
@@ -166,6 +167,13 @@ int qw_tier_input_for(const qw_model *m, int32_t n_ctx, qw_tier_input *in, qw_er
     }
     in->slot_bytes = slot;
     in->nonexpert_bytes = m->weight_bytes > in->expert_bytes ? m->weight_bytes - in->expert_bytes : 0;
+    /* An untied token embedding is gathered a row per token, never streamed
+     * whole, so its pages barely count (151k x 1024 Q8_0 is 165 MB of which a
+     * run touches a few hundred KB).  Tied, it is also the LM head: all of it. */
+    if (!m->tied_output) {
+        const uint64_t embd = m->tok_embd.row_bytes * (uint64_t)m->tok_embd.ne[1];
+        in->nonexpert_bytes = in->nonexpert_bytes > embd ? in->nonexpert_bytes - embd : 0;
+    }
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
     in->kv_bytes = (uint64_t)hp->n_layer * (uint64_t)n_ctx * 2u * (uint64_t)hp->n_head_kv * hp->head_dim * 2u;
     in->ram_phys = qw_ram_physical();
