@@ -13,6 +13,8 @@ if [ ! -x "$BIN" ]; then
     echo "FAIL: fuzz_gguf ($BIN missing: run make fuzz)"
     exit 0
 fi
+# UBSan only prints by default and libFuzzer would carry on: make it a crash.
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 work=$(mktemp -d "$TMP/fuzz_gguf.XXXXXX") || { echo "FAIL: fuzz_gguf (no scratch dir)"; exit 0; }
 mkdir -p "$work/corpus"
 cp fuzz/seeds/gguf/* "$work/corpus/" 2>/dev/null
