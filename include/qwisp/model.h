@@ -71,6 +71,13 @@ typedef struct qw_model {
     struct qw_experts *experts; /* where the MoE layer gets experts (experts.h): tier chosen at load */
 } qw_model;
 
+/* Binds weight tensor `name` of g into *t after checking its type (computable;
+ * f32 when float_only) and its shape against want[0..n_dims) (innermost first,
+ * missing dims must be 1).  -1 + err naming the file, tensor and mismatch.
+ * Shared by every architecture's loader. */
+int qw_model_bind_tensor(const qw_gguf *g, qw_tensor *t, const char *name, int n_dims,
+                         const int64_t *want, bool float_only, qw_error *err);
+
 /* Loads and validates (architecture, hyper-parameters, every tensor's presence,
  * type and shape).  NULL + err naming the file and what is wrong. */
 qw_model *qw_model_load(const char *path, qw_error *err);

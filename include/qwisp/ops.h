@@ -54,6 +54,10 @@ void qw_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t n
 /* NeoX-style RoPE in place on x [n_heads][head_dim] at position pos:
  * pairs (i, i + head_dim/2) rotated by pos * base^(-2i/head_dim). */
 void qw_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, float base);
+/* The same over the first n_rot dims of each head only (partial RoPE; the rest
+ * pass through); theta uses n_rot as the dimension: pos * base^(-2i/n_rot). */
+void qw_rope_neox_partial(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int32_t pos,
+                          float base);
 
 /* In-place softmax of x[n]. */
 void qw_softmax(float *x, int64_t n);

@@ -22,10 +22,11 @@ void qw_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t n
     }
 }
 
-void qw_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, float base) {
-    const int64_t half = head_dim / 2;
-    const float theta_scale = powf(base, -2.0f / (float)head_dim);
-    float cs[512], sn[512]; /* head_dim/2 <= 512 is checked at model load */
+void qw_rope_neox_partial(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int32_t pos,
+                          float base) {
+    const int64_t half = n_rot / 2;
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float cs[512], sn[512]; /* n_rot/2 <= 512: head_dim is checked at model load */
     float theta = (float)pos;
     for (int64_t i = 0; i < half; i++) {
         cs[i] = cosf(theta);
@@ -40,6 +41,10 @@ void qw_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, floa
             v[i + half] = x0 * sn[i] + x1 * cs[i];
         }
     }
+}
+
+void qw_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, float base) {
+    qw_rope_neox_partial(x, n_heads, head_dim, head_dim, pos, base);
 }
 
 void qw_softmax(float *x, int64_t n) {

@@ -94,9 +94,8 @@ static int read_hparams(const qw_gguf *g, qw_hparams *hp, qw_error *err) {
     return 0;
 }
 
-/* Binds tensor `name` and checks its shape against want[0..n_dims) (innermost first). */
-static int bind(const qw_gguf *g, qw_tensor *t, const char *name, int n_dims, const int64_t *want,
-                bool float_only, qw_error *err) {
+int qw_model_bind_tensor(const qw_gguf *g, qw_tensor *t, const char *name, int n_dims,
+                         const int64_t *want, bool float_only, qw_error *err) {
     const qw_gguf_tensor *gt = qw_gguf_find_tensor(g, name);
     if (!gt) return qw_fail(err, "%s: missing tensor '%s'", qw_gguf_path(g), name);
     if (!qw_type_supported(gt->type))
@@ -131,7 +130,7 @@ static int bind_layer(const qw_gguf *g, const qw_hparams *hp, int il, qw_layer *
 #define B(field, suffix, nd, dims, f32)                                                  \
     do {                                                                                 \
         snprintf(nm, sizeof nm, "blk.%d.%s.weight", il, suffix);                         \
-        if (bind(g, &L->field, nm, nd, dims, f32, err)) return -1;                       \
+        if (qw_model_bind_tensor(g, &L->field, nm, nd, dims, f32, err)) return -1;                       \
     } while (0)
     B(attn_norm, "attn_norm", 1, DIMS(E), true);
     B(wq, "attn_q", 2, DIMS(E, H * D), false);
@@ -172,11 +171,11 @@ qw_model *qw_model_load(const char *path, qw_error *err) {
         qw_fail(err, "%s: cannot determine expert_feed_forward_length", path);
         goto fail;
     }
-    if (bind(g, &m->tok_embd, "token_embd.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err) ||
-        bind(g, &m->output_norm, "output_norm.weight", 1, DIMS(hp->n_embd), true, err))
+    if (qw_model_bind_tensor(g, &m->tok_embd, "token_embd.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err) ||
+        qw_model_bind_tensor(g, &m->output_norm, "output_norm.weight", 1, DIMS(hp->n_embd), true, err))
         goto fail;
     if (qw_gguf_find_tensor(g, "output.weight")) {
-        if (bind(g, &m->output, "output.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err))
+        if (qw_model_bind_tensor(g, &m->output, "output.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err))
             goto fail;
     } else {
         m->output = m->tok_embd;

@@ -41,27 +41,6 @@ static int key_f32(const qw_gguf *g, const char *suffix, float *out, bool requir
     return 0;
 }
 
-static int bind(const qw_gguf *g, qw_tensor *t, const char *name, int nd, const int64_t *want, bool f32,
-                qw_error *err) {
-    const qw_gguf_tensor *gt = qw_gguf_find_tensor(g, name);
-    if (!gt) return qw_fail(err, "%s: missing tensor '%s'", qw_gguf_path(g), name);
-    if (!qw_type_supported(gt->type) || (f32 && gt->type != QW_TYPE_F32))
-        return qw_fail(err, "%s: tensor '%s' has unsupported type %s", qw_gguf_path(g), name,
-                       qw_type_name(gt->type));
-    for (int d = 0; d < 4; d++)
-        if ((int64_t)gt->ne[d] != (d < nd ? want[d] : 1))
-            return qw_fail(err, "%s: tensor '%s' has shape [%lld,%lld,%lld,%lld], expected dim %d = %lld",
-                           qw_gguf_path(g), name, (long long)gt->ne[0], (long long)gt->ne[1],
-                           (long long)gt->ne[2], (long long)gt->ne[3], d, (long long)(d < nd ? want[d] : 1));
-    t->name = gt->name;
-    t->data = gt->data;
-    t->type = (qw_type)gt->type;
-    for (int d = 0; d < 4; d++) t->ne[d] = (int64_t)gt->ne[d];
-    t->row_bytes = qw_row_bytes(gt->type, t->ne[0]);
-    t->matrix_bytes = t->row_bytes * (size_t)t->ne[1];
-    return 0;
-}
-
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
 
 static int bind_layer(const qw_gguf *g, const qw35_hparams *hp, int il, qw35_layer *L, qw_error *err) {
@@ -72,7 +51,7 @@ static int bind_layer(const qw_gguf *g, const qw35_hparams *hp, int il, qw35_lay
 #define B(field, suffix, nd, dims, f32)                                        \
     do {                                                                       \
         snprintf(nm, sizeof nm, "blk.%d.%s", il, suffix);                      \
-        if (bind(g, &L->field, nm, nd, dims, f32, err)) return -1;             \
+        if (qw_model_bind_tensor(g, &L->field, nm, nd, dims, f32, err)) return -1;             \
     } while (0)
     L->recurrent = (il + 1) % hp->full_attn_interval != 0;
     B(attn_norm, "attn_norm.weight", 1, DIMS(E), true);
@@ -162,11 +141,11 @@ qw35_model *qw35_model_load(const char *path, qw_error *err) {
         goto fail;
     }
     hp->n_vocab = (int32_t)te->ne[1];
-    if (bind(g, &m->tok_embd, "token_embd.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err) ||
-        bind(g, &m->output_norm, "output_norm.weight", 1, DIMS(hp->n_embd), true, err))
+    if (qw_model_bind_tensor(g, &m->tok_embd, "token_embd.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err) ||
+        qw_model_bind_tensor(g, &m->output_norm, "output_norm.weight", 1, DIMS(hp->n_embd), true, err))
         goto fail;
     if (qw_gguf_find_tensor(g, "output.weight")) {
-        if (bind(g, &m->output, "output.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err)) goto fail;
+        if (qw_model_bind_tensor(g, &m->output, "output.weight", 2, DIMS(hp->n_embd, hp->n_vocab), false, err)) goto fail;
     } else {
         m->output = m->tok_embd;
     }
@@ -312,27 +291,6 @@ static void l2norm(float *x, int64_t n, float eps) {
 
 /* IMRoPE for a text token (all M-RoPE components = pos, the 4th = 0) over the
  * first n_rot dims of each head: NeoX pairs (i, i + n_rot/2). */
-static void rope_partial(const qw35_hparams *hp, float *x, int64_t n_heads, int32_t pos) {
-    const int64_t D = hp->head_dim, half = hp->n_rot / 2;
-    const float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->n_rot);
-    /* sections written by our generator / the real model cover every frequency with t/h/w */
-    float cs[512], sn[512];
-    float theta = (float)pos;
-    for (int64_t i = 0; i < half; i++) {
-        cs[i] = cosf(theta);
-        sn[i] = sinf(theta);
-        theta *= theta_scale;
-    }
-    for (int64_t h = 0; h < n_heads; h++) {
-        float *v = x + h * D;
-        for (int64_t i = 0; i < half; i++) {
-            const float x0 = v[i], x1 = v[i + half];
-            v[i] = x0 * cs[i] - x1 * sn[i];
-            v[i + half] = x0 * sn[i] + x1 * cs[i];
-        }
-    }
-}
-
 static int attn_layer(qw35_ctx *c, const qw35_layer *L, int il, qw_error *err) {
     const qw35_hparams *hp = &c->m->hp;
     const int64_t D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
@@ -342,8 +300,8 @@ static int attn_layer(qw35_ctx *c, const qw35_layer *L, int il, qw_error *err) {
     for (int64_t h = 0; h < H; h++) memcpy(c->q + h * D, c->qg + h * 2 * D, (size_t)D * sizeof(float));
     qw_rmsnorm(c->q, c->q, L->q_norm.data, D, H, hp->rms_eps);
     qw_rmsnorm(c->k, c->k, L->k_norm.data, D, HKV, hp->rms_eps);
-    rope_partial(hp, c->q, H, c->n_past);
-    rope_partial(hp, c->k, HKV, c->n_past);
+    qw_rope_neox_partial(c->q, H, hp->head_dim, hp->n_rot, c->n_past, hp->rope_base);
+    qw_rope_neox_partial(c->k, HKV, hp->head_dim, hp->n_rot, c->n_past, hp->rope_base);
     const size_t row = (size_t)HKV * D;
     qw_quantize_row(QW_TYPE_F16, c->k, c->kc[il] + (size_t)c->n_past * row, (int64_t)row);
     qw_quantize_row(QW_TYPE_F16, c->v, c->vc[il] + (size_t)c->n_past * row, (int64_t)row);
