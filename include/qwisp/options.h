@@ -30,6 +30,7 @@
     X(PREFILL_CACHE_MB, "QWISP_PREFILL_CACHE_MB", "QWISP_PREFILL_MLX_CACHE_MB", INT, NULL, 0, 16777216, "serialize path pool cache limit in MB; unset/0 = unbounded") \
     X(LANE_CACHE_MB, "QWISP_LANE_CACHE_MB", "QWISP_LANE_MLX_CACHE_MB", INT, "2048", 0, 16777216, "lanes path pool cache limit in MB; 0 = unbounded") \
     X(POOL_FIT, "QWISP_POOL_FIT", NULL, ENUM, "classes", 0, 0, "pool fit rule: classes (8 per power of two) | exact (MLX: within ~2 pages)") \
+    X(POOL_DECAY_MS, "QWISP_POOL_DECAY_MS", NULL, INT, "0", 0, 86400000, "pool: return cached buffers unused for longer than this many ms to the OS; 0 = off") \
     X(PREFILL_MEMDBG, "QWISP_PREFILL_MEMDBG", NULL, INT, "0", 0, 2, "1: memory breakdown line every _EVERY prefill chunks; 2: also clear the cache (perturbs!)") \
     X(PREFILL_MEMDBG_EVERY, "QWISP_PREFILL_MEMDBG_EVERY", NULL, INT, "4", 1, 1000000, "chunks between QWISP_PREFILL_MEMDBG lines (the final chunk always reports)") \
     X(LANE_MEMDBG, "QWISP_LANE_MEMDBG", NULL, INT, "0", 0, 2, "1|2: memory breakdown at the lanes path's idle points (2 clears the cache)") \

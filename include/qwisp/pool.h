@@ -56,6 +56,9 @@ size_t qw_pool_class_size(size_t n);
 /* Cache limit in bytes, 0 = unbounded.  Setting it trims the cache to it at
  * once (least recently freed first); afterwards every free keeps cache <= limit. */
 void qw_pool_set_cache_limit(uint64_t bytes);
+/* Age limit: cached buffers unused for longer than ms go back to the OS at the
+ * next alloc or free (0 = off, the default).  QWISP_POOL_DECAY_MS. */
+void qw_pool_set_decay_ms(uint32_t ms);
 uint64_t qw_pool_get_cache_limit(void);
 /* Returns every cached buffer to the OS. */
 void qw_pool_clear_cache(void);

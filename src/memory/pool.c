@@ -60,9 +60,10 @@ typedef struct block {
     size_t cap;  /* usable bytes after the header */
     struct block *bin_prev, *bin_next;
     struct block *lru_prev, *lru_next; /* lru_prev = more recently freed */
-    uint32_t bin;
-    uint16_t is_mmap;
-    uint16_t is_fresh; /* pages never written by a user (still zero) */
+    uint16_t bin;
+    uint8_t is_mmap;
+    uint8_t is_fresh;  /* pages never written by a user (still zero) */
+    uint32_t freed_ms; /* when it entered the cache (now_ms(); wraps harmlessly) */
 } block;
 _Static_assert(sizeof(block) == QW_POOL_ALIGN, "block header must keep user pointers aligned");
 
@@ -73,6 +74,7 @@ _Static_assert(sizeof(block) == QW_POOL_ALIGN, "block header must keep user poin
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static block *g_bins[N_BINS];
 static block *g_lru_head, *g_lru_tail; /* head = most recently freed */
+static uint32_t g_decay_ms;            /* 0 = no age limit */
 static qw_pool_stats g_st;
 static qw_pool_fit g_fit = QW_POOL_FIT_CLASSES;
 static size_t g_page;
@@ -90,6 +92,8 @@ static uint64_t now_ns(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+static uint32_t now_ms(void) { return (uint32_t)(now_ns() / 1000000u); }
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -166,6 +170,7 @@ static void cache_insert(block *b) {
     if (g_lru_head) g_lru_head->lru_prev = b;
     else g_lru_tail = b;
     g_lru_head = b;
+    b->freed_ms = now_ms();
     g_st.cache_bytes += b->cap;
     g_st.cache_buffers++;
 }
@@ -183,9 +188,17 @@ static void cache_remove(block *b) {
     b->magic = MAGIC_LIVE;
 }
 
-/* The one place the limit is enforced. */
+/* The one place the limit is enforced: the LRU tail goes back to the OS while
+ * the cache is over `limit` bytes or (decay on) the tail has sat unused for
+ * longer than the decay — jemalloc/mimalloc's lesson that idle memory should
+ * be returned by age, not only by a size cap. */
+static bool tail_expired(uint32_t now) {
+    return g_decay_ms && g_lru_tail && (uint32_t)(now - g_lru_tail->freed_ms) > g_decay_ms;
+}
+
 static void enforce_limit(uint64_t limit) {
-    while (g_lru_tail && g_st.cache_bytes > limit) {
+    const uint32_t now = g_decay_ms ? now_ms() : 0;
+    while (g_lru_tail && (g_st.cache_bytes > limit || tail_expired(now))) {
         block *b = g_lru_tail;
         cache_remove(b);
         g_st.evicted_buffers++;
@@ -229,6 +242,7 @@ static size_t fresh_cap(size_t n) {
 }
 
 static block *take(size_t n) {
+    if (g_decay_ms) enforce_limit(g_st.cache_limit ? g_st.cache_limit : UINT64_MAX);
     block *b = cache_find(n);
     if (b) {
         cache_remove(b);
@@ -254,7 +268,7 @@ static void give_back(block *b) {
     g_st.n_free++;
     cache_insert(b);
     b->is_fresh = 0;
-    if (g_st.cache_limit) enforce_limit(g_st.cache_limit);
+    if (g_st.cache_limit || g_decay_ms) enforce_limit(g_st.cache_limit ? g_st.cache_limit : UINT64_MAX);
 }
 
 static block *header_of(const void *p) { return (block *)((char *)p - QW_POOL_ALIGN); }
@@ -370,6 +384,13 @@ qw_pool_fit qw_pool_get_fit(void) {
     qw_pool_fit f = g_fit;
     pthread_mutex_unlock(&g_lock);
     return f;
+}
+
+void qw_pool_set_decay_ms(uint32_t ms) {
+    pthread_mutex_lock(&g_lock);
+    g_decay_ms = ms;
+    if (ms) enforce_limit(g_st.cache_limit ? g_st.cache_limit : UINT64_MAX);
+    pthread_mutex_unlock(&g_lock);
 }
 
 void qw_pool_set_cache_limit(uint64_t bytes) {

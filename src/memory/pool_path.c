@@ -25,5 +25,6 @@ int qw_pool_apply_path(qw_pool_path path, qw_error *err) {
         return qw_fail(err, "%s=%lld: out of range [0, %lld] MB", qw_opt_name(id), (long long)mb,
                        (long long)1 << 24);
     qw_pool_set_cache_limit((uint64_t)mb << 20);
+    qw_pool_set_decay_ms((uint32_t)qw_opt_int(QW_OPT_POOL_DECAY_MS));
     return 0;
 }

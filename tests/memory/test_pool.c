@@ -13,12 +13,15 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <unistd.h>
+
 static const size_t MB = 1 << 20;
 
 static int setup(void **state) {
     (void)state;
     qw_pool_set_fit(QW_POOL_FIT_CLASSES);
     qw_pool_set_cache_limit(0);
+    qw_pool_set_decay_ms(0);
     qw_pool_clear_cache();
     return 0;
 }
@@ -185,6 +188,29 @@ static void test_clear_cache(void **state) {
     assert_true(s1.os_free_bytes - s0.os_free_bytes >= 4 * MB);
 }
 
+/* Decay: a buffer cached longer than the age limit goes back to the OS at the
+ * next pool call; a recently freed one stays (the limit is 100x the sleep). */
+static void test_decay_releases_idle_buffers(void **state) {
+    (void)state;
+    qw_pool_set_decay_ms(50);
+    void *old = qw_pool_alloc(3 * MB);
+    qw_pool_free(old);
+    assert_true(qw_pool_get_stats().cache_bytes >= 3 * MB);
+    usleep(200 * 1000); /* four times the age limit */
+    void *fresh = qw_pool_alloc(1000); /* any call ages the cache */
+    qw_pool_stats s = qw_pool_get_stats();
+    assert_true(s.cache_bytes < 3 * MB);
+    qw_pool_free(fresh);
+    qw_pool_set_decay_ms(20000);
+    void *young = qw_pool_alloc(2 * MB);
+    qw_pool_free(young);
+    usleep(1000);
+    qw_pool_free(qw_pool_alloc(100));
+    assert_true(qw_pool_get_stats().cache_bytes >= 2 * MB); /* 1 ms idle < 20 s limit */
+    qw_pool_set_decay_ms(0);
+    qw_pool_clear_cache();
+}
+
 static void test_realloc_preserves(void **state) {
     (void)state;
     size_t steps[] = {10, 700, 5000, 300000, 1 * MB, 5 * MB, 5 * MB + 17, 64, 2 * MB};
@@ -347,6 +373,7 @@ int main(void) {
         cmocka_unit_test_setup(test_set_limit_trims, setup),
         cmocka_unit_test_setup(test_lru_release_order, setup),
         cmocka_unit_test_setup(test_clear_cache, setup),
+        cmocka_unit_test_setup(test_decay_releases_idle_buffers, setup),
         cmocka_unit_test_setup(test_realloc_preserves, setup),
         cmocka_unit_test_setup(test_growth_leaves_no_cache_with_classes, setup),
         cmocka_unit_test_setup(test_calloc_zeroes_reused, setup),
