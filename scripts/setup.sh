@@ -5,7 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-PKGS="build-essential pkg-config libpcre2-dev libcjson-dev libcmocka-dev libmicrohttpd-dev clang libclang-rt-14-dev"
+PKGS="build-essential pkg-config curl python3 libpcre2-dev libcjson-dev libcmocka-dev libmicrohttpd-dev clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
