@@ -223,17 +223,10 @@ int qw_ab_criteria_parse(qw_ab_criteria *c, const char *text, qw_error *err) {
 
 int qw_ab_criteria_load(qw_ab_criteria *c, const char *path, qw_error *err) {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
-    if (!f) return qw_fail(err, "criteria %s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = qw_xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) buf = qw_xrealloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[n] = 0;
+    size_t n = 0;
+    qw_error e1 = {0};
+    char *buf = qw_read_file(path, 1u << 20, &n, &e1); /* a criteria file is a few lines */
+    if (!buf) return qw_fail(err, "criteria %s", e1.msg);
     if (memchr(buf, 0, n)) {
         free(buf);
         return qw_fail(err, "criteria %s: binary file (NUL byte)", path);

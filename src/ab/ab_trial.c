@@ -62,24 +62,10 @@ static void push_sample(qw_ab_trial *t, float ts, float mb) {
     t->n_series++;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *b = qw_xmalloc(cap);
-    while ((got = fread(b + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) b = qw_xrealloc(b, cap *= 2);
-    }
-    fclose(f);
-    b[n] = 0;
-    return b;
-}
-
 /* The last non-empty line of a file, for a failed trial's reason. */
 static void last_line(const char *path, char *out, size_t cap) {
     out[0] = 0;
-    char *s = slurp(path);
+    char *s = qw_read_file(path, 0, NULL, NULL);
     if (!s) return;
     size_t n = strlen(s);
     while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = 0;
@@ -205,7 +191,7 @@ int qw_ab_trial_run(const qw_ab_spawn *sp, qw_ab_trial *t, qw_error *err) {
         snprintf(t->error, sizeof t->error, "exit %d: %s", t->exit_code, last[0] ? last : "(no stderr)");
         return 0;
     }
-    char *json = slurp(sp->stdout_path);
+    char *json = qw_read_file(sp->stdout_path, 0, NULL, NULL);
     bool parsed = json && qw_ab_trial_parse_json(t, json);
     free(json);
     if (!parsed) {

@@ -24,6 +24,37 @@ int qw_cli_flag(const char *cmd, int argc, char **argv, int *i, const char *flag
     return 1;
 }
 
+int qw_cli_sampler_flag(const char *C, int argc, char **argv, int *ip, qw_sampler_params *sp) {
+    const char *v = NULL;
+    int r, i = *ip;
+    long lv;
+    int rc = 1;
+    if (QW_CLI_FLAG("--temp")) rc = r < 0 || qw_cli_float(C, "--temp", v, 0, 100, &sp->temp) ? -1 : 1;
+    else if (QW_CLI_FLAG("--top-p")) rc = r < 0 || qw_cli_float(C, "--top-p", v, 0, 1, &sp->top_p) ? -1 : 1;
+    else if (QW_CLI_FLAG("--min-p")) rc = r < 0 || qw_cli_float(C, "--min-p", v, 0, 1, &sp->min_p) ? -1 : 1;
+    else if (QW_CLI_FLAG("--top-k")) {
+        rc = r < 0 || qw_cli_long(C, "--top-k", v, 0, 1 << 24, &lv) ? -1 : 1;
+        if (rc > 0) sp->top_k = (int32_t)lv;
+    } else if (QW_CLI_FLAG("--seed")) rc = r < 0 || qw_cli_u64(C, "--seed", v, &sp->seed) ? -1 : 1;
+    else if (QW_CLI_FLAG("--penalty-last-n")) {
+        rc = r < 0 || qw_cli_long(C, "--penalty-last-n", v, 0, 1 << 20, &lv) ? -1 : 1;
+        if (rc > 0) sp->penalty_last_n = (int32_t)lv;
+    } else {
+        /* The penalties look back 64 tokens unless --penalty-last-n says otherwise. */
+        float *dst = NULL;
+        double lo = -2, hi = 2;
+        const char *f = argv[i];
+        if (QW_CLI_FLAG("--repeat-penalty")) dst = &sp->repeat_penalty, lo = 0, hi = 10;
+        else if (QW_CLI_FLAG("--presence-penalty")) dst = &sp->presence_penalty;
+        else if (QW_CLI_FLAG("--frequency-penalty")) dst = &sp->frequency_penalty;
+        else return 0;
+        rc = r < 0 || qw_cli_float(C, f, v, lo, hi, dst) ? -1 : 1;
+        if (rc > 0 && sp->penalty_last_n == 0) sp->penalty_last_n = 64;
+    }
+    *ip = i;
+    return rc;
+}
+
 int qw_cli_long(const char *cmd, const char *flag, const char *s, long min, long max, long *out) {
     errno = 0;
     char *end;

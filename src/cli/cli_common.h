@@ -3,6 +3,7 @@
 #ifndef QWISP_CLI_COMMON_H
 #define QWISP_CLI_COMMON_H
 
+#include "qwisp/sampler.h"
 #include "qwisp/tokenizer.h"
 
 #include <stdbool.h>
@@ -12,6 +13,17 @@
  * returns 1; returns -1 (after printing "qwisp CMD: FLAG needs a value") when
  * the value is missing; 0 if argv[*i] is not this flag. */
 int qw_cli_flag(const char *cmd, int argc, char **argv, int *i, const char *flag, const char **val);
+
+/* In a flag loop with locals C (command name), argc, argv, i, v (value) and r
+ * (result): true when argv[i] is `name`; then r < 0 means its value is missing
+ * (already reported) and v holds it otherwise. */
+#define QW_CLI_FLAG(name) ((r = qw_cli_flag(C, argc, argv, &i, name, &v)) != 0)
+
+/* The sampling flags run and chat share (--temp, --top-k, --top-p, --min-p,
+ * --seed, --repeat-penalty, --presence-penalty, --frequency-penalty,
+ * --penalty-last-n) into *sp.  Returns 1 if argv[*i] was one (advancing *i),
+ * 0 if not, -1 after printing an error. */
+int qw_cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, qw_sampler_params *sp);
 
 /* Parse numbers; on error print "qwisp CMD: FLAG 'TEXT': reason" and return -1. */
 int qw_cli_long(const char *cmd, const char *flag, const char *s, long min, long max, long *out);

@@ -233,6 +233,7 @@ static bool knobs_match(const qw_ab_trial *t, char **env, bool simulated, char *
 static void add_arg(char **argv, int *n, const char *s) { argv[(*n)++] = (char *)s; }
 
 int qw_cmd_ab(int argc, char **argv) {
+    const char *C = "ab";
     const char *crit_path = NULL, *model_flag = NULL, *out_dir = "ab-report", *tier = "resident", *simulate = NULL;
     long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1;
     qw_ab_arm arms[16];
@@ -244,24 +245,23 @@ int qw_cmd_ab(int argc, char **argv) {
             fputs(usage_text, stdout);
             return 0;
         }
-#define FLAG(name) ((r = qw_cli_flag("ab", argc, argv, &i, name, &v)) != 0)
-        if (FLAG("--criteria")) { if (r < 0) goto out; crit_path = v; }
-        else if (FLAG("-m")) { if (r < 0) goto out; model_flag = v; }
-        else if (FLAG("--out")) { if (r < 0) goto out; out_dir = v; }
-        else if (FLAG("--tier")) {
+        if (QW_CLI_FLAG("--criteria")) { if (r < 0) goto out; crit_path = v; }
+        else if (QW_CLI_FLAG("-m")) { if (r < 0) goto out; model_flag = v; }
+        else if (QW_CLI_FLAG("--out")) { if (r < 0) goto out; out_dir = v; }
+        else if (QW_CLI_FLAG("--tier")) {
             if (r < 0) goto out;
             if (strcmp(v, "resident") && strcmp(v, "streaming")) {
                 fprintf(stderr, "qwisp ab: --tier '%s': expected resident or streaming\n", v);
                 goto out;
             }
             tier = v;
-        } else if (FLAG("--simulate")) { if (r < 0) goto out; simulate = v; }
-        else if (FLAG("--prompt-tokens")) { if (r < 0 || qw_cli_long("ab", "--prompt-tokens", v, 1, 1 << 22, &prompt)) goto out; }
-        else if (FLAG("--decode") || FLAG("-n")) { if (r < 0 || qw_cli_long("ab", "--decode", v, 1, 1 << 20, &decode)) goto out; }
-        else if (FLAG("--reps")) { if (r < 0 || qw_cli_long("ab", "--reps", v, 1, 1000, &reps)) goto out; }
-        else if (FLAG("--sample-ms")) { if (r < 0 || qw_cli_long("ab", "--sample-ms", v, 1, 10000, &sample_ms)) goto out; }
-        else if (FLAG("--raw-c")) { if (r < 0 || qw_cli_long("ab", "--raw-c", v, 0, 1 << 20, &raw_c)) goto out; }
-        else if (FLAG("--arm")) {
+        } else if (QW_CLI_FLAG("--simulate")) { if (r < 0) goto out; simulate = v; }
+        else if (QW_CLI_FLAG("--prompt-tokens")) { if (r < 0 || qw_cli_long("ab", "--prompt-tokens", v, 1, 1 << 22, &prompt)) goto out; }
+        else if (QW_CLI_FLAG("--decode") || QW_CLI_FLAG("-n")) { if (r < 0 || qw_cli_long("ab", "--decode", v, 1, 1 << 20, &decode)) goto out; }
+        else if (QW_CLI_FLAG("--reps")) { if (r < 0 || qw_cli_long("ab", "--reps", v, 1, 1000, &reps)) goto out; }
+        else if (QW_CLI_FLAG("--sample-ms")) { if (r < 0 || qw_cli_long("ab", "--sample-ms", v, 1, 10000, &sample_ms)) goto out; }
+        else if (QW_CLI_FLAG("--raw-c")) { if (r < 0 || qw_cli_long("ab", "--raw-c", v, 0, 1 << 20, &raw_c)) goto out; }
+        else if (QW_CLI_FLAG("--arm")) {
             if (r < 0) goto out;
             if (n_arms == 16) {
                 fprintf(stderr, "qwisp ab: at most 16 arms\n");
@@ -282,7 +282,6 @@ int qw_cmd_ab(int argc, char **argv) {
             fprintf(stderr, "qwisp ab: unknown option '%s'\n%s", argv[i], usage_text);
             goto out;
         }
-#undef FLAG
     }
     if (!crit_path || n_arms < 2) {
         fprintf(stderr, "qwisp ab: need --criteria FILE and at least two --arm\n%s", usage_text);

@@ -46,27 +46,25 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-#define FLAG(name) ((r = qw_cli_flag(C, argc, argv, &i, name, &v)) != 0)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(k_usage, stdout);
             return 1;
         } else if (!strcmp(argv[i], "--json")) a->json = true;
-        else if (FLAG("-m") || FLAG("--model")) { if (r < 0) return -1; a->model = v; }
-        else if (FLAG("-p") || FLAG("--n-prompt")) {
+        else if (QW_CLI_FLAG("-m") || QW_CLI_FLAG("--model")) { if (r < 0) return -1; a->model = v; }
+        else if (QW_CLI_FLAG("-p") || QW_CLI_FLAG("--n-prompt")) {
             if (r < 0 || qw_cli_long(C, "-p", v, 0, 1 << 20, &a->p)) return -1;
-        } else if (FLAG("-n") || FLAG("--n-gen")) {
+        } else if (QW_CLI_FLAG("-n") || QW_CLI_FLAG("--n-gen")) {
             if (r < 0 || qw_cli_long(C, "-n", v, 0, 1 << 20, &a->n)) return -1;
-        } else if (FLAG("-r") || FLAG("--repetitions")) {
+        } else if (QW_CLI_FLAG("-r") || QW_CLI_FLAG("--repetitions")) {
             if (r < 0 || qw_cli_long(C, "-r", v, 1, 1000, &a->r)) return -1;
-        } else if (FLAG("--threads") || FLAG("-t")) {
+        } else if (QW_CLI_FLAG("--threads") || QW_CLI_FLAG("-t")) {
             if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &a->threads)) return -1;
-        } else if (FLAG("--bw-mb")) {
+        } else if (QW_CLI_FLAG("--bw-mb")) {
             if (r < 0 || qw_cli_long(C, "--bw-mb", v, 0, 1 << 20, &a->bw_mb)) return -1;
         } else {
             fprintf(stderr, "qwisp bench: unknown option '%s' (see qwisp bench --help)\n", argv[i]);
             return -1;
         }
-#undef FLAG
     }
     return 0;
 }

@@ -97,25 +97,17 @@ static int parse_args(int argc, char **argv, chat_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-        long lv;
-#define FLAG(name) ((r = qw_cli_flag(C, argc, argv, &i, name, &v)) != 0)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(k_usage, stdout);
             qw_strbuf_free(&prompt);
             return 1;
         } else if (!strcmp(argv[i], "-i") || !strcmp(argv[i], "--interactive")) a->interactive = true;
-        else if (FLAG("-m") || FLAG("--model")) { if (r < 0) goto bad; a->model = v; }
-        else if (FLAG("--system")) { if (r < 0) goto bad; a->system = v; }
-        else if (FLAG("-n")) { if (r < 0 || qw_cli_long(C, "-n", v, 1, 1 << 24, &a->n_gen)) goto bad; }
-        else if (FLAG("--threads") || FLAG("-t")) { if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &a->threads)) goto bad; }
-        else if (FLAG("--ctx") || FLAG("-c")) { if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &a->n_ctx)) goto bad; }
-        else if (FLAG("--temp")) { if (r < 0 || qw_cli_float(C, "--temp", v, 0, 100, &a->sp.temp)) goto bad; }
-        else if (FLAG("--top-p")) { if (r < 0 || qw_cli_float(C, "--top-p", v, 0, 1, &a->sp.top_p)) goto bad; }
-        else if (FLAG("--min-p")) { if (r < 0 || qw_cli_float(C, "--min-p", v, 0, 1, &a->sp.min_p)) goto bad; }
-        else if (FLAG("--top-k")) {
-            if (r < 0 || qw_cli_long(C, "--top-k", v, 0, 1 << 24, &lv)) goto bad;
-            a->sp.top_k = (int32_t)lv;
-        } else if (FLAG("--seed")) { if (r < 0 || qw_cli_u64(C, "--seed", v, &a->sp.seed)) goto bad; }
+        else if (QW_CLI_FLAG("-m") || QW_CLI_FLAG("--model")) { if (r < 0) goto bad; a->model = v; }
+        else if (QW_CLI_FLAG("--system")) { if (r < 0) goto bad; a->system = v; }
+        else if (QW_CLI_FLAG("-n")) { if (r < 0 || qw_cli_long(C, "-n", v, 1, 1 << 24, &a->n_gen)) goto bad; }
+        else if (QW_CLI_FLAG("--threads") || QW_CLI_FLAG("-t")) { if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &a->threads)) goto bad; }
+        else if (QW_CLI_FLAG("--ctx") || QW_CLI_FLAG("-c")) { if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &a->n_ctx)) goto bad; }
+        else if ((r = qw_cli_sampler_flag(C, argc, argv, &i, &a->sp)) != 0) { if (r < 0) goto bad; }
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "qwisp chat: unknown option '%s' (see qwisp chat --help)\n", argv[i]);
             goto bad;
@@ -123,7 +115,6 @@ static int parse_args(int argc, char **argv, chat_args *a) {
             if (prompt.n) qw_strbuf_add(&prompt, " ", 1);
             qw_strbuf_add(&prompt, argv[i], strlen(argv[i]));
         }
-#undef FLAG
     }
     a->prompt = prompt.p;
     return 0;

@@ -66,54 +66,30 @@ static int parse_args(int argc, char **argv, run_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-        long lv;
-#define FLAG(name) ((r = qw_cli_flag(C, argc, argv, &i, name, &v)) != 0)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(k_usage, stdout);
             return 1;
         } else if (!strcmp(argv[i], "--chat")) a->chat = true;
         else if (!strcmp(argv[i], "--json")) a->json = true;
         else if (!strcmp(argv[i], "--ignore-eos")) a->ignore_eos = true;
-        else if (FLAG("-m") || FLAG("--model")) { if (r < 0) return -1; a->model = v; }
-        else if (FLAG("-p") || FLAG("--prompt")) { if (r < 0) return -1; a->prompt = v; }
-        else if (FLAG("--prompt-file")) { if (r < 0) return -1; a->prompt_file = v; }
-        else if (FLAG("--system")) { if (r < 0) return -1; a->system = v; }
-        else if (FLAG("--prompt-tokens")) {
+        else if (QW_CLI_FLAG("-m") || QW_CLI_FLAG("--model")) { if (r < 0) return -1; a->model = v; }
+        else if (QW_CLI_FLAG("-p") || QW_CLI_FLAG("--prompt")) { if (r < 0) return -1; a->prompt = v; }
+        else if (QW_CLI_FLAG("--prompt-file")) { if (r < 0) return -1; a->prompt_file = v; }
+        else if (QW_CLI_FLAG("--system")) { if (r < 0) return -1; a->system = v; }
+        else if (QW_CLI_FLAG("--prompt-tokens")) {
             if (r < 0 || qw_cli_long(C, "--prompt-tokens", v, 1, 1 << 24, &a->prompt_tokens)) return -1;
-        } else if (FLAG("-n") || FLAG("--n-predict")) {
+        } else if (QW_CLI_FLAG("-n") || QW_CLI_FLAG("--n-predict")) {
             if (r < 0 || qw_cli_long(C, "-n", v, 0, 1 << 24, &a->n_gen)) return -1;
-        } else if (FLAG("--threads") || FLAG("-t")) {
+        } else if (QW_CLI_FLAG("--threads") || QW_CLI_FLAG("-t")) {
             if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &a->threads)) return -1;
-        } else if (FLAG("--ctx") || FLAG("-c")) {
+        } else if (QW_CLI_FLAG("--ctx") || QW_CLI_FLAG("-c")) {
             if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &a->n_ctx)) return -1;
-        } else if (FLAG("--temp")) {
-            if (r < 0 || qw_cli_float(C, "--temp", v, 0, 100, &a->sp.temp)) return -1;
-        } else if (FLAG("--top-p")) {
-            if (r < 0 || qw_cli_float(C, "--top-p", v, 0, 1, &a->sp.top_p)) return -1;
-        } else if (FLAG("--min-p")) {
-            if (r < 0 || qw_cli_float(C, "--min-p", v, 0, 1, &a->sp.min_p)) return -1;
-        } else if (FLAG("--top-k")) {
-            if (r < 0 || qw_cli_long(C, "--top-k", v, 0, 1 << 24, &lv)) return -1;
-            a->sp.top_k = (int32_t)lv;
-        } else if (FLAG("--seed")) {
-            if (r < 0 || qw_cli_u64(C, "--seed", v, &a->sp.seed)) return -1;
-        } else if (FLAG("--repeat-penalty")) {
-            if (r < 0 || qw_cli_float(C, "--repeat-penalty", v, 0, 10, &a->sp.repeat_penalty)) return -1;
-            if (a->sp.penalty_last_n == 0) a->sp.penalty_last_n = 64;
-        } else if (FLAG("--presence-penalty")) {
-            if (r < 0 || qw_cli_float(C, "--presence-penalty", v, -2, 2, &a->sp.presence_penalty)) return -1;
-            if (a->sp.penalty_last_n == 0) a->sp.penalty_last_n = 64;
-        } else if (FLAG("--frequency-penalty")) {
-            if (r < 0 || qw_cli_float(C, "--frequency-penalty", v, -2, 2, &a->sp.frequency_penalty)) return -1;
-            if (a->sp.penalty_last_n == 0) a->sp.penalty_last_n = 64;
-        } else if (FLAG("--penalty-last-n")) {
-            if (r < 0 || qw_cli_long(C, "--penalty-last-n", v, 0, 1 << 20, &lv)) return -1;
-            a->sp.penalty_last_n = (int32_t)lv;
+        } else if ((r = qw_cli_sampler_flag(C, argc, argv, &i, &a->sp)) != 0) {
+            if (r < 0) return -1;
         } else {
             fprintf(stderr, "qwisp run: unknown option '%s' (see qwisp run --help)\n", argv[i]);
             return -1;
         }
-#undef FLAG
     }
     int sources = (a->prompt != NULL) + (a->prompt_file != NULL) + (a->prompt_tokens >= 0);
     if (sources != 1) {

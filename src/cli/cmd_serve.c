@@ -35,23 +35,21 @@ int qw_cmd_serve(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
-#define FLAG(name) ((r = qw_cli_flag(C, argc, argv, &i, name, &v)) != 0)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(k_usage, stdout);
             return 0;
-        } else if (FLAG("-m") || FLAG("--model")) { if (r < 0) return 2; model = v; }
-        else if (FLAG("--host")) { if (r < 0) return 2; host = v; }
-        else if (FLAG("--port")) { if (r < 0 || qw_cli_long(C, "--port", v, 0, 65535, &port)) return 2; }
-        else if (FLAG("--threads") || FLAG("-t")) { if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &threads)) return 2; }
-        else if (FLAG("--ctx") || FLAG("-c")) { if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &n_ctx)) return 2; }
-        else if (FLAG("--max-conns")) { if (r < 0 || qw_cli_long(C, "--max-conns", v, 1, 100000, &max_conns)) return 2; }
-        else if (FLAG("--max-queue")) { if (r < 0 || qw_cli_long(C, "--max-queue", v, 0, 1000000, &max_queue)) return 2; }
-        else if (FLAG("--max-body")) { if (r < 0 || qw_cli_long(C, "--max-body", v, 1024, 1L << 31, &max_body)) return 2; }
+        } else if (QW_CLI_FLAG("-m") || QW_CLI_FLAG("--model")) { if (r < 0) return 2; model = v; }
+        else if (QW_CLI_FLAG("--host")) { if (r < 0) return 2; host = v; }
+        else if (QW_CLI_FLAG("--port")) { if (r < 0 || qw_cli_long(C, "--port", v, 0, 65535, &port)) return 2; }
+        else if (QW_CLI_FLAG("--threads") || QW_CLI_FLAG("-t")) { if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &threads)) return 2; }
+        else if (QW_CLI_FLAG("--ctx") || QW_CLI_FLAG("-c")) { if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &n_ctx)) return 2; }
+        else if (QW_CLI_FLAG("--max-conns")) { if (r < 0 || qw_cli_long(C, "--max-conns", v, 1, 100000, &max_conns)) return 2; }
+        else if (QW_CLI_FLAG("--max-queue")) { if (r < 0 || qw_cli_long(C, "--max-queue", v, 0, 1000000, &max_queue)) return 2; }
+        else if (QW_CLI_FLAG("--max-body")) { if (r < 0 || qw_cli_long(C, "--max-body", v, 1024, 1L << 31, &max_body)) return 2; }
         else {
             fprintf(stderr, "qwisp serve: unknown option '%s' (see qwisp serve --help)\n", argv[i]);
             return 2;
         }
-#undef FLAG
     }
     const char *path = qw_cli_model_path(C, model);
     if (!path) return 2;

@@ -16,6 +16,7 @@
  *   -v             load and encode times on stderr
  * Exit codes: 0 ok, 1 runtime error, 2 usage error.
  */
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "qwisp/tokenizer.h"
 
@@ -28,30 +29,6 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: qwisp tokenize [-m MODEL.gguf | --hf-tokenizer DIR_OR_tokenizer.json] [--no-special] [-v]\n"
             "                      (-p TEXT | -f FILE | --lines FILE | --decode IDS | --decode-lines FILE)\n");
-}
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "qwisp tokenize: %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap);
-    size_t r;
-    while (b && (r = fread(b + len, 1, cap - len - 1, f)) > 0) {
-        len += r;
-        if (len + 1 >= cap) {
-            char *q = realloc(b, cap *= 2);
-            if (!q) { free(b); b = NULL; }
-            else b = q;
-        }
-    }
-    fclose(f);
-    if (!b) { fprintf(stderr, "qwisp tokenize: %s: out of memory\n", path); return NULL; }
-    b[len] = 0;
-    *n = len;
-    return b;
 }
 
 static void print_ids(const int32_t *ids, size_t n) {
@@ -173,7 +150,7 @@ int qw_cmd_tokenize(int argc, char **argv) {
     if (text) {
         rc = encode_print(tok, text, strlen(text), special, &enc_s);
     } else if (file || lines || decode_lines) {
-        buf = slurp(file ? file : lines ? lines : decode_lines, &n);
+        buf = qw_cli_read_file("tokenize", file ? file : lines ? lines : decode_lines, &n);
         if (!buf) rc = 1;
         else if (file) rc = encode_print(tok, buf, n, special, &enc_s);
         else {

@@ -21,7 +21,8 @@
 #include <string.h>
 
 size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim) {
-    size_t per = (size_t)n_pos * (sizeof(float) + sizeof(uint16_t)) + (size_t)head_dim * 6 + 256;
+    /* per thread: scores [n_pos] f32, q as f16 [head_dim], acc [head_dim] f32 (64-aligned) */
+    size_t per = (size_t)n_pos * sizeof(float) + (size_t)head_dim * 6 + 128;
     per = (per + 63) & ~(size_t)63; /* each thread's slice starts 64-byte aligned */
     return per * (size_t)n_threads;
 }

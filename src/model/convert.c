@@ -73,24 +73,6 @@ typedef struct cv_ctx {
 
 /* ---- config.json --------------------------------------------------------- */
 
-static char *slurp(const char *path, qw_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        qw_fail(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t n = 0, cap = 1 << 16;
-    char *b = qw_xmalloc(cap + 1);
-    size_t r;
-    while ((r = fread(b + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) b = qw_xrealloc(b, (cap *= 2) + 1);
-    }
-    fclose(f);
-    b[n] = 0;
-    return b;
-}
-
 static char *path_in(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
     char *p = qw_xmalloc(a + b + 2);
@@ -126,7 +108,7 @@ typedef struct cv_config {
 
 static int read_config(const char *dir, cv_config *cfg, qw_error *err) {
     char *cpath = path_in(dir, "config.json");
-    char *txt = slurp(cpath, err);
+    char *txt = qw_read_file(cpath, 0, NULL, err);
     int rc = -1;
     cJSON *c = NULL;
     if (!txt) goto out;

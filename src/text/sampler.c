@@ -178,38 +178,25 @@ static void apply_penalties(qw_sampler *s, cand *c) {
     }
 }
 
-/* Moves the best k of c[0..n) to c[0..k), sorted best first.  Size-k min-heap
- * (root = worst kept) over tmp. */
+/* Moves the best k of c[0..n) to c[0..k), sorted best first: a size-k heap
+ * whose root is the worst kept (over tmp), then one sort of the k. */
 static int32_t select_top(qw_sampler *s, cand *c, int32_t n, int32_t k) {
     if (k >= n) {
         sort_desc(c, n);
         return n;
     }
+    if (k <= 0) return 0;
     cand *h = s->tmp;
-    int32_t hn = 0;
-    for (int32_t i = 0; i < n; i++) {
-        if (hn == k && !better(&c[i], &h[0])) continue;
-        cand x = c[i];
-        size_t j;
-        if (hn < k) { /* sift up: parent must be worse than child */
-            j = (size_t)hn++;
-            while (j > 0 && better(&h[(j - 1) / 2], &x)) { h[j] = h[(j - 1) / 2]; j = (j - 1) / 2; }
-        } else { /* replace root, sift down */
-            j = 0;
-            for (;;) {
-                size_t l = 2 * j + 1, m;
-                if (l >= (size_t)hn) break;
-                m = (l + 1 < (size_t)hn && better(&h[l], &h[l + 1])) ? l + 1 : l;
-                if (!better(&x, &h[m])) break;
-                h[j] = h[m];
-                j = m;
-            }
-        }
-        h[j] = x;
+    memcpy(h, c, (size_t)k * sizeof *h);
+    for (size_t i = (size_t)k / 2; i-- > 0;) sift_down_worst(h, i, (size_t)k);
+    for (int32_t i = k; i < n; i++) {
+        if (!better(&c[i], &h[0])) continue;
+        h[0] = c[i];
+        sift_down_worst(h, 0, (size_t)k);
     }
-    sort_desc(h, hn);
-    memcpy(c, h, (size_t)hn * sizeof *c);
-    return hn;
+    sort_desc(h, k);
+    memcpy(c, h, (size_t)k * sizeof *c);
+    return k;
 }
 
 /* Softmax of c[0..n) at temperature 1 into .p; returns nothing. */

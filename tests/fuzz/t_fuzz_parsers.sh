@@ -1,5 +1,6 @@
 #!/bin/bash
-# t_fuzz_parsers.sh — short libFuzzer runs of the parsers other than GGUF:
+# t_fuzz_parsers.sh — short libFuzzer runs of every parser:
+#   fuzz_gguf             the GGUF reader (src/format/gguf.c), 3 x the budget
 #   fuzz_safetensors      safetensors header (src/format/safetensors.c)
 #   fuzz_openai_request   `qwisp serve` request bodies (src/serve/openai.c)
 #   fuzz_tokenizer        BPE encode/decode round trip (src/text/tokenizer.c)
@@ -12,7 +13,7 @@
 # it (UBSAN_OPTIONS halt_on_error=1: by default UBSan only prints and libFuzzer
 # carries on).  Crash/leak/timeout/oom artifacts are copied to
 # FUZZ_ARTIFACT_DIR (default /tmp, which outlives run.sh's scratch dir) and
-# named in an INFO line.  Total about 4 x 10 s.
+# named in an INFO line.  Total about 7 x 10 s.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 SECS=${FUZZ_PARSERS_SECONDS:-10}
@@ -20,8 +21,8 @@ TMP=${QWISP_TEST_TMP:-/tmp}
 KEEP=${FUZZ_ARTIFACT_DIR:-/tmp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
-run_target() {
-    local name=$1 seeds=$2 bin=build-fuzz/bin/$1 work runs
+run_target() { # NAME SEEDS_DIR [SECONDS]
+    local name=$1 seeds=$2 secs=${3:-$SECS} bin=build-fuzz/bin/$1 work runs
     if [ ! -x "$bin" ]; then
         echo "FAIL: $name ($bin missing: run make fuzz)"
         return
@@ -35,12 +36,12 @@ run_target() {
         echo "FAIL: $name seeds run"
         tail -20 "$work/seeds.log"
     fi
-    if "$bin" -max_total_time="$SECS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    if "$bin" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
             -artifact_prefix="$work/" "$work/corpus" >"$work/fuzz.log" 2>&1; then
         runs=$(grep -o 'Done [0-9]* runs' "$work/fuzz.log" | tail -1)
-        echo "PASS: $name ${SECS}s (${runs:-done})"
+        echo "PASS: $name ${secs}s (${runs:-done})"
     else
-        echo "FAIL: $name ${SECS}s"
+        echo "FAIL: $name ${secs}s"
         grep -E 'ERROR|runtime error|SUMMARY|Test unit written' "$work/fuzz.log" | head -10
         tail -30 "$work/fuzz.log"
         for a in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*; do
@@ -51,6 +52,7 @@ run_target() {
     rm -rf "$work"
 }
 
+run_target fuzz_gguf gguf $((3 * SECS))
 run_target fuzz_safetensors safetensors
 run_target fuzz_openai_request openai_request
 run_target fuzz_tokenizer tokenizer

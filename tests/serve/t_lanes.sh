@@ -9,37 +9,21 @@ Q=${QWISP_BIN:?QWISP_BIN not set}
 T=${QWISP_TEST_TMP:-/tmp}/lanes
 mkdir -p "$T"
 DIR=$(cd "$(dirname "$0")" && pwd)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1${2:+ — $2}"; }
+source "$DIR/lib.sh"
+SERVE_MODEL=$T/tiny.gguf SERVE_THREADS=2
 
 "$Q" gen-model --preset tiny --seed 21 -o "$T/tiny.gguf" >/dev/null 2>&1 || { fail "gen-model tiny"; exit 1; }
 command -v node >/dev/null || { fail "lanes: node is not installed"; exit 0; }
 
-# start LOG ENV... : starts a server, sets PORT/SPID
-start() {
-    local log=$1; shift
-    env "$@" "$Q" serve -m "$T/tiny.gguf" --port 0 --threads 2 2>"$log" &
-    SPID=$!; PIDS+=("$SPID"); PORT=""
-    for _ in $(seq 1 100); do
-        PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$SPID" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
 
 PROMPTS=("Hello there" "Write a poem about the sea and the wind that carries the ships home at night"
          "1 2 3 4" "What is the capital of France? Answer in one word, then explain why in detail.")
 
-start "$T/serial.log" QWISP_LANES=0 || { fail "serialize server starts" "$(cat "$T/serial.log")"; exit 0; }
+start_server "$T/serial.log" QWISP_LANES=0 -- || { fail "serialize server starts" "$(cat "$T/serial.log")"; exit 0; }
 node "$DIR/lanes_client.mjs" "http://127.0.0.1:$PORT" tokens 24 "${PROMPTS[@]}" >"$T/serial.json" 2>"$T/serial.err"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
-start "$T/lanes.log" QWISP_LANES=4 QWISP_LANE_MEMDBG=1 || { fail "lanes server starts" "$(cat "$T/lanes.log")"; exit 0; }
+start_server "$T/lanes.log" QWISP_LANES=4 QWISP_LANE_MEMDBG=1 -- || { fail "lanes server starts" "$(cat "$T/lanes.log")"; exit 0; }
 grep -q "lanes path (B=4)" "$T/lanes.log" && pass "lanes: server announces the lanes path" \
     || fail "lanes: server announces the lanes path" "$(head -3 "$T/lanes.log")"
 node "$DIR/lanes_client.mjs" "http://127.0.0.1:$PORT" tokens 24 "${PROMPTS[@]}" >"$T/lanes.json" 2>"$T/lanes.err"

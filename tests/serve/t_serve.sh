@@ -11,35 +11,14 @@ Q=${QWISP_BIN:?QWISP_BIN not set}
 T=${QWISP_TEST_TMP:-/tmp}/serve
 mkdir -p "$T"
 DIR=$(cd "$(dirname "$0")" && pwd)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; }
-trap cleanup EXIT
-
-pass() { echo "PASS: $1"; }
-fail() { echo "FAIL: $1${2:+ — $2}"; }
+source "$DIR/lib.sh"
+SERVE_MODEL=$T/tiny.gguf SERVE_THREADS=1
 
 "$Q" gen-model --preset tiny -o "$T/tiny.gguf" >/dev/null 2>&1 || { fail "gen-model tiny"; exit 1; }
 if [ ! -d tests/peers/node_modules/openai ]; then
     echo "SKIP: openai npm client not installed (scripts/setup.sh)"; NODE_OK=0
 else NODE_OK=1; fi
 
-# start_server LOG [ENV=V ...] -- [serve flags...]: sets PORT and SPID.
-start_server() {
-    local log=$1; shift
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-    env "${envs[@]}" "$Q" serve -m "$T/tiny.gguf" --port 0 --threads 1 "$@" 2>"$log" &
-    SPID=$!
-    PIDS+=("$SPID")
-    PORT=""
-    for _ in $(seq 1 100); do
-        PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$SPID" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
 
 # expect_status NAME CODE ERRCODE_OR_- curl-args... : status and error.code, then a valid request works.
 expect_status() {
