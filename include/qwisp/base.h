@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define QW_ERROR_MAX 512
 
@@ -54,6 +55,20 @@ char *qw_xstrdup(const char *s);
  * Files larger than max_bytes (0 = no limit) are refused.  NULL + err naming
  * the path and the reason (open error, read error, too large, OOM). */
 char *qw_read_file(const char *path, size_t max_bytes, size_t *len, qw_error *err);
+
+/* Writing a file so that a failure never leaves a half-written one at `path`:
+ * qw_atomic_open creates "<path>.tmp.<pid>" (its name kept in *w);
+ * qw_atomic_commit checks every write succeeded, closes and renames it over
+ * path, or removes it and fails (-1 + err naming the path).  qw_atomic_abort
+ * drops it.  Usage: FILE *f = qw_atomic_open(&w, path, err); ...fprintf(f…);
+ * if (qw_atomic_commit(&w, err)) ... */
+typedef struct qw_atomic_file {
+    FILE *f;
+    char path[4096], tmp[4160];
+} qw_atomic_file;
+FILE *qw_atomic_open(qw_atomic_file *w, const char *path, qw_error *err);
+int qw_atomic_commit(qw_atomic_file *w, qw_error *err);
+void qw_atomic_abort(qw_atomic_file *w);
 
 /* FNV-1a 64-bit, for logits hashes and summary lines. */
 uint64_t qw_hash64(const void *data, size_t n, uint64_t seed);

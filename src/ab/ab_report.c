@@ -263,19 +263,19 @@ static char *build_json(const qw_ab_experiment *e) {
 
 int qw_ab_report_write(const qw_ab_experiment *e, const char *dir, qw_error *err) {
     char path[4096];
+    qw_atomic_file w;
     snprintf(path, sizeof path, "%s/report.md", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return qw_fail(err, "%s: %s", path, strerror(errno));
+    FILE *f = qw_atomic_open(&w, path, err);
+    if (!f) return -1;
     write_md(f, e);
-    if (fclose(f)) return qw_fail(err, "%s: write failed", path);
+    if (qw_atomic_commit(&w, err)) return -1;
     snprintf(path, sizeof path, "%s/report.json", dir);
-    f = fopen(path, "w");
-    if (!f) return qw_fail(err, "%s: %s", path, strerror(errno));
+    if (!(f = qw_atomic_open(&w, path, err))) return -1;
     char *s = build_json(e);
     fputs(s, f);
     fputc('\n', f);
     free(s);
-    if (fclose(f)) return qw_fail(err, "%s: write failed", path);
+    if (qw_atomic_commit(&w, err)) return -1;
     snprintf(path, sizeof path, "%s/footprint.svg", dir);
     return qw_ab_svg_write(e, path, err);
 }

@@ -30,8 +30,9 @@ static void xml_text(FILE *f, const char *s) {
 }
 
 int qw_ab_svg_write(const qw_ab_experiment *e, const char *path, qw_error *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return qw_fail(err, "%s: %s", path, strerror(errno));
+    qw_atomic_file w;
+    FILE *f = qw_atomic_open(&w, path, err);
+    if (!f) return -1;
     double tmax = 0, ymax = 0;
     for (int i = 0; i < e->n_trials; i++)
         for (int j = 0; j < e->trials[i].n_series; j++) {
@@ -95,6 +96,5 @@ int qw_ab_svg_write(const qw_ab_experiment *e, const char *path, qw_error *err) 
 #undef PX
 #undef PY
     fputs("</svg>\n", f);
-    if (fclose(f)) return qw_fail(err, "%s: write failed", path);
-    return 0;
+    return qw_atomic_commit(&w, err);
 }

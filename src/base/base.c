@@ -7,6 +7,7 @@
 #include <string.h>
 #include <errno.h>
 #include <time.h>
+#include <unistd.h>
 
 int qw_vfail(qw_error *err, const char *fmt, va_list ap) {
     if (err) vsnprintf(err->msg, sizeof err->msg, fmt, ap);
@@ -133,6 +134,43 @@ char *qw_read_file(const char *path, size_t max_bytes, size_t *len, qw_error *er
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+FILE *qw_atomic_open(qw_atomic_file *w, const char *path, qw_error *err) {
+    memset(w, 0, sizeof *w);
+    if (strlen(path) >= sizeof w->path) {
+        qw_fail(err, "%.64s…: path too long", path);
+        return NULL;
+    }
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid());
+    w->f = fopen(w->tmp, "w");
+    if (!w->f) qw_fail(err, "%s: cannot create: %s", w->tmp, strerror(errno));
+    return w->f;
+}
+
+int qw_atomic_commit(qw_atomic_file *w, qw_error *err) {
+    if (!w->f) return qw_fail(err, "%s: not open", w->path);
+    bool bad = fflush(w->f) != 0 || ferror(w->f);
+    int saved = errno;
+    bad |= fclose(w->f) != 0;
+    w->f = NULL;
+    if (bad) {
+        unlink(w->tmp);
+        return qw_fail(err, "%s: write failed: %s", w->path, strerror(saved ? saved : errno));
+    }
+    if (rename(w->tmp, w->path) != 0) {
+        saved = errno;
+        unlink(w->tmp);
+        return qw_fail(err, "%s: cannot rename into place: %s", w->path, strerror(saved));
+    }
+    return 0;
+}
+
+void qw_atomic_abort(qw_atomic_file *w) {
+    if (w->f) fclose(w->f);
+    w->f = NULL;
+    if (w->tmp[0]) unlink(w->tmp);
 }
 
 uint64_t qw_hash64(const void *data, size_t n, uint64_t seed) {

@@ -287,11 +287,9 @@ int qw_gguf_writer_write(qw_gguf_writer *w, const char *path, qw_gguf_fill_fn fi
         if (w->t[i].nbytes > max_bytes) max_bytes = w->t[i].nbytes;
     }
 
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return qw_fail(err, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return qw_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
+    qw_atomic_file af;
+    FILE *f = qw_atomic_open(&af, path, err);
+    if (!f) return -1;
     setvbuf(f, NULL, _IOFBF, 1 << 20);
     wout o = {.f = f};
     uint8_t *buf = NULL;
@@ -323,16 +321,13 @@ int qw_gguf_writer_write(qw_gguf_writer *w, const char *path, qw_gguf_fill_fn fi
         out_put(&o, buf, (size_t)t->nbytes);
         out_pad(&o, align);
     }
-    if (!o.failed_errno && fflush(f) != 0) o.failed_errno = errno ? errno : EIO;
     if (o.failed_errno) {
-        qw_fail(err, "%s: write failed: %s", tmp, strerror(o.failed_errno));
+        qw_fail(err, "%s: write failed: %s", path, strerror(o.failed_errno));
         goto done;
     }
-    rc = 0;
+    rc = qw_atomic_commit(&af, err); /* flush, close, rename; removes the temporary on failure */
 done:
     free(buf);
-    if (fclose(f) != 0 && rc == 0) rc = qw_fail(err, "%s: close failed: %s", tmp, strerror(errno));
-    if (rc == 0 && rename(tmp, path) != 0) rc = qw_fail(err, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
-    if (rc != 0) unlink(tmp);
+    if (af.f) qw_atomic_abort(&af);
     return rc;
 }

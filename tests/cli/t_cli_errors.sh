@@ -43,3 +43,7 @@ expect "run: chat template applied" 0 '"prompt_ids":\[' -- "$Q" run -m "$T/tiny.
 expect "config hides the API key" 0 "QWISP_API_KEY +\(hidden\)" -- env QWISP_API_KEY=s3cret-value "$Q" config
 out=$(env QWISP_API_KEY=s3cret-value "$Q" config 2>&1)
 if echo "$out" | grep -q s3cret-value; then echo "FAIL: config leaks the API key"; else echo "PASS: config never prints the API key"; fi
+expect "bad KV type knob" 2 "QWISP_KV_TYPE='f8': expected one of f16\|f32" -- env QWISP_KV_TYPE=f8 "$Q" config
+expect "negative pool decay" 2 "QWISP_POOL_DECAY_MS='-5': out of range" -- env QWISP_POOL_DECAY_MS=-5 "$Q" config
+expect "run: sampling flag error names the flag" 2 "--top-p '1.5': out of range" -- "$Q" run -m "$T/tiny.gguf" -p hi --top-p 1.5
+expect "chat: sampling flag needs a value" 2 "--seed needs a value" -- "$Q" chat -m "$T/tiny.gguf" --seed
