@@ -31,7 +31,13 @@ typedef enum qw_gen_tokenizer {
     QW_GEN_TOK_HF = 1,    /* tokenizer.json + tokenizer_config.json from hf_tokenizer_dir */
 } qw_gen_tokenizer;
 
+typedef enum qw_gen_arch {
+    QW_GEN_QWEN3MOE = 0,  /* attention + routed experts */
+    QW_GEN_QWEN35MOE = 1, /* Gated DeltaNet / gated attention + routed + shared expert */
+} qw_gen_arch;
+
 typedef struct qw_gen_model_params {
+    qw_gen_arch arch;
     const char *name;             /* general.name */
     qw_gen_tokenizer tokenizer;
     const char *hf_tokenizer_dir; /* QW_GEN_TOK_HF: dir holding tokenizer.json (+ _config.json) */
@@ -50,12 +56,23 @@ typedef struct qw_gen_model_params {
     float rms_eps;
     bool tied;                    /* no output.weight: llama.cpp reuses token_embd */
     uint64_t seed;
+    /* qwen35moe only; 0 = derived from the shape above by
+     * qw_gen_model_fill_qwen35 (n_rot head_dim/4, shared ff = n_ff_exp,
+     * conv 4, state head_dim, key heads n_head_kv, value heads 2x, interval 4) */
+    int n_rot;                    /* rotated dims per head (partial RoPE) */
+    int n_ff_shexp;               /* shared expert FFN */
+    int ssm_d_conv, ssm_state, ssm_groups, ssm_vheads;
+    int full_attn_interval;       /* every n-th layer is full attention */
 } qw_gen_model_params;
 
 /* Fills *p with a named preset: "tiny" (bytes tokenizer, a few hundred KB),
- * "small", "default" (the model `make models/default.gguf` writes) or "bench"
- * (~0.5 GB, a stand-in for real MoE decode cost).  -1 for an unknown name. */
+ * "small", "default" (the model `make models/default.gguf` writes), "bench"
+ * (~0.5 GB, a stand-in for real MoE decode cost) or "qwen36-a3b" (qwen35moe
+ * with Qwen3.6-35B-A3B's published shape; ~20 GB in q4_K).  -1 for an
+ * unknown name. */
 int qw_gen_model_preset(const char *name, qw_gen_model_params *p);
+/* Sets the qwen35moe fields left 0 from the rest of the shape (see above). */
+void qw_gen_model_fill_qwen35(qw_gen_model_params *p);
 
 /* Checks shapes and types; on failure err names the CLI flag and the value,
  * e.g. "--n-embd 100: must be a multiple of 32 for type q8_0". */

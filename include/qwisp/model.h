@@ -26,8 +26,15 @@ typedef struct qw_tensor {
     size_t matrix_bytes; /* bytes of one ne[0]×ne[1] matrix (3-D expert tensors) */
 } qw_tensor;
 
+/* Architectures one forward pass runs (qwen3moe.c + deltanet.c). */
+typedef enum {
+    QW_ARCH_QWEN3MOE = 0,  /* attention + routed MoE, every layer */
+    QW_ARCH_QWEN35MOE = 1, /* Gated DeltaNet / gated attention + routed MoE + shared expert */
+} qw_arch;
+
 typedef struct qw_hparams {
     char arch[32];
+    qw_arch arch_id;
     int32_t n_vocab;
     int32_t n_embd;
     int32_t n_layer;
@@ -42,17 +49,41 @@ typedef struct qw_hparams {
     float rms_eps;
     float expert_weights_scale; /* 0 or 1 = none */
     bool norm_topk;             /* renormalise the top-k weights (Qwen3: true) */
+    int32_t n_rot;              /* rotated dims per head (partial RoPE); head_dim = full */
+    int32_t n_ff_shexp;         /* shared expert FFN (0 = none) */
+    /* Gated DeltaNet (qwen35moe; 0 for qwen3moe) */
+    int32_t ssm_d_conv;         /* causal conv width */
+    int32_t ssm_state;          /* S: key/value head dim */
+    int32_t ssm_groups;         /* key heads */
+    int32_t ssm_vheads;         /* value heads (a multiple of ssm_groups) */
+    int32_t full_attn_interval; /* layer il is attention when (il+1) % interval == 0 */
 } qw_hparams;
 
 typedef struct qw_layer {
+    bool recurrent;      /* Gated DeltaNet layer (qwen35moe) instead of attention */
+    bool gated_attn;     /* wq also yields a per-head output gate (qwen35moe) */
     qw_tensor attn_norm; /* [n_embd] f32 */
-    qw_tensor wq;        /* [n_embd] -> [n_head*head_dim] */
+    qw_tensor wq;        /* [n_embd] -> [n_head*head_dim] (gated: [n_head][q | gate]) */
     qw_tensor wk;        /* [n_embd] -> [n_head_kv*head_dim] */
     qw_tensor wv;        /* [n_embd] -> [n_head_kv*head_dim] */
     qw_tensor wo;        /* [n_head*head_dim] -> [n_embd] */
     qw_tensor q_norm;    /* [head_dim] f32 */
     qw_tensor k_norm;    /* [head_dim] f32 */
-    qw_tensor ffn_norm;  /* [n_embd] f32 */
+    qw_tensor ffn_norm;  /* [n_embd] f32 (qwen35moe: post_attention_norm) */
+    /* Gated DeltaNet (recurrent layers); C = 2*groups*S + vheads*S */
+    qw_tensor wqkv;      /* [n_embd] -> [C]: q, k (groups*S each), v (vheads*S) */
+    qw_tensor wz;        /* [n_embd] -> [vheads*S] output gate */
+    qw_tensor w_beta;    /* [n_embd] -> [vheads] */
+    qw_tensor w_alpha;   /* [n_embd] -> [vheads] */
+    qw_tensor conv1d;    /* [d_conv][C] f32 */
+    qw_tensor dt_bias;   /* [vheads] f32 */
+    qw_tensor ssm_a;     /* [vheads] f32 (-exp(A_log)) */
+    qw_tensor ssm_norm;  /* [S] f32 */
+    qw_tensor ssm_out;   /* [vheads*S] -> [n_embd] */
+    /* shared expert (qwen35moe): always on, scaled by sigmoid(xn . shexp_gate) */
+    qw_tensor shexp_gate; /* [n_embd] -> [1] */
+    qw_tensor gate_shexp, up_shexp; /* [n_embd] -> [n_ff_shexp] */
+    qw_tensor down_shexp;           /* [n_ff_shexp] -> [n_embd] */
     qw_tensor gate_inp;  /* router [n_embd] -> [n_expert] */
     qw_tensor gate_exps; /* [n_expert][n_ff_exp][n_embd] */
     qw_tensor up_exps;   /* [n_expert][n_ff_exp][n_embd] */
@@ -99,8 +130,13 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
 void qw_ctx_free(qw_ctx *c);
 int32_t qw_ctx_n_ctx(const qw_ctx *c);
 int32_t qw_ctx_n_past(const qw_ctx *c); /* tokens in the KV cache */
-/* Drops the KV cache back to n_past tokens (0 = empty). */
-void qw_ctx_truncate(qw_ctx *c, int32_t n_past);
+/* Drops the KV cache back to n_past tokens (0 = empty).  A model with
+ * recurrent layers cannot rewind its state to an earlier position, so there
+ * any n_past below the current one empties the context.  Returns the tokens
+ * kept: the caller re-evaluates from there. */
+int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past);
+/* Recurrent state bytes (conv + delta states of a qwen35moe context; 0 otherwise). */
+uint64_t qw_ctx_state_bytes(const qw_ctx *c);
 
 /* Runs tokens[n] at positions n_past.. and appends them to the KV cache.
  * Internally splits into chunks of at most the context's chunk size.

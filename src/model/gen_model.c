@@ -54,7 +54,7 @@
  * Measured with llama.cpp (tests/peers/discrimination.mjs, greedy 32 tokens,
  * 6 prompts, several shapes) — see the numbers recorded at GEN_SCALES below.
  */
-#include "qwisp/gen_model.h"
+#include "gen_model_plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -197,6 +197,16 @@ int qw_gen_model_preset(const char *name, qw_gen_model_params *p) {
         d.n_embd = 1024, d.n_layer = 8, d.n_head = 16, d.n_head_kv = 4, d.head_dim = 64;
         d.n_expert = 64, d.n_expert_used = 8, d.n_ff_exp = 512;
         d.type = QW_TYPE_Q8_0, d.embd_type = QW_TYPE_Q8_0;
+    } else if (strcmp(name, "qwen36-a3b") == 0) {
+        /* Qwen3.6-35B-A3B's published config: 40 layers (30 Gated DeltaNet,
+         * 10 gated attention), 256 experts top-8 + a shared expert */
+        d.arch = QW_GEN_QWEN35MOE;
+        d.name = "qwisp-synthetic-qwen36-35b-a3b";
+        d.n_embd = 2048, d.n_layer = 40, d.n_head = 16, d.n_head_kv = 2, d.head_dim = 256, d.n_rot = 64;
+        d.n_expert = 256, d.n_expert_used = 8, d.n_ff_exp = 512, d.n_ff_shexp = 512;
+        d.ssm_d_conv = 4, d.ssm_state = 128, d.ssm_groups = 16, d.ssm_vheads = 32, d.full_attn_interval = 4;
+        d.n_ctx = 262144, d.rope_base = 1e7f;
+        d.type = QW_TYPE_Q4_K, d.embd_type = QW_TYPE_Q6_K;
     } else {
         return -1;
     }
@@ -210,7 +220,7 @@ static bool gen_type_ok(uint32_t t) {
 }
 #define GEN_TYPES "f32, f16, bf16, q8_0, q4_0, q2_K, q3_K, q4_K, q5_K, q6_K"
 
-static const char *gen_type_name(uint32_t t) {
+const char *qw_gen_type_name(uint32_t t) {
     switch (t) {
     case QW_TYPE_F32: return "f32";
     case QW_TYPE_F16: return "f16";
@@ -223,8 +233,8 @@ static const char *gen_type_name(uint32_t t) {
     }
 }
 
-static bool gen_is_block_type(uint32_t t) { return t == QW_TYPE_Q8_0 || t == QW_TYPE_Q4_0; }
-static bool gen_is_kquant(uint32_t t) { return t >= QW_TYPE_Q2_K && t <= QW_TYPE_Q6_K; }
+bool qw_gen_is_block_type(uint32_t t) { return t == QW_TYPE_Q8_0 || t == QW_TYPE_Q4_0; }
+bool qw_gen_is_kquant(uint32_t t) { return t >= QW_TYPE_Q2_K && t <= QW_TYPE_Q6_K; }
 
 /* LLAMA_FTYPE of a file whose big matrices are `t` (1-D tensors stay f32). */
 int qw_gen_model_validate(const qw_gen_model_params *p, qw_error *err) {
@@ -253,38 +263,43 @@ int qw_gen_model_validate(const qw_gen_model_params *p, qw_error *err) {
     if (p->n_expert_used > p->n_expert)
         return qw_fail(err, "--n-expert-used %d: must be <= --n-expert %d", p->n_expert_used,
                        p->n_expert);
-    if (gen_is_block_type(p->type)) {
+    if (qw_gen_is_block_type(p->type)) {
         if (p->n_embd % 32 != 0)
             return qw_fail(err, "--n-embd %d: must be a multiple of 32 for type %s", p->n_embd,
-                           gen_type_name(p->type));
+                           qw_gen_type_name(p->type));
         if ((p->n_head * p->head_dim) % 32 != 0)
             return qw_fail(err, "--head-dim %d: n_head*head_dim (%d) must be a multiple of 32 for type %s",
-                           p->head_dim, p->n_head * p->head_dim, gen_type_name(p->type));
+                           p->head_dim, p->n_head * p->head_dim, qw_gen_type_name(p->type));
         if (p->n_ff_exp % 32 != 0)
             return qw_fail(err, "--n-ff-exp %d: must be a multiple of 32 for type %s", p->n_ff_exp,
-                           gen_type_name(p->type));
+                           qw_gen_type_name(p->type));
     }
-    if (gen_is_kquant(p->type)) { /* K-quants: every matrix row is whole 256-element super-blocks */
+    if (qw_gen_is_kquant(p->type)) { /* K-quants: every matrix row is whole 256-element super-blocks */
         if (p->n_embd % 256 != 0)
             return qw_fail(err, "--n-embd %d: must be a multiple of 256 for type %s", p->n_embd,
-                           gen_type_name(p->type));
+                           qw_gen_type_name(p->type));
         if ((p->n_head * p->head_dim) % 256 != 0)
             return qw_fail(err, "--head-dim %d: n_head*head_dim (%d) must be a multiple of 256 for type %s",
-                           p->head_dim, p->n_head * p->head_dim, gen_type_name(p->type));
+                           p->head_dim, p->n_head * p->head_dim, qw_gen_type_name(p->type));
         if (p->n_ff_exp % 256 != 0)
             return qw_fail(err, "--n-ff-exp %d: must be a multiple of 256 for type %s", p->n_ff_exp,
-                           gen_type_name(p->type));
+                           qw_gen_type_name(p->type));
     }
-    if (gen_is_kquant(p->embd_type) && p->n_embd % 256 != 0)
+    if (qw_gen_is_kquant(p->embd_type) && p->n_embd % 256 != 0)
         return qw_fail(err, "--n-embd %d: must be a multiple of 256 for embedding type %s", p->n_embd,
-                       gen_type_name(p->embd_type));
-    if (gen_is_block_type(p->embd_type) && p->n_embd % 32 != 0)
+                       qw_gen_type_name(p->embd_type));
+    if (qw_gen_is_block_type(p->embd_type) && p->n_embd % 32 != 0)
         return qw_fail(err, "--n-embd %d: must be a multiple of 32 for embedding type %s", p->n_embd,
-                       gen_type_name(p->embd_type));
+                       qw_gen_type_name(p->embd_type));
     if (!(p->rope_base > 0.0f) || !isfinite(p->rope_base))
         return qw_fail(err, "--rope-base %g: must be a positive number", (double)p->rope_base);
     if (!(p->rms_eps > 0.0f) || !isfinite(p->rms_eps))
         return qw_fail(err, "rms_eps %g: must be a positive number", (double)p->rms_eps);
+    if (p->arch == QW_GEN_QWEN35MOE) {
+        qw_gen_model_params q = *p;
+        qw_gen_model_fill_qwen35(&q);
+        if (qw_gen_validate_qwen35(&q, err)) return -1;
+    }
     if (p->tokenizer == QW_GEN_TOK_HF && (!p->hf_tokenizer_dir || !*p->hf_tokenizer_dir))
         return qw_fail(err, "--tokenizer qwen3: no tokenizer directory given (--hf-tokenizer DIR)");
     return 0;
@@ -539,26 +554,7 @@ static int vocab_build_hf(gen_vocab *v, const char *dir, qw_error *err);
 
 /* ---- tensors ------------------------------------------------------------- */
 
-typedef enum { INIT_UNIFORM, INIT_NORMAL } gen_init;
-
-typedef struct gen_tensor {
-    char name[64];
-    uint32_t type;
-    uint32_t n_dims;
-    uint64_t ne[3];
-    gen_init init;
-    float a, b;      /* UNIFORM: [a, b]; NORMAL: mean a, std b */
-    float row_sigma; /* NORMAL: each row scaled by exp(row_sigma*z - row_sigma^2), E[scale^2] = 1 */
-} gen_tensor;
-
-typedef struct gen_ctx {
-    gen_tensor *t;
-    size_t n;
-    uint64_t seed;
-    float *row; /* ne[0] floats of the widest row */
-} gen_ctx;
-
-static void plan_add(gen_ctx *c, const char *name, uint32_t type, uint32_t n_dims, uint64_t ne0,
+void qw_gen_plan_add(gen_ctx *c, const char *name, uint32_t type, uint32_t n_dims, uint64_t ne0,
                      uint64_t ne1, uint64_t ne2, gen_init init, float a, float b) {
     gen_tensor *t = &c->t[c->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -580,31 +576,31 @@ static void plan_tensors(gen_ctx *c, const qw_gen_model_params *p, uint64_t n_vo
 
     c->t = qw_xcalloc(3 + 12 * (size_t)p->n_layer, sizeof *c->t);
     /* token_embd doubles as the LM head when tied, so it has the head's scale */
-    plan_add(c, "token_embd.weight", p->embd_type, 2, E, n_vocab, 1, INIT_NORMAL, 0, e_std);
+    qw_gen_plan_add(c, "token_embd.weight", p->embd_type, 2, E, n_vocab, 1, INIT_NORMAL, 0, e_std);
     c->t[c->n - 1].row_sigma = p->tied ? 0.5f * GEN_HEAD_ROW_SIGMA : 0.0f;
-    plan_add(c, "output_norm.weight", QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_OUT_NORM_LO,
+    qw_gen_plan_add(c, "output_norm.weight", QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_OUT_NORM_LO,
              GEN_OUT_NORM_HI);
     if (!p->tied)
-        plan_add(c, "output.weight", p->embd_type, 2, E, n_vocab, 1, INIT_NORMAL, 0, e_std);
+        qw_gen_plan_add(c, "output.weight", p->embd_type, 2, E, n_vocab, 1, INIT_NORMAL, 0, e_std);
     if (!p->tied) c->t[c->n - 1].row_sigma = GEN_HEAD_ROW_SIGMA;
     for (int l = 0; l < p->n_layer; l++) {
 #define NM(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", l), nm)
-        plan_add(c, NM("attn_norm"), QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_NORM_LO, GEN_NORM_HI);
-        plan_add(c, NM("attn_q"), p->type, 2, E, nq, 1, INIT_NORMAL, 0, in_std);
-        plan_add(c, NM("attn_k"), p->type, 2, E, nkv, 1, INIT_NORMAL, 0, in_std);
-        plan_add(c, NM("attn_v"), p->type, 2, E, nkv, 1, INIT_NORMAL, 0, in_std);
-        plan_add(c, NM("attn_output"), p->type, 2, nq, E, 1, INIT_NORMAL, 0,
+        qw_gen_plan_add(c, NM("attn_norm"), QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_NORM_LO, GEN_NORM_HI);
+        qw_gen_plan_add(c, NM("attn_q"), p->type, 2, E, nq, 1, INIT_NORMAL, 0, in_std);
+        qw_gen_plan_add(c, NM("attn_k"), p->type, 2, E, nkv, 1, INIT_NORMAL, 0, in_std);
+        qw_gen_plan_add(c, NM("attn_v"), p->type, 2, E, nkv, 1, INIT_NORMAL, 0, in_std);
+        qw_gen_plan_add(c, NM("attn_output"), p->type, 2, nq, E, 1, INIT_NORMAL, 0,
                  GEN_WO_GAIN / sqrtf((float)nq));
-        plan_add(c, NM("attn_q_norm"), QW_TYPE_F32, 1, hd, 1, 1, INIT_UNIFORM, GEN_QK_GAIN_LO,
+        qw_gen_plan_add(c, NM("attn_q_norm"), QW_TYPE_F32, 1, hd, 1, 1, INIT_UNIFORM, GEN_QK_GAIN_LO,
                  GEN_QK_GAIN_HI);
-        plan_add(c, NM("attn_k_norm"), QW_TYPE_F32, 1, hd, 1, 1, INIT_UNIFORM, GEN_QK_GAIN_LO,
+        qw_gen_plan_add(c, NM("attn_k_norm"), QW_TYPE_F32, 1, hd, 1, 1, INIT_UNIFORM, GEN_QK_GAIN_LO,
                  GEN_QK_GAIN_HI);
-        plan_add(c, NM("ffn_norm"), QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_NORM_LO, GEN_NORM_HI);
-        plan_add(c, NM("ffn_gate_inp"), QW_TYPE_F32, 2, E, X, 1, INIT_NORMAL, 0,
+        qw_gen_plan_add(c, NM("ffn_norm"), QW_TYPE_F32, 1, E, 1, 1, INIT_UNIFORM, GEN_NORM_LO, GEN_NORM_HI);
+        qw_gen_plan_add(c, NM("ffn_gate_inp"), QW_TYPE_F32, 2, E, X, 1, INIT_NORMAL, 0,
                  GEN_ROUTER_STD / sqrtf((float)E));
-        plan_add(c, NM("ffn_gate_exps"), p->type, 3, E, F, X, INIT_NORMAL, 0, in_std);
-        plan_add(c, NM("ffn_up_exps"), p->type, 3, E, F, X, INIT_NORMAL, 0, in_std);
-        plan_add(c, NM("ffn_down_exps"), p->type, 3, F, E, X, INIT_NORMAL, 0,
+        qw_gen_plan_add(c, NM("ffn_gate_exps"), p->type, 3, E, F, X, INIT_NORMAL, 0, in_std);
+        qw_gen_plan_add(c, NM("ffn_up_exps"), p->type, 3, E, F, X, INIT_NORMAL, 0, in_std);
+        qw_gen_plan_add(c, NM("ffn_down_exps"), p->type, 3, F, E, X, INIT_NORMAL, 0,
                  GEN_DOWN_GAIN / sqrtf((float)F));
 #undef NM
     }
@@ -664,7 +660,10 @@ static void set_metadata(qw_gguf_writer *w, const qw_gen_model_params *p, const 
         .rope_base = p->rope_base,
         .rms_eps = p->rms_eps,
     };
-    qw_qwen3moe_set_metadata(w, &hp);
+    if (p->arch == QW_GEN_QWEN35MOE)
+        qw_gen_meta_qwen35(w, p);
+    else
+        qw_qwen3moe_set_metadata(w, &hp);
     qw_gguf_set_u64(w, "qwisp.gen.seed", p->seed);
     qw_tokenizer_spec s = {
         .model = "gpt2",
@@ -694,8 +693,14 @@ int qw_gen_model_write(const qw_gen_model_params *p, const char *path, qw_error 
         return -1;
     }
 
+    qw_gen_model_params q = *p;
+    if (q.arch == QW_GEN_QWEN35MOE) qw_gen_model_fill_qwen35(&q);
+    p = &q;
     gen_ctx c = {.seed = p->seed};
-    plan_tensors(&c, p, v.n_tokens);
+    if (p->arch == QW_GEN_QWEN35MOE)
+        qw_gen_plan_qwen35(&c, p, v.n_tokens);
+    else
+        plan_tensors(&c, p, v.n_tokens);
     uint64_t widest = 0;
     for (size_t i = 0; i < c.n; i++)
         if (c.t[i].ne[0] > widest) widest = c.t[i].ne[0];

@@ -3,10 +3,11 @@
  * shape before the forward pass ever touches it.  Weights are not copied; each
  * qw_tensor points into the read-only mapping owned by the qw_gguf handle.
  *
- * Architectures: qwen3moe (one file per architecture for the forward pass:
- * qwen3moe.c).  Anything else is refused with the architecture's name.
+ * Architectures: qwen3moe (here) and qwen35moe (its keys and tensors:
+ * qwen35moe_load.c); one forward pass runs both (qwen3moe.c + deltanet.c).
+ * Anything else is refused with the architecture's name.
  */
-#include "qwisp/model.h"
+#include "model_load.h"
 #include "qwisp/experts.h"
 #include "qwisp/options.h"
 
@@ -14,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int get_u32_key(const qw_gguf *g, const char *arch, const char *suffix, int32_t *out,
+int qw_model_key_u32(const qw_gguf *g, const char *arch, const char *suffix, int32_t *out,
                        bool required, qw_error *err) {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
@@ -29,7 +30,7 @@ static int get_u32_key(const qw_gguf *g, const char *arch, const char *suffix, i
     return 0;
 }
 
-static int get_f32_key(const qw_gguf *g, const char *arch, const char *suffix, float *out,
+int qw_model_key_f32(const qw_gguf *g, const char *arch, const char *suffix, float *out,
                        bool required, qw_error *err) {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
@@ -45,34 +46,40 @@ static int read_hparams(const qw_gguf *g, qw_hparams *hp, qw_error *err) {
     size_t alen;
     if (qw_gguf_get_str(g, "general.architecture", &arch, &alen) != 0)
         return qw_fail(err, "%s: missing metadata key 'general.architecture'", qw_gguf_path(g));
-    if (strcmp(arch, "qwen3moe") != 0)
-        return qw_fail(err, "%s: architecture '%s' is not supported (qwisp runs: qwen3moe)",
+    if (!strcmp(arch, "qwen3moe"))
+        hp->arch_id = QW_ARCH_QWEN3MOE;
+    else if (!strcmp(arch, "qwen35moe"))
+        hp->arch_id = QW_ARCH_QWEN35MOE;
+    else
+        return qw_fail(err, "%s: architecture '%s' is not supported (qwisp runs: qwen3moe, qwen35moe)",
                        qw_gguf_path(g), arch);
     snprintf(hp->arch, sizeof hp->arch, "%s", arch);
 
-    if (get_u32_key(g, arch, "embedding_length", &hp->n_embd, true, err) ||
-        get_u32_key(g, arch, "block_count", &hp->n_layer, true, err) ||
-        get_u32_key(g, arch, "attention.head_count", &hp->n_head, true, err) ||
-        get_u32_key(g, arch, "expert_count", &hp->n_expert, true, err) ||
-        get_u32_key(g, arch, "expert_used_count", &hp->n_expert_used, true, err) ||
-        get_f32_key(g, arch, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true, err))
+    if (qw_model_key_u32(g, arch, "embedding_length", &hp->n_embd, true, err) ||
+        qw_model_key_u32(g, arch, "block_count", &hp->n_layer, true, err) ||
+        qw_model_key_u32(g, arch, "attention.head_count", &hp->n_head, true, err) ||
+        qw_model_key_u32(g, arch, "expert_count", &hp->n_expert, true, err) ||
+        qw_model_key_u32(g, arch, "expert_used_count", &hp->n_expert_used, true, err) ||
+        qw_model_key_f32(g, arch, "attention.layer_norm_rms_epsilon", &hp->rms_eps, true, err))
         return -1;
     hp->n_head_kv = hp->n_head;
-    if (get_u32_key(g, arch, "attention.head_count_kv", &hp->n_head_kv, false, err) < 0) return -1;
+    if (qw_model_key_u32(g, arch, "attention.head_count_kv", &hp->n_head_kv, false, err) < 0) return -1;
     hp->head_dim = hp->n_head ? hp->n_embd / hp->n_head : 0;
-    if (get_u32_key(g, arch, "attention.key_length", &hp->head_dim, false, err) < 0) return -1;
+    if (qw_model_key_u32(g, arch, "attention.key_length", &hp->head_dim, false, err) < 0) return -1;
     int32_t vlen = hp->head_dim;
-    if (get_u32_key(g, arch, "attention.value_length", &vlen, false, err) < 0) return -1;
+    if (qw_model_key_u32(g, arch, "attention.value_length", &vlen, false, err) < 0) return -1;
     hp->n_ctx_train = 4096;
-    if (get_u32_key(g, arch, "context_length", &hp->n_ctx_train, false, err) < 0) return -1;
+    if (qw_model_key_u32(g, arch, "context_length", &hp->n_ctx_train, false, err) < 0) return -1;
     hp->rope_base = 10000.0f;
-    if (get_f32_key(g, arch, "rope.freq_base", &hp->rope_base, false, err) < 0) return -1;
+    if (qw_model_key_f32(g, arch, "rope.freq_base", &hp->rope_base, false, err) < 0) return -1;
     hp->n_ff_exp = 0;
-    if (get_u32_key(g, arch, "expert_feed_forward_length", &hp->n_ff_exp, false, err) < 0) return -1;
+    if (qw_model_key_u32(g, arch, "expert_feed_forward_length", &hp->n_ff_exp, false, err) < 0) return -1;
     hp->expert_weights_scale = 0.0f;
-    if (get_f32_key(g, arch, "expert_weights_scale", &hp->expert_weights_scale, false, err) < 0)
+    if (qw_model_key_f32(g, arch, "expert_weights_scale", &hp->expert_weights_scale, false, err) < 0)
         return -1;
-    hp->norm_topk = true; /* llama.cpp's qwen3moe graph always renormalises */
+    hp->norm_topk = true; /* llama.cpp's qwen3moe and qwen35moe graphs renormalise */
+    hp->n_rot = hp->head_dim;
+    if (hp->arch_id == QW_ARCH_QWEN35MOE && qw_qwen35moe_read_hparams(g, hp, err)) return -1;
 
     const char *path = qw_gguf_path(g);
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0)
@@ -120,8 +127,6 @@ int qw_model_bind_tensor(const qw_gguf *g, qw_tensor *t, const char *name, int n
     t->matrix_bytes = t->row_bytes * (size_t)t->ne[1];
     return 0;
 }
-
-#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
 
 static int bind_layer(const qw_gguf *g, const qw_hparams *hp, int il, qw_layer *L, qw_error *err) {
     char nm[96];
@@ -183,7 +188,8 @@ qw_model *qw_model_load(const char *path, qw_error *err) {
     }
     m->layers = qw_xcalloc((size_t)hp->n_layer, sizeof(qw_layer));
     for (int il = 0; il < hp->n_layer; il++)
-        if (bind_layer(g, hp, il, &m->layers[il], err)) goto fail;
+        if ((hp->arch_id == QW_ARCH_QWEN35MOE ? qw_qwen35moe_bind_layer : bind_layer)(g, hp, il, &m->layers[il], err))
+            goto fail;
 
     for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) m->weight_bytes += qw_gguf_tensor_at(g, i)->nbytes;
     /* Expert tier (experts/tier.c): from QWISP_RAW_C or RAM vs sizes, KV sized by QWISP_CTX. */
@@ -214,6 +220,10 @@ uint64_t qw_model_active_bytes(const qw_model *m) {
     for (int il = 0; il < hp->n_layer; il++) {
         const qw_layer *L = &m->layers[il];
         b += L->wq.matrix_bytes + L->wk.matrix_bytes + L->wv.matrix_bytes + L->wo.matrix_bytes;
+        b += L->wqkv.matrix_bytes + L->wz.matrix_bytes + L->w_beta.matrix_bytes + L->w_alpha.matrix_bytes +
+             L->ssm_out.matrix_bytes;
+        b += L->shexp_gate.matrix_bytes + L->gate_shexp.matrix_bytes + L->up_shexp.matrix_bytes +
+             L->down_shexp.matrix_bytes;
         b += L->gate_inp.matrix_bytes;
         b += (uint64_t)hp->n_expert_used *
              (L->gate_exps.matrix_bytes + L->up_exps.matrix_bytes + L->down_exps.matrix_bytes);

@@ -20,7 +20,7 @@
  * scratch sized by context) comes from the pool.  The KV cache starts small
  * and doubles on demand up to n_ctx instead of reserving the worst case.
  */
-#include "qwisp/model.h"
+#include "forward.h"
 #include "qwisp/experts.h"
 #include "qwisp/ops.h"
 #include "qwisp/options.h"
@@ -31,53 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { DEFAULT_CHUNK = 512, KV_INITIAL = 256 };
-
-struct qw_ctx {
-    const qw_model *m;
-    qw_threadpool *tp;
-    int n_threads;
-    int32_t n_ctx, n_past, chunk;
-    int32_t chunk_cap; /* rows the chunk buffers hold */
-
-    /* KV cache: per layer [kv_cap][n_head_kv*head_dim] of kv_type (f16, or
-     * f32 with QWISP_KV_TYPE=f32), kv_elt bytes an element */
-    void **k, **v;
-    qw_type kv_type;
-    size_t kv_elt;
-    int32_t kv_cap;
-
-    /* chunk-sized activations (pool), rows = chunk */
-    float *x;        /* [chunk][n_embd] residual stream */
-    float *xn;       /* [chunk][n_embd] normed */
-    float *q;        /* [chunk][n_head*head_dim] */
-    float *kc, *vc;  /* [chunk][n_head_kv*head_dim] */
-    float *attn;     /* [chunk][n_head*head_dim] */
-    float *proj;     /* [chunk][n_embd] attention output projection */
-    float *router;   /* [chunk][n_expert] */
-    int32_t *sel;    /* [chunk][k] chosen experts */
-    float *selw;     /* [chunk][k] their weights */
-    float *eout;     /* [chunk][k][n_embd] weighted expert outputs */
-    float *gate, *up;/* [chunk][n_ff_exp] for one expert's tokens */
-    float *down;     /* [chunk][n_embd] */
-    int32_t *tok_of; /* [chunk*k] tokens routed to the current expert */
-    int32_t *slot_of;/* [chunk*k] their top-k slot */
-    int32_t *count;  /* [n_expert] */
-    void *xq;        /* converted activations */
-    size_t xq_cap;
-    void *attn_scratch;
-    size_t attn_scratch_cap;
-
-    float *logits;   /* [rows][n_vocab] */
-    int32_t logits_rows, logits_cap;
-
-    qw_chunk_cb chunk_cb;
-    void *chunk_user;
-};
-
 /* ---- buffers ---- */
 
-static int grow(void **p, size_t *cap, size_t need, qw_error *err) {
+int qw_fwd_grow(void **p, size_t *cap, size_t need, qw_error *err) {
     if (need <= *cap) return 0;
     void *q = qw_pool_realloc(*p, need);
     if (!q) return qw_fail(err, "out of memory growing a buffer to %zu bytes", need);
@@ -96,6 +52,7 @@ static int kv_reserve(qw_ctx *c, int32_t need, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const size_t row = (size_t)hp->n_head_kv * hp->head_dim * c->kv_elt;
     for (int il = 0; il < hp->n_layer; il++) {
+        if (c->m->layers[il].recurrent) continue;
         void *nk = qw_pool_realloc(c->k[il], (size_t)cap * row);
         if (!nk) return qw_fail(err, "out of memory growing the KV cache to %d positions", cap);
         c->k[il] = nk;
@@ -112,19 +69,29 @@ static int alloc_chunk_bufs(qw_ctx *c, int32_t C) {
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, QD = hp->n_head * hp->head_dim;
     const int32_t KD = hp->n_head_kv * hp->head_dim, K = hp->n_expert_used;
+    const bool q35 = hp->arch_id == QW_ARCH_QWEN35MOE;
+    /* qwen35moe only: gated q, DeltaNet and shared-expert rows (0 = none) */
+    const size_t S = (size_t)hp->ssm_state, CH = 2 * S * hp->ssm_groups + S * hp->ssm_vheads;
+    const size_t VD = S * hp->ssm_vheads, HV = (size_t)hp->ssm_vheads, FS = (size_t)hp->n_ff_shexp;
     void **bufs[] = {(void **)&c->x,      (void **)&c->xn,     (void **)&c->q,    (void **)&c->kc,
                      (void **)&c->vc,     (void **)&c->attn,   (void **)&c->proj, (void **)&c->router,
                      (void **)&c->sel,    (void **)&c->selw,   (void **)&c->eout, (void **)&c->gate,
                      (void **)&c->up,     (void **)&c->down,   (void **)&c->tok_of,
-                     (void **)&c->slot_of};
+                     (void **)&c->slot_of,
+                     (void **)&c->qg,     (void **)&c->mix,    (void **)&c->cv,   (void **)&c->z,
+                     (void **)&c->beta,   (void **)&c->alpha,  (void **)&c->o,    (void **)&c->sg,
+                     (void **)&c->su,     (void **)&c->sd,     (void **)&c->sgate};
     const size_t row_bytes[] = {E * 4,  E * 4, QD * 4, KD * 4, KD * 4, QD * 4, E * 4,
                                 hp->n_expert * 4, K * 4, K * 4, (size_t)K * E * 4,
-                                hp->n_ff_exp * 4, hp->n_ff_exp * 4, E * 4, K * 4, K * 4};
+                                hp->n_ff_exp * 4, hp->n_ff_exp * 4, E * 4, K * 4, K * 4,
+                                q35 ? 2 * (size_t)QD * 4 : 0, CH * 4, CH * 4, VD * 4,
+                                HV * 4, HV * 4, VD * 4, FS * 4,
+                                FS * 4, q35 ? (size_t)E * 4 : 0, q35 ? 4 : 0};
     int bad = 0;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         qw_pool_free(*bufs[i]);
-        *bufs[i] = chunk_buf(C, row_bytes[i]);
-        bad |= *bufs[i] == NULL;
+        *bufs[i] = row_bytes[i] ? chunk_buf(C, row_bytes[i]) : NULL;
+        bad |= row_bytes[i] && *bufs[i] == NULL;
     }
     if (!c->count) c->count = qw_pool_alloc((size_t)hp->n_expert * 4);
     c->chunk_cap = C;
@@ -134,6 +101,15 @@ static int alloc_chunk_bufs(qw_ctx *c, int32_t C) {
 void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk) {
     /* Buffers follow on the next eval (eval_spans grows them when needed). */
     c->chunk = chunk < 1 ? 1 : chunk;
+}
+
+/* Recurrent state of one Gated DeltaNet layer (forward.h). */
+static size_t conv_state_bytes(const qw_hparams *hp) {
+    const size_t C = 2 * (size_t)hp->ssm_state * hp->ssm_groups + (size_t)hp->ssm_state * hp->ssm_vheads;
+    return (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 1) * C * sizeof(float);
+}
+static size_t delta_state_bytes(const qw_hparams *hp) {
+    return (size_t)hp->ssm_vheads * hp->ssm_state * hp->ssm_state * sizeof(float);
 }
 
 qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err) {
@@ -155,6 +131,18 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
     c->kv_elt = c->kv_type == QW_TYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     c->k = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
     c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
+    c->conv = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
+    c->delta = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!m->layers[il].recurrent) continue;
+        c->conv[il] = qw_pool_calloc(conv_state_bytes(hp));
+        c->delta[il] = qw_pool_calloc(delta_state_bytes(hp));
+        if (!c->conv[il] || !c->delta[il]) {
+            qw_fail(err, "out of memory for the recurrent state of layer %d", il);
+            qw_ctx_free(c);
+            return NULL;
+        }
+    }
 
     /* Chunk buffers are allocated on first use: a lane's context that only
      * ever runs through a workspace (qw_batch_eval) never needs them. */
@@ -173,11 +161,20 @@ void qw_ctx_free(qw_ctx *c) {
             qw_pool_free(c->k[il]);
             qw_pool_free(c->v[il]);
         }
+    if (c->conv)
+        for (int il = 0; il < c->m->hp.n_layer; il++) {
+            qw_pool_free(c->conv[il]);
+            qw_pool_free(c->delta[il]);
+        }
     free(c->k);
     free(c->v);
+    free(c->conv);
+    free(c->delta);
     void *bufs[] = {c->x,    c->xn,   c->q,    c->kc,     c->vc,      c->attn,  c->proj,
                     c->router, c->sel, c->selw, c->eout,  c->gate,    c->up,    c->down,
-                    c->tok_of, c->slot_of, c->count, c->xq, c->attn_scratch, c->logits};
+                    c->tok_of, c->slot_of, c->count, c->xq, c->attn_scratch, c->logits,
+                    c->qg,   c->mix,  c->cv,   c->z,      c->beta,    c->alpha, c->o,
+                    c->sg,   c->su,   c->sd,   c->sgate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qw_pool_free(bufs[i]);
     qw_threadpool_free(c->tp);
     free(c);
@@ -192,53 +189,71 @@ void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user) {
 
 uint64_t qw_ctx_kv_bytes(const qw_ctx *c) {
     const qw_hparams *hp = &c->m->hp;
-    return 2ull * hp->n_layer * (uint64_t)c->kv_cap * hp->n_head_kv * hp->head_dim * c->kv_elt;
+    int n_attn = 0;
+    for (int il = 0; il < hp->n_layer; il++) n_attn += !c->m->layers[il].recurrent;
+    return 2ull * n_attn * (uint64_t)c->kv_cap * hp->n_head_kv * hp->head_dim * c->kv_elt;
+}
+
+uint64_t qw_ctx_state_bytes(const qw_ctx *c) {
+    const qw_hparams *hp = &c->m->hp;
+    uint64_t b = 0;
+    for (int il = 0; il < hp->n_layer; il++)
+        if (c->m->layers[il].recurrent) b += conv_state_bytes(hp) + delta_state_bytes(hp);
+    return b;
 }
 int32_t qw_ctx_n_past(const qw_ctx *c) { return c->n_past; }
 const float *qw_ctx_logits(const qw_ctx *c) { return c->logits; }
 
-void qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
-    if (n_past >= 0 && n_past < c->n_past) c->n_past = n_past;
+int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
+    if (n_past < 0 || n_past >= c->n_past) return c->n_past;
+    const qw_hparams *hp = &c->m->hp;
+    bool recurrent = false;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->m->layers[il].recurrent) continue;
+        /* a recurrent state holds every token seen: it can only start over */
+        recurrent = true;
+        memset(c->conv[il], 0, conv_state_bytes(hp));
+        memset(c->delta[il], 0, delta_state_bytes(hp));
+    }
+    c->n_past = recurrent ? 0 : n_past;
+    return c->n_past;
 }
 
 /* ---- forward ---- */
 
-/* y[n][rows] = x[n][k] W^T for a 2-D weight. */
-static int linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, float *y, qw_error *err) {
+int qw_fwd_linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, float *y, qw_error *err) {
     const int64_t k = w->ne[0], rows = w->ne[1];
-    if (grow(&c->xq, &c->xq_cap, qw_act_bytes(w->type, k, n), err)) return -1;
+    if (qw_fwd_grow(&c->xq, &c->xq_cap, qw_act_bytes(w->type, k, n), err)) return -1;
     qw_act_convert(c->tp, w->type, x, k, k, n, c->xq);
     qw_matmul_q(c->tp, w->type, w->data, w->row_bytes, rows, k, c->xq, NULL, n, y, rows);
     return 0;
 }
-
-/* Rows [row0, row0+n) of a workspace chunk belong to sequence ctx, whose next
- * position is ctx->n_past.  A plain eval is one span; a lanes step has one
- * span per lane. */
-typedef struct {
-    qw_ctx *ctx;
-    int32_t row0, n;
-} seq_span;
 
 static int attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spans, int n_spans,
                            int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
     qw_rmsnorm(c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
+    /* gated (qwen35moe): wq yields [head][q | gate] rows into qg */
+    float *qout = L->gated_attn ? c->qg : c->q;
     if (L->wk.type == L->wq.type && L->wv.type == L->wq.type) {
         /* q, k, v share the converted activations and one parallel pass. */
         const qw_type t = L->wq.type;
-        if (grow(&c->xq, &c->xq_cap, qw_act_bytes(t, E, n), err)) return -1;
+        if (qw_fwd_grow(&c->xq, &c->xq_cap, qw_act_bytes(t, E, n), err)) return -1;
         qw_act_convert(c->tp, t, c->xn, E, E, n, c->xq);
         const qw_mm_task tasks[3] = {
-            {L->wq.data, L->wq.row_bytes, L->wq.ne[1], c->xq, NULL, n, c->q, L->wq.ne[1]},
+            {L->wq.data, L->wq.row_bytes, L->wq.ne[1], c->xq, NULL, n, qout, L->wq.ne[1]},
             {L->wk.data, L->wk.row_bytes, L->wk.ne[1], c->xq, NULL, n, c->kc, L->wk.ne[1]},
             {L->wv.data, L->wv.row_bytes, L->wv.ne[1], c->xq, NULL, n, c->vc, L->wv.ne[1]}};
         qw_matmul_batch(c->tp, t, E, tasks, 3);
-    } else if (linear(c, &L->wq, c->xn, n, c->q, err) || linear(c, &L->wk, c->xn, n, c->kc, err) ||
-               linear(c, &L->wv, c->xn, n, c->vc, err)) {
+    } else if (qw_fwd_linear(c, &L->wq, c->xn, n, qout, err) || qw_fwd_linear(c, &L->wk, c->xn, n, c->kc, err) ||
+               qw_fwd_linear(c, &L->wv, c->xn, n, c->vc, err)) {
         return -1;
     }
+    if (L->gated_attn)
+        for (int32_t r = 0; r < n; r++)
+            for (int32_t h = 0; h < H; h++)
+                memcpy(c->q + ((size_t)r * H + h) * D, c->qg + ((size_t)r * H + h) * 2 * D, (size_t)D * sizeof(float));
     qw_rmsnorm(c->q, c->q, L->q_norm.data, D, (int64_t)n * H, hp->rms_eps);
     qw_rmsnorm(c->kc, c->kc, L->k_norm.data, D, (int64_t)n * HKV, hp->rms_eps);
     const size_t kv_row = (size_t)HKV * D;
@@ -250,18 +265,25 @@ static int attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span 
         for (int32_t t = 0; t < ns; t++) {
             const int32_t pos = sq->n_past + t;
             const size_t r = (size_t)(r0 + t);
-            qw_rope_neox(c->q + r * H * D, H, D, pos, hp->rope_base);
-            qw_rope_neox(c->kc + r * kv_row, HKV, D, pos, hp->rope_base);
+            qw_rope_neox_partial(c->q + r * H * D, H, D, hp->n_rot, pos, hp->rope_base);
+            qw_rope_neox_partial(c->kc + r * kv_row, HKV, D, hp->n_rot, pos, hp->rope_base);
             const size_t at = (size_t)pos * kv_row * sq->kv_elt;
             qw_quantize_row(sq->kv_type, c->kc + r * kv_row, (char *)sq->k[il] + at, (int64_t)kv_row);
             qw_quantize_row(sq->kv_type, c->vc + r * kv_row, (char *)sq->v[il] + at, (int64_t)kv_row);
         }
         size_t need = qw_attention_scratch_bytes(c->n_threads, sq->n_past + ns, D);
-        if (grow(&c->attn_scratch, &c->attn_scratch_cap, need, err)) return -1;
+        if (qw_fwd_grow(&c->attn_scratch, &c->attn_scratch_cap, need, err)) return -1;
         qw_attention(c->tp, c->q + (size_t)r0 * H * D, sq->k[il], sq->v[il], sq->kv_type, c->attn + (size_t)r0 * H * D,
                      ns, sq->n_past, H, HKV, D, 1.0f / sqrtf((float)D), c->attn_scratch);
     }
-    if (linear(c, &L->wo, c->attn, n, c->proj, err)) return -1;
+    if (L->gated_attn)
+        for (int32_t r = 0; r < n; r++)
+            for (int32_t h = 0; h < H; h++) {
+                float *a = c->attn + ((size_t)r * H + h) * D;
+                const float *g = c->qg + ((size_t)r * H + h) * 2 * D + D;
+                for (int32_t d = 0; d < D; d++) a[d] *= 1.0f / (1.0f + expf(-g[d]));
+            }
+    if (qw_fwd_linear(c, &L->wo, c->attn, n, c->proj, err)) return -1;
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->proj[i];
     return 0;
 }
@@ -282,7 +304,7 @@ static void top_k(const float *probs, int n_expert, int k, int32_t *sel) {
 static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used;
-    if (linear(c, &L->gate_inp, c->xn, n, c->router, err)) return -1;
+    if (qw_fwd_linear(c, &L->gate_inp, c->xn, n, c->router, err)) return -1;
     for (int32_t t = 0; t < n; t++) {
         float *p = c->router + (size_t)t * X;
         qw_softmax(p, X);
@@ -325,7 +347,7 @@ static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, 
     const int32_t E = hp->n_embd, F = hp->n_ff_exp;
     const qw_type gt = L->gate_exps.type, ut = L->up_exps.type, dt = L->down_exps.type;
     const size_t gb = qw_act_bytes(gt, E, n), ub = qw_act_bytes(ut, E, n), db = qw_act_bytes(dt, F, m);
-    if (grow(&c->xq, &c->xq_cap, gb + ub + db, err)) return -1;
+    if (qw_fwd_grow(&c->xq, &c->xq_cap, gb + ub + db, err)) return -1;
     char *gq = c->xq, *uq = gq + gb, *hq = uq + ub;
     qw_act_convert(c->tp, gt, c->xn, E, E, n, gq);
     qw_act_convert(c->tp, ut, c->xn, E, E, n, uq);
@@ -339,6 +361,22 @@ static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, 
     qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down, E);
     scatter_expert_rows(c, c->down, tok, slot, m);
     qw_experts_release(c->m->experts, (int32_t)(L - c->m->layers));
+    return 0;
+}
+
+/* The shared expert (qwen35moe): sd = Down(silu(Gate xn) * Up xn) on every
+ * row, and its gate sgate = sigmoid(xn . shexp_gate). */
+static int shared_expert(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
+    const int32_t FS = c->m->hp.n_ff_shexp;
+    if (qw_fwd_linear(c, &L->gate_shexp, c->xn, n, c->sg, err) ||
+        qw_fwd_linear(c, &L->up_shexp, c->xn, n, c->su, err))
+        return -1;
+    for (int32_t i = 0; i < n; i++)
+        qw_swiglu(c->sg + (size_t)i * FS, c->sg + (size_t)i * FS, c->su + (size_t)i * FS, FS);
+    if (qw_fwd_linear(c, &L->down_shexp, c->sg, n, c->sd, err) ||
+        qw_fwd_linear(c, &L->shexp_gate, c->xn, n, c->sgate, err))
+        return -1;
+    for (int32_t i = 0; i < n; i++) c->sgate[i] = 1.0f / (1.0f + expf(-c->sgate[i]));
     return 0;
 }
 
@@ -386,7 +424,7 @@ static int moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     } else {
         const int32_t cap = c->chunk_cap; /* rows of gate/up/down */
         const size_t gate_act_bytes = qw_act_bytes(gt, E, n);
-        if (grow(&c->xq, &c->xq_cap, gate_act_bytes + qw_act_bytes(dt, F, cap), err)) return -1;
+        if (qw_fwd_grow(&c->xq, &c->xq_cap, gate_act_bytes + qw_act_bytes(dt, F, cap), err)) return -1;
         char *xq = c->xq, *hq = (char *)c->xq + gate_act_bytes;
         qw_act_convert(c->tp, gt, c->xn, E, E, n, xq);
         const size_t hq_row = qw_row_bytes(qw_vec_dot_type(dt), F);
@@ -427,14 +465,17 @@ static int moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     }
 #undef END
 #undef START
-    /* Sum expert outputs in top-k order, then add to the residual. */
+    if (L->gate_shexp.data && shared_expert(c, L, n, err)) return -1;
+    /* Sum expert outputs in top-k order, add the gated shared expert (if
+     * any), then add to the residual. */
     for (int32_t t = 0; t < n; t++) {
         float *x = c->x + (size_t)t * E;
         const float *eo = c->eout + (size_t)t * K * E;
+        const float *sd = L->gate_shexp.data ? c->sd + (size_t)t * E : NULL;
         for (int32_t d = 0; d < E; d++) {
             float acc = eo[d];
             for (int32_t s = 1; s < K; s++) acc += eo[(size_t)s * E + d];
-            x[d] += acc;
+            x[d] += sd ? acc + sd[d] * c->sgate[t] : acc;
         }
     }
     return 0;
@@ -454,7 +495,7 @@ static int output_logits(qw_ctx *c, int32_t n, int32_t first_row, qw_error *err)
         c->logits_cap = rows;
     }
     qw_rmsnorm(c->xn, c->x + (size_t)first_row * E, m->output_norm.data, E, rows, m->hp.rms_eps);
-    if (linear(c, &m->output, c->xn, rows, c->logits, err)) return -1;
+    if (qw_fwd_linear(c, &m->output, c->xn, rows, c->logits, err)) return -1;
     c->logits_rows = rows;
     return 0;
 }
@@ -480,7 +521,10 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
                           c->x + (size_t)t * E, E);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const qw_layer *L = &m->layers[il];
-        if (attention_block(c, L, il, spans, n_spans, n, err) || moe_block(c, L, n, err)) return -1;
+        if ((L->recurrent ? qw_deltanet_block(c, L, il, spans, n_spans, n, err)
+                          : attention_block(c, L, il, spans, n_spans, n, err)) ||
+            moe_block(c, L, n, err))
+            return -1;
     }
     if (mode == QW_LOGITS_ALL) {
         if (output_logits(c, n, 0, err)) return -1;

@@ -1,0 +1,91 @@
+/* forward.h — private to src/model: the inference context's layout and the
+ * helpers the forward pass's files share (qwen3moe.c runs the layer loop,
+ * attention and MoE; deltanet.c the Gated DeltaNet layers of qwen35moe).
+ */
+#ifndef QWISP_FORWARD_H
+#define QWISP_FORWARD_H
+
+#include "qwisp/model.h"
+#include "qwisp/threadpool.h"
+
+enum { DEFAULT_CHUNK = 512, KV_INITIAL = 256 };
+
+struct qw_ctx {
+    const qw_model *m;
+    qw_threadpool *tp;
+    int n_threads;
+    int32_t n_ctx, n_past, chunk;
+    int32_t chunk_cap; /* rows the chunk buffers hold */
+
+    /* KV cache: per attention layer [kv_cap][n_head_kv*head_dim] of kv_type
+     * (f16, or f32 with QWISP_KV_TYPE=f32), kv_elt bytes an element; NULL
+     * for recurrent layers */
+    void **k, **v;
+    qw_type kv_type;
+    size_t kv_elt;
+    int32_t kv_cap;
+
+    /* recurrent state per Gated DeltaNet layer (NULL elsewhere): the last
+     * d_conv-1 conv inputs [(d_conv-1)][C], oldest first, and the delta
+     * state [vheads][S][S] (row j of a head's block is column j of the state
+     * matrix, so each output's dot products run over contiguous memory) */
+    float **conv, **delta;
+
+    /* chunk-sized activations (pool), rows = chunk */
+    float *x;        /* [chunk][n_embd] residual stream */
+    float *xn;       /* [chunk][n_embd] normed */
+    float *q;        /* [chunk][n_head*head_dim] */
+    float *qg;       /* [chunk][n_head][q | gate] gated attention's projection */
+    float *kc, *vc;  /* [chunk][n_head_kv*head_dim] */
+    float *attn;     /* [chunk][n_head*head_dim] */
+    float *proj;     /* [chunk][n_embd] attention output projection */
+    float *router;   /* [chunk][n_expert] */
+    int32_t *sel;    /* [chunk][k] chosen experts */
+    float *selw;     /* [chunk][k] their weights */
+    float *eout;     /* [chunk][k][n_embd] weighted expert outputs */
+    float *gate, *up;/* [chunk][n_ff_exp] for one expert's tokens */
+    float *down;     /* [chunk][n_embd] */
+    int32_t *tok_of; /* [chunk*k] tokens routed to the current expert */
+    int32_t *slot_of;/* [chunk*k] their top-k slot */
+    /* Gated DeltaNet (C = conv channels, VD = vheads*S, HV = vheads) */
+    float *mix;      /* [chunk][C] q|k|v projection, conv input */
+    float *cv;       /* [chunk][C] conv output */
+    float *z;        /* [chunk][VD] output gate */
+    float *beta;     /* [chunk][HV] */
+    float *alpha;    /* [chunk][HV] log decay after the transform */
+    float *o;        /* [chunk][VD] delta-rule output */
+    /* shared expert */
+    float *sg, *su;  /* [chunk][n_ff_shexp] */
+    float *sd;       /* [chunk][n_embd] */
+    float *sgate;    /* [chunk] */
+    int32_t *count;  /* [n_expert] */
+    void *xq;        /* converted activations */
+    size_t xq_cap;
+    void *attn_scratch;
+    size_t attn_scratch_cap;
+
+    float *logits;   /* [rows][n_vocab] */
+    int32_t logits_rows, logits_cap;
+
+    qw_chunk_cb chunk_cb;
+    void *chunk_user;
+};
+
+/* Rows [row0, row0+n) of a workspace chunk belong to sequence ctx, whose next
+ * position is ctx->n_past.  A plain eval is one span; a lanes step has one
+ * span per lane. */
+typedef struct {
+    qw_ctx *ctx;
+    int32_t row0, n;
+} seq_span;
+
+/* Grows a pool buffer to at least need bytes (contents kept). */
+int qw_fwd_grow(void **p, size_t *cap, size_t need, qw_error *err);
+/* y[n][rows] = x[n][k] W^T for a 2-D weight, through c's activation buffer. */
+int qw_fwd_linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, float *y, qw_error *err);
+
+/* One Gated DeltaNet layer on a chunk of n rows (deltanet.c): x += layer(x). */
+int qw_deltanet_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spans, int n_spans, int32_t n,
+                      qw_error *err);
+
+#endif
