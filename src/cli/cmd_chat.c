@@ -202,7 +202,7 @@ static int reply(session *se, history *h, bool tty) {
     int32_t keep = 0;
     while (keep < se->n_kv && (size_t)keep < n && se->kv[keep] == ids[keep]) keep++;
     if ((size_t)keep == n) keep--; /* at least one token to evaluate */
-    qw_ctx_truncate(se->c, keep);
+    keep = qw_ctx_truncate(se->c, keep); /* a recurrent model restarts from 0 */
     int32_t room = qw_ctx_n_ctx(se->c) - (int32_t)n;
     reply_state st = {.tty = tty};
     qw_textout_init(&st.out, se->tok, NULL, 0, QW_THINK_SPLIT);

@@ -166,7 +166,7 @@ static void step(lanes *s) {
 
 static uint64_t kv_bytes(const lanes *s) {
     uint64_t b = 0;
-    for (int i = 0; i < s->n_lanes; i++) b += qw_ctx_kv_bytes(s->lane[i].ctx);
+    for (int i = 0; i < s->n_lanes; i++) b += qw_ctx_kv_bytes(s->lane[i].ctx) + qw_ctx_state_bytes(s->lane[i].ctx);
     return b;
 }
 

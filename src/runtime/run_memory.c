@@ -13,7 +13,8 @@
 static void on_chunk(void *user, const qw_ctx *c, int32_t n_done, int32_t n_total) {
     qw_run_memory *rm = user;
     if (rm->prefill_done) return;
-    qw_memdbg_chunk(&rm->dbg, n_done, n_total, qw_ctx_kv_bytes(c));
+    /* "kv" counts a recurrent model's conv/delta state too: per-sequence memory */
+    qw_memdbg_chunk(&rm->dbg, n_done, n_total, qw_ctx_kv_bytes(c) + qw_ctx_state_bytes(c));
     if (n_done == n_total) rm->prefill_done = true;
 }
 

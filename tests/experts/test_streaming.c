@@ -29,9 +29,9 @@
 
 enum { N_PROMPT = 40, N_GEN = 12, CHUNK = 16 };
 
-static char g_dir[256], g_path[300];
+static char g_dir[256], g_path[300], g_path35[300];
 static int32_t g_vocab;
-static float *g_ref; /* [N_GEN + 1][vocab] resident logits */
+static float *g_ref, *g_ref35; /* [N_GEN + 1][vocab] resident logits (qwen3moe, qwen35moe) */
 
 static void set_opt(qw_opt id, const char *v) {
     qw_error err = {0};
@@ -94,20 +94,36 @@ static int setup(void **st) {
         fprintf(stderr, "gen: %s\n", err.msg);
         return -1;
     }
+    /* qwen35moe: routed experts stream, the shared expert stays mapped */
+    snprintf(g_path35, sizeof g_path35, "%s/m35.gguf", g_dir);
+    p.arch = QW_GEN_QWEN35MOE;
+    p.n_layer = 4;
+    p.full_attn_interval = 2;
+    p.n_head_kv = 2, p.head_dim = 32; /* DeltaNet value rows (state x vheads) of whole q8_0 blocks */
+    if (qw_gen_model_write(&p, g_path35, &err)) {
+        fprintf(stderr, "gen: %s\n", err.msg);
+        return -1;
+    }
     set_opt(QW_OPT_FAULT_READ, "0");
-    qw_model *m = load(g_path, "0");
-    assert_int_equal(qw_experts_tier(m->experts), QW_TIER_RESIDENT);
-    g_vocab = m->hp.n_vocab;
-    g_ref = malloc((size_t)(N_GEN + 1) * g_vocab * sizeof(float));
-    qw_ctx *c = new_ctx(m);
-    assert_int_equal(run_seq(c, g_vocab, g_ref, &err), 0);
-    qw_ctx_free(c);
-    qw_model_free(m);
+    const char *paths[2] = {g_path, g_path35};
+    float **refs[2] = {&g_ref, &g_ref35};
+    for (int i = 0; i < 2; i++) {
+        qw_model *m = load(paths[i], "0");
+        assert_int_equal(qw_experts_tier(m->experts), QW_TIER_RESIDENT);
+        g_vocab = m->hp.n_vocab;
+        *refs[i] = malloc((size_t)(N_GEN + 1) * g_vocab * sizeof(float));
+        qw_ctx *c = new_ctx(m);
+        assert_int_equal(run_seq(c, g_vocab, *refs[i], &err), 0);
+        qw_ctx_free(c);
+        qw_model_free(m);
+    }
     return 0;
 }
 
 static int teardown(void **st) {
     free(g_ref);
+    free(g_ref35);
+    unlink(g_path35);
     char p[400];
     snprintf(p, sizeof p, "%s/trunc.gguf", g_dir);
     unlink(p);
@@ -116,18 +132,18 @@ static int teardown(void **st) {
     return 0;
 }
 
-static void check_c(const char *c_txt, int32_t want_c) {
-    qw_model *m = load(g_path, c_txt);
+static void check_model_c(const char *path, const float *ref, const char *c_txt, int32_t want_c) {
+    qw_model *m = load(path, c_txt);
     assert_int_equal(qw_experts_tier(m->experts), QW_TIER_STREAMING);
     assert_int_equal(qw_experts_max_pinned(m->experts), want_c);
     qw_ctx *c = new_ctx(m);
     float *got = malloc((size_t)(N_GEN + 1) * g_vocab * sizeof(float));
     qw_error err = {0};
     assert_int_equal(run_seq(c, g_vocab, got, &err), 0);
-    assert_memory_equal(got, g_ref, (size_t)(N_GEN + 1) * g_vocab * sizeof(float));
+    assert_memory_equal(got, ref, (size_t)(N_GEN + 1) * g_vocab * sizeof(float));
     /* twice: the second pass runs on a warm cache and must still agree */
     assert_int_equal(run_seq(c, g_vocab, got, &err), 0);
-    assert_memory_equal(got, g_ref, (size_t)(N_GEN + 1) * g_vocab * sizeof(float));
+    assert_memory_equal(got, ref, (size_t)(N_GEN + 1) * g_vocab * sizeof(float));
     qw_experts_stats s = qw_experts_get_stats();
     assert_int_equal(s.tier, QW_TIER_STREAMING);
     assert_int_equal(s.c, want_c);
@@ -140,7 +156,11 @@ static void check_c(const char *c_txt, int32_t want_c) {
     qw_model_free(m);
 }
 
+static void check_c(const char *c_txt, int32_t want_c) { check_model_c(g_path, g_ref, c_txt, want_c); }
+
 static void test_c_topk(void **st) { check_c("4", 4); }
+static void test_qwen35_c_topk(void **st) { check_model_c(g_path35, g_ref35, "4", 4); }
+static void test_qwen35_c_7(void **st) { check_model_c(g_path35, g_ref35, "7", 7); }
 static void test_c_7(void **st) { check_c("7", 7); }
 static void test_c_15(void **st) { check_c("15", 15); }
 static void test_c_all(void **st) { check_c("16", 16); }
@@ -202,6 +222,8 @@ int main(void) {
         cmocka_unit_test(test_c_15),
         cmocka_unit_test(test_c_all),
         cmocka_unit_test(test_c_below_topk_is_clamped),
+        cmocka_unit_test(test_qwen35_c_topk),
+        cmocka_unit_test(test_qwen35_c_7),
         cmocka_unit_test(test_fault_eio_then_usable),
         cmocka_unit_test(test_truncated_under_us),
     };
