@@ -56,6 +56,10 @@ typedef struct qw_gen_model_params {
     float rms_eps;
     bool tied;                    /* no output.weight: llama.cpp reuses token_embd */
     uint64_t seed;
+    /* Each matrix's rows are drawn from a pool of 64 generated rows: a valid
+     * model written at disk speed (no per-row quantisation), for speed and
+     * memory benchmarks of full-size shapes; not for parity tests. */
+    bool fast_weights;
     /* qwen35moe only; 0 = derived from the shape above by
      * qw_gen_model_fill_qwen35 (n_rot head_dim/4, shared ff = n_ff_exp,
      * conv 4, state head_dim, key heads n_head_kv, value heads 2x, interval 4) */

@@ -59,6 +59,16 @@ void qw_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, floa
 void qw_rope_neox_partial(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int32_t pos,
                           float base);
 
+/* One token of the gated delta rule for one head (kernels/delta.c): M is
+ * the S x S state stored transposed (row j = column j of the state).
+ *   M *= decay;  per row j: d = (v[j] - M_j . k) * beta;  M_j += d * k;
+ *   o[j] = (M_j . q) * scale.
+ * AVX-512 where present (summed in ggml's order), else the scalar form. */
+void qw_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta, float scale,
+                   int64_t S, float *o);
+void qw_delta_step_scalar(float *M, const float *q, const float *k, const float *v, float decay, float beta,
+                          float scale, int64_t S, float *o);
+
 /* In-place softmax of x[n]. */
 void qw_softmax(float *x, int64_t n);
 

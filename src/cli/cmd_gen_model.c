@@ -7,6 +7,7 @@
  *       [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]
  *       [--arch qwen3moe|qwen35moe] [--n-rot N] [--n-ff-shexp N] [--ssm-conv N]
  *       [--ssm-state N] [--ssm-groups N] [--ssm-vheads N] [--attn-interval N]
+ *       [--fast-weights]
  *
  * The preset (default "tiny") is applied first and every other flag overrides
  * it, whatever the order on the command line.  --type sets the big matrices
@@ -35,6 +36,8 @@ static const char gen_usage[] =
     "         [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]\n"
     "         [--arch qwen3moe|qwen35moe] [--n-rot N] [--n-ff-shexp N] [--ssm-conv N]\n"
     "         [--ssm-state N] [--ssm-groups N] [--ssm-vheads N] [--attn-interval N]\n"
+    "         [--fast-weights]   (rows repeat from a pool of 64 per matrix: full-size files at disk\n"
+    "                             speed, for benchmarks only)\n"
     "presets: tiny, small, default, bench (qwen3moe); qwen36-a3b (qwen35moe, Qwen3.6-35B-A3B's shape)\n"
     "qwen35moe fields left unset follow the shape (docs/qwen35moe.md)\n";
 
@@ -135,6 +138,7 @@ int qw_cmd_gen_model(int argc, char **argv) {
         }
         if (done) continue;
         if (strcmp(f, "--tied") == 0) p.tied = true;
+        else if (strcmp(f, "--fast-weights") == 0) p.fast_weights = true;
         else if (strcmp(f, "--arch") == 0) {
             if (!has_val) goto missing;
             if (strcmp(v, "qwen3moe") == 0) p.arch = QW_GEN_QWEN3MOE;

@@ -96,19 +96,8 @@ static void delta_heads(void *arg, int64_t h0, int64_t h1, int ith) {
             const size_t r = (size_t)(j->row0 + t);
             const float *row_cv = c->cv + r * C;
             const float *q = row_cv + (h % HK) * S, *k = row_cv + KD + (h % HK) * S, *v = row_cv + 2 * KD + h * S;
-            const float decay = expf(c->alpha[r * HV + h]), b = c->beta[r * HV + h];
             float *o = c->o + r * VD + h * S;
-            for (int64_t i = 0; i < S * S; i++) M[i] *= decay;
-            for (int64_t col = 0; col < S; col++) {
-                float *m = M + col * S;
-                float s = 0.0f;
-                for (int64_t i = 0; i < S; i++) s += m[i] * k[i];
-                const float d = (v[col] - s) * b;
-                for (int64_t i = 0; i < S; i++) m[i] += k[i] * d;
-                float acc = 0.0f;
-                for (int64_t i = 0; i < S; i++) acc += m[i] * q[i];
-                o[col] = acc * scale;
-            }
+            qw_delta_step(M, q, k, v, expf(c->alpha[r * HV + h]), c->beta[r * HV + h], scale, S, o);
         }
     }
 }

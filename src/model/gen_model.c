@@ -606,6 +606,18 @@ static void plan_tensors(gen_ctx *c, const qw_gen_model_params *p, uint64_t n_vo
     }
 }
 
+/* One row of t's distribution into x[ne0]. */
+static void gen_row(const gen_tensor *t, gen_rng *r, float *x) {
+    const int64_t ne0 = (int64_t)t->ne[0];
+    if (t->init == INIT_UNIFORM) {
+        for (int64_t j = 0; j < ne0; j++) x[j] = rng_uniform(r, t->a, t->b);
+        return;
+    }
+    float std = t->b;
+    if (t->row_sigma > 0.0f) std *= expf(t->row_sigma * rng_normal(r) - t->row_sigma * t->row_sigma);
+    for (int64_t j = 0; j < ne0; j++) x[j] = t->a + std * rng_normal(r);
+}
+
 static int gen_fill(void *vctx, int index, void *dst, size_t nbytes, qw_error *err) {
     gen_ctx *c = vctx;
     if (index < 0 || (size_t)index >= c->n) return qw_fail(err, "gen-model: bad tensor index %d", index);
@@ -618,23 +630,20 @@ static int gen_fill(void *vctx, int index, void *dst, size_t nbytes, qw_error *e
                        rb * (size_t)rows);
     gen_rng r;
     rng_seed(&r, c->seed ^ qw_hash64(t->name, strlen(t->name), 0x5157495350ull));
+    /* fast_weights: the first POOL_ROWS rows are generated, the rest copied */
+    enum { POOL_ROWS = 64 };
+    const uint64_t gen_rows = c->fast && rows > 2 * POOL_ROWS ? POOL_ROWS : rows;
     uint8_t *out = dst;
-    for (uint64_t i = 0; i < rows; i++) {
-        float *x = c->row;
-        if (t->init == INIT_UNIFORM)
-            for (int64_t j = 0; j < ne0; j++) x[j] = rng_uniform(&r, t->a, t->b);
-        else {
-            float std = t->b;
-            if (t->row_sigma > 0.0f)
-                std *= expf(t->row_sigma * rng_normal(&r) - t->row_sigma * t->row_sigma);
-            for (int64_t j = 0; j < ne0; j++) x[j] = t->a + std * rng_normal(&r);
-        }
+    for (uint64_t i = 0; i < gen_rows; i++) {
+        gen_row(t, &r, c->row);
         if (t->type == QW_TYPE_F32)
-            memcpy(out, x, (size_t)ne0 * sizeof(float));
+            memcpy(out, c->row, (size_t)ne0 * sizeof(float));
         else
-            qw_quantize_row((qw_type)t->type, x, out, ne0);
+            qw_quantize_row((qw_type)t->type, c->row, out, ne0);
         out += rb;
     }
+    for (uint64_t i = gen_rows; i < rows; i++, out += rb)
+        memcpy(out, (uint8_t *)dst + (rng_next(&r) % POOL_ROWS) * rb, rb);
     return 0;
 }
 
@@ -696,7 +705,7 @@ int qw_gen_model_write(const qw_gen_model_params *p, const char *path, qw_error 
     qw_gen_model_params q = *p;
     if (q.arch == QW_GEN_QWEN35MOE) qw_gen_model_fill_qwen35(&q);
     p = &q;
-    gen_ctx c = {.seed = p->seed};
+    gen_ctx c = {.seed = p->seed, .fast = p->fast_weights};
     if (p->arch == QW_GEN_QWEN35MOE)
         qw_gen_plan_qwen35(&c, p, v.n_tokens);
     else

@@ -28,6 +28,7 @@ typedef struct gen_ctx {
     size_t n;
     uint64_t seed;
     float *row; /* ne[0] floats of the widest row */
+    bool fast;  /* fast_weights: rows copied from a pool of POOL_ROWS */
 } gen_ctx;
 
 void qw_gen_plan_add(gen_ctx *c, const char *name, uint32_t type, uint32_t n_dims, uint64_t ne0, uint64_t ne1,
