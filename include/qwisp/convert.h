@@ -1,4 +1,5 @@
-/* convert.h — Hugging Face checkpoint -> GGUF (Qwen3MoeForCausalLM).
+/* convert.h — Hugging Face checkpoint -> GGUF: Qwen3MoeForCausalLM -> qwen3moe,
+ * Qwen3_5MoeForCausalLM / Qwen3_5MoeForConditionalGeneration -> qwen35moe.
  *
  * Reads a checkpoint directory (config.json, tokenizer.json,
  * tokenizer_config.json, model.safetensors or shards + index) and writes a

@@ -1,7 +1,7 @@
 /* qwen3moe_meta.h — the metadata a qwen3moe GGUF carries, written once.
  *
  * Both writers of qwen3moe files — the synthetic model generator
- * (gen_model.c) and the Hugging Face converter (convert.c) — describe the
+ * (gen_model.c) and the Hugging Face converter (convert_qwen3moe.c) — describe the
  * model with the same hyper-parameters and a tokenizer spec, and this layer
  * turns them into exactly the keys llama.cpp's converter writes
  * ("qwen3moe.embedding_length", "tokenizer.ggml.tokens", …), so the two

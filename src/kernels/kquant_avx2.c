@@ -7,7 +7,7 @@
  * (madd) and sums in int32.  Level offsets (Q6_K's 32, Q3_K's 4) and the
  * affine types' mins go through the Q8_K group sums (bsums) in scalar code.
  * The per-block float expression is the reference's (kquant_impl.h), so the
- * result is bit-identical with kquant_ref.c.
+ * result is bit-identical with kquant_ref.c — except Q4_K and Q6_K (see dot_q4_K).
  *
  * Rows need only 2-byte alignment (Q8_K 4): all vector loads are unaligned.
  */
@@ -16,8 +16,8 @@
 
 #include "kernels/kquant_impl.h"
 
-/* sum_g sc[g] * sum_{i in g} q[i]*y[i] for one super-block. */
-static inline int32_t block_sumi(const __m256i q[8], const int16_t sc[16], const int8_t *y) {
+/* sum_g sc[g] * sum_{i in g} q[i]*y[i] for one super-block, in 8 lanes. */
+static inline __m256i block_sumi_v(const __m256i q[8], const int16_t sc[16], const int8_t *y) {
     __m256i acc = _mm256_setzero_si256();
     for (int c = 0; c < 8; c++) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)(y + 32 * c));
@@ -25,6 +25,12 @@ static inline int32_t block_sumi(const __m256i q[8], const int16_t sc[16], const
         const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
     }
+    return acc;
+}
+
+/* The same summed to one int32. */
+static inline int32_t block_sumi(const __m256i q[8], const int16_t sc[16], const int8_t *y) {
+    const __m256i acc = block_sumi_v(q, sc, y);
     __m128i v = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
     v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
@@ -45,29 +51,51 @@ static inline __m256i bit_to(__m256i v, int m, int val) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, mm), mm), _mm256_set1_epi8((char)val));
 }
 
+/* Q4_K is the bulk of real files (Q4_K_M), so it gets its own loop: scales
+ * and mins unpacked with word operations, the mins' correction as one
+ * 8-lane madd against the paired group sums, and float accumulators carried
+ * across super-blocks (one horizontal sum per row instead of one per block).
+ * The float order therefore differs from the reference's per-block
+ * expression (tests allow 1e-5 of the sum of |terms|); the integer sums per
+ * group are the same. */
 static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q4_K *b = w;
     const qw_block_q8_K *y = x;
-    float acc = 0.0f;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
-        __m256i q[8];
-        int16_t sc[16];
-        int32_t summ = 0;
-        for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
-            q[2 * c] = lo_nib(v);
-            q[2 * c + 1] = hi_nib(v);
+        const float d8 = q8k_d(y);
+        const float d = d8 * _cvtsh_ss(b->d), dmin = d8 * _cvtsh_ss(b->dmin);
+        /* 12 packed bytes -> scales[0..7], mins[0..7] (6 bits each) */
+        uint32_t u[4];
+        memcpy(u, b->scales, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
+        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        u[2] = mins_lo;
+        u[0] &= 0x3f3f3f3fu;
+        const uint8_t *sc = (const uint8_t *)u; /* sc[0..7] scales, sc[8..15] mins */
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pair)), accm);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+            const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
+            const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, _mm256_set1_epi16(sc[2 * j])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, _mm256_set1_epi16(sc[2 * j + 1])));
         }
-        for (int j = 0; j < 8; j++) {
-            uint8_t s6, m6;
-            qw_kq_scale_min_k4(j, b->scales, &s6, &m6);
-            sc[2 * j] = sc[2 * j + 1] = s6;
-            summ += m6 * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
-        }
-        const int32_t sumi = block_sumi(q, sc, y->qs);
-        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi - qw_fp16_to_f32(b->dmin) * (float)summ);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = acc;
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    v = _mm_sub_ps(v, accm);
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_movehdup_ps(v));
+    *s = _mm_cvtss_f32(v);
 }
 
 static void dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
@@ -96,15 +124,17 @@ static void dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
     *s = acc;
 }
 
+/* Q6_K carries float accumulators across super-blocks like Q4_K (the LM
+ * head and embeddings of Q4_K_M files are Q6_K); the -32 offset goes through
+ * one madd of the scales with the group sums. */
 static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q6_K *b = w;
     const qw_block_q8_K *y = x;
     const __m256i m30 = _mm256_set1_epi8(0x30);
-    float acc = 0.0f;
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
         __m256i q[8];
         int16_t sc[16];
-        int32_t off = 0;
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
@@ -114,14 +144,16 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
             q[4 * h + 2] = _mm256_or_si256(hi_nib(l0), _mm256_and_si256(hv, m30));
             q[4 * h + 3] = _mm256_or_si256(hi_nib(l1), _mm256_and_si256(_mm256_srli_epi16(hv, 2), m30));
         }
-        for (int g = 0; g < 16; g++) {
-            sc[g] = b->scales[g];
-            off += sc[g] * y->bsums[g];
-        }
-        const int32_t sumi = block_sumi(q, sc, y->qs) - 32 * off;
-        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+        _mm256_storeu_si256((__m256i *)sc, sc16);
+        const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+        const __m256i sumi = _mm256_sub_epi32(block_sumi_v(q, sc, y->qs), _mm256_slli_epi32(off, 5));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = acc;
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_movehdup_ps(v));
+    *s = _mm_cvtss_f32(v);
 }
 
 static void dot_q3_K(int64_t n, float *s, const void *w, const void *x) {

@@ -1,7 +1,7 @@
 /* qwen3moe_meta.c — writes the qwen3moe hyper-parameter and tokenizer keys.
  *
  * One place for the key names and their types (u32 counts, f32 rope base and
- * epsilon), shared by gen_model.c and convert.c.  The key set is the one
+ * epsilon), shared by gen_model.c and convert_qwen3moe.c.  The key set is the one
  * llama.cpp's convert_hf_to_gguf.py writes for Qwen3MoeForCausalLM: context,
  * embedding, block count, feed-forward length, head counts, key/value length,
  * rope base, RMS epsilon, expert count / used count / expert feed-forward
