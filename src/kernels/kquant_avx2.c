@@ -57,45 +57,88 @@ static inline __m256i bit_to(__m256i v, int m, int val) {
  * across super-blocks (one horizontal sum per row instead of one per block).
  * The float order therefore differs from the reference's per-block
  * expression (tests allow 1e-5 of the sum of |terms|); the integer sums per
- * group are the same. */
-static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
-    const qw_block_q4_K *b = w;
-    const qw_block_q8_K *y = x;
+ * group are the same.  The dot and the prefill tile share the two steps
+ * below, so the tile gives the dot's bits. */
+typedef struct {
+    __m256i lo[4], hi[4]; /* levels of elements 64j..64j+31 and 64j+32..64j+63 */
+    uint8_t sc[16];       /* sc[0..7] scales, sc[8..15] mins */
+    __m128i mins;         /* the 8 mins as int16 */
+    float d, dmin;        /* fp16 super-scales */
+} q4k_block;
+
+static inline void q4k_prepare(const qw_block_q4_K *b, q4k_block *p) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
-        const float d8 = q8k_d(y);
-        const float d = d8 * _cvtsh_ss(b->d), dmin = d8 * _cvtsh_ss(b->dmin);
-        /* 12 packed bytes -> scales[0..7], mins[0..7] (6 bits each) */
-        uint32_t u[4];
-        memcpy(u, b->scales, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = mins_lo;
-        u[0] &= 0x3f3f3f3fu;
-        const uint8_t *sc = (const uint8_t *)u; /* sc[0..7] scales, sc[8..15] mins */
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        accm = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pair)), accm);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
-            const __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-            const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
-            const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, _mm256_set1_epi16(sc[2 * j])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, _mm256_set1_epi16(sc[2 * j + 1])));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    uint32_t u[4];
+    memcpy(u, b->scales, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = mins_lo;
+    u[0] &= 0x3f3f3f3fu;
+    memcpy(p->sc, u, 16);
+    p->mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+    for (int j = 0; j < 4; j++) {
+        const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+        p->lo[j] = _mm256_and_si256(q4, m4);
+        p->hi[j] = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
     }
+    p->d = _cvtsh_ss(b->d);
+    p->dmin = _cvtsh_ss(b->dmin);
+}
+
+static inline void q4k_accumulate(const q4k_block *p, const qw_block_q8_K *y, __m256 *acc, __m128 *accm) {
+    const float d8 = q8k_d(y);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    *accm = _mm_fmadd_ps(_mm_set1_ps(d8 * p->dmin), _mm_cvtepi32_ps(_mm_madd_epi16(p->mins, pair)), *accm);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i pl = _mm256_maddubs_epi16(p->lo[j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
+        const __m256i ph = _mm256_maddubs_epi16(p->hi[j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, _mm256_set1_epi16(p->sc[2 * j])));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, _mm256_set1_epi16(p->sc[2 * j + 1])));
+    }
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * p->d), _mm256_cvtepi32_ps(sumi), *acc);
+}
+
+static inline float q4k_finish(__m256 acc, __m128 accm) {
     __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     v = _mm_sub_ps(v, accm);
     v = _mm_add_ps(v, _mm_movehl_ps(v, v));
     v = _mm_add_ss(v, _mm_movehdup_ps(v));
-    *s = _mm_cvtss_f32(v);
+    return _mm_cvtss_f32(v);
+}
+
+static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q4_K *b = w;
+    const qw_block_q8_K *y = x;
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QW_QK_K; i++) {
+        q4k_block p;
+        q4k_prepare(b + i, &p);
+        q4k_accumulate(&p, y + i, &acc, &accm);
+    }
+    *s = q4k_finish(acc, accm);
+}
+
+/* Prefill tile: each weight super-block is unpacked once for QW_GEMM_TOKS
+ * tokens (qw_gemm_fn contract: the dot's bits). */
+static void gemm_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                      float *const *y) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        const qw_block_q4_K *b = (const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes);
+        __m256 acc[QW_GEMM_TOKS];
+        __m128 accm[QW_GEMM_TOKS];
+        for (int t = 0; t < QW_GEMM_TOKS; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
+        for (int64_t i = 0; i < n / QW_QK_K; i++) {
+            q4k_block p;
+            q4k_prepare(b + i, &p);
+            for (int t = 0; t < QW_GEMM_TOKS; t++)
+                q4k_accumulate(&p, (const qw_block_q8_K *)x[t] + i, &acc[t], &accm[t]);
+        }
+        for (int t = 0; t < QW_GEMM_TOKS; t++) y[t][r] = q4k_finish(acc[t], accm[t]);
+    }
 }
 
 static void dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
@@ -206,4 +249,4 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 }
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
-const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, dot_q4_K, dot_q5_K, dot_q6_K, NULL};
+const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, dot_q4_K, dot_q5_K, dot_q6_K, NULL, gemm_q4_K};

@@ -3,4 +3,4 @@
  * 512-bit / VNNI variants plug in. */
 #include "kernels/kquant_impl.h"
 
-const qw_kq_dots qw_kq_dots_avx512 = {NULL, NULL, NULL, NULL, NULL, NULL};
+const qw_kq_dots qw_kq_dots_avx512 = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};

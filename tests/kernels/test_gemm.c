@@ -47,12 +47,14 @@ static void check_tiles(qw_type wt) {
         return;
     }
     const int64_t ks[] = {128, 256, 2048, QW_GEMM_K_MAX};
+    const qw_type xt = qw_vec_dot_type(wt);
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         const int64_t k = ks[ki];
-        const size_t wrb = qw_row_bytes(wt, k), xrb = qw_row_bytes(QW_TYPE_Q8_0, k);
+        if (k % qw_type_block_elems(wt)) continue; /* K-quants: whole 256-element blocks */
+        const size_t wrb = qw_row_bytes(wt, k), xrb = qw_row_bytes(xt, k);
         enum { ROWS = 6 };
         char *w = rand_rows(wt, ROWS, k);
-        char *x = rand_rows(QW_TYPE_Q8_0, QW_GEMM_TOKS, k);
+        char *x = rand_rows(xt, QW_GEMM_TOKS, k);
         const void *xp[QW_GEMM_TOKS];
         float out[QW_GEMM_TOKS][ROWS];
         float *yp[QW_GEMM_TOKS];
@@ -96,6 +98,7 @@ static void check_gemv(qw_type wt) {
 
 static void test_tile_q8_0(void **s) { (void)s; check_tiles(QW_TYPE_Q8_0); check_gemv(QW_TYPE_Q8_0); }
 static void test_tile_q4_0(void **s) { (void)s; check_tiles(QW_TYPE_Q4_0); check_gemv(QW_TYPE_Q4_0); }
+static void test_tile_q4_K(void **s) { (void)s; check_tiles(QW_TYPE_Q4_K); }
 
 static void check_batch(qw_type wt, int64_t k, int threads) {
     qw_threadpool *tp = qw_threadpool_new(threads);
@@ -137,11 +140,12 @@ static void check_batch(qw_type wt, int64_t k, int threads) {
 
 static void test_batch(void **s) {
     (void)s;
-    const qw_type types[] = {QW_TYPE_Q8_0, QW_TYPE_Q4_0, QW_TYPE_F32, QW_TYPE_F16};
+    const qw_type types[] = {QW_TYPE_Q8_0, QW_TYPE_Q4_0, QW_TYPE_Q4_K, QW_TYPE_F32, QW_TYPE_F16};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         check_batch(types[i], 256, 1);
         check_batch(types[i], 256, 2);
-        check_batch(types[i], 96, 2); /* k not a multiple of the tile's: dot path */
+        if (96 % qw_type_block_elems(types[i]) == 0)
+            check_batch(types[i], 96, 2); /* k not a multiple of the tile's: dot path */
     }
 }
 
@@ -168,6 +172,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tile_q8_0),
         cmocka_unit_test(test_tile_q4_0),
+        cmocka_unit_test(test_tile_q4_K),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_axpy_f16),
     };
