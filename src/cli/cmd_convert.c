@@ -1,5 +1,6 @@
 /* cmd_convert.c — `qwisp convert HF_DIR -o OUT.gguf [--type T] [--name NAME]`:
- * a Hugging Face Qwen3MoeForCausalLM checkpoint directory to a GGUF that qwisp
+ * a Hugging Face Qwen3MoeForCausalLM (-> qwen3moe) or Qwen3_5MoeForCausalLM /
+ * Qwen3_5MoeForConditionalGeneration (-> qwen35moe) checkpoint directory to a GGUF that qwisp
  * and llama.cpp load (model/convert.c does the work).  --type sets the
  * matrices (f32|f16|bf16|q8_0|q4_0; default: bf16 for a bf16 checkpoint, else
  * f16); norms and the router always stay f32.  Exit 2 on bad flags, 1 when
@@ -13,7 +14,7 @@
 
 static const char cv_usage[] =
     "usage: qwisp convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q2_K..q6_K] [--name NAME]\n"
-    "Converts a Hugging Face Qwen3MoeForCausalLM checkpoint (config.json, tokenizer.json,\n"
+    "Converts a Hugging Face Qwen3MoeForCausalLM or Qwen3_5MoeForCausalLM checkpoint (config.json, tokenizer.json,\n"
     "tokenizer_config.json, *.safetensors [+ model.safetensors.index.json]) to GGUF.\n";
 
 int qw_cmd_convert(int argc, char **argv) {

@@ -42,6 +42,26 @@ grep -q '^\[lane-memdbg\]' "$T/lanes.log" && pass "lanes: QWISP_LANE_MEMDBG repo
     || fail "lanes: QWISP_LANE_MEMDBG reports at idle points" "$(tail -3 "$T/lanes.log")"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
+# qwen35moe: each lane carries its own recurrent (conv + delta) state
+"$Q" gen-model --preset tiny --arch qwen35moe --n-layer 4 --attn-interval 2 --seed 22 -o "$T/q35.gguf" >/dev/null 2>&1 \
+    || fail "gen-model qwen35moe tiny"
+SERVE_MODEL=$T/q35.gguf
+start_server "$T/q35-serial.log" QWISP_LANES=0 -- || fail "qwen35 serialize server starts" "$(cat "$T/q35-serial.log")"
+node "$DIR/lanes_client.mjs" "http://127.0.0.1:$PORT" tokens 24 "${PROMPTS[@]}" >"$T/q35-serial.json" 2>/dev/null
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+start_server "$T/q35-lanes.log" QWISP_LANES=4 -- || fail "qwen35 lanes server starts" "$(cat "$T/q35-lanes.log")"
+node "$DIR/lanes_client.mjs" "http://127.0.0.1:$PORT" tokens 24 "${PROMPTS[@]}" >"$T/q35-lanes.json" 2>/dev/null
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+full=$(node -e 'const o=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  console.log(Object.keys(o).length === 4 && Object.values(o).every((a) => a.length === 24) ? 1 : 0)' "$T/q35-serial.json" 2>/dev/null)
+if [ "$full" = 1 ] && cmp -s "$T/q35-serial.json" "$T/q35-lanes.json"; then
+    pass "lanes: qwen35moe, 4 concurrent greedy requests equal the serialize path token for token"
+else
+    fail "lanes: qwen35moe, 4 concurrent requests equal the serialize path" \
+        "serial=$(head -c 300 "$T/q35-serial.json") lanes=$(head -c 300 "$T/q35-lanes.json")"
+fi
+SERVE_MODEL=$T/tiny.gguf
+
 out=$(QWISP_LANES=-1 "$Q" serve -m "$T/tiny.gguf" --port 0 2>&1); rc=$?
 [ $rc = 2 ] && echo "$out" | grep -q "QWISP_LANES='-1': out of range" && pass "lanes: a negative lane count is refused" \
     || fail "lanes: a negative lane count is refused" "rc=$rc $out"
