@@ -61,7 +61,7 @@ static inline __m256i bit_to(__m256i v, int m, int val) {
  * below, so the tile gives the dot's bits. */
 typedef struct {
     __m256i lo[4], hi[4]; /* levels of elements 64j..64j+31 and 64j+32..64j+63 */
-    uint8_t sc[16];       /* sc[0..7] scales, sc[8..15] mins */
+    __m256i sc[8];        /* scale of group g broadcast to 16 int16 */
     __m128i mins;         /* the 8 mins as int16 */
     float d, dmin;        /* fp16 super-scales */
 } q4k_block;
@@ -75,7 +75,8 @@ static inline void q4k_prepare(const qw_block_q4_K *b, q4k_block *p) {
     u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
     u[2] = mins_lo;
     u[0] &= 0x3f3f3f3fu;
-    memcpy(p->sc, u, 16);
+    const uint8_t *sc = (const uint8_t *)u; /* sc[0..7] scales, sc[8..15] mins */
+    for (int g = 0; g < 8; g++) p->sc[g] = _mm256_set1_epi16(sc[g]);
     p->mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
     for (int j = 0; j < 4; j++) {
         const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
@@ -92,11 +93,12 @@ static inline void q4k_accumulate(const q4k_block *p, const qw_block_q8_K *y, __
     const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
     *accm = _mm_fmadd_ps(_mm_set1_ps(d8 * p->dmin), _mm_cvtepi32_ps(_mm_madd_epi16(p->mins, pair)), *accm);
     __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         const __m256i pl = _mm256_maddubs_epi16(p->lo[j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
         const __m256i ph = _mm256_maddubs_epi16(p->hi[j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, _mm256_set1_epi16(p->sc[2 * j])));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, _mm256_set1_epi16(p->sc[2 * j + 1])));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, p->sc[2 * j]));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, p->sc[2 * j + 1]));
     }
     *acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * p->d), _mm256_cvtepi32_ps(sumi), *acc);
 }
@@ -128,16 +130,20 @@ static void gemm_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_ro
                       float *const *y) {
     for (int64_t r = 0; r < n_rows; r++) {
         const qw_block_q4_K *b = (const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes);
-        __m256 acc[QW_GEMM_TOKS];
-        __m128 accm[QW_GEMM_TOKS];
-        for (int t = 0; t < QW_GEMM_TOKS; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
+        _Static_assert(QW_GEMM_TOKS == 4, "the tile keeps four accumulators in registers");
+        const qw_block_q8_K *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        __m128 m0 = _mm_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
         for (int64_t i = 0; i < n / QW_QK_K; i++) {
             q4k_block p;
             q4k_prepare(b + i, &p);
-            for (int t = 0; t < QW_GEMM_TOKS; t++)
-                q4k_accumulate(&p, (const qw_block_q8_K *)x[t] + i, &acc[t], &accm[t]);
+            q4k_accumulate(&p, x0 + i, &a0, &m0);
+            q4k_accumulate(&p, x1 + i, &a1, &m1);
+            q4k_accumulate(&p, x2 + i, &a2, &m2);
+            q4k_accumulate(&p, x3 + i, &a3, &m3);
         }
-        for (int t = 0; t < QW_GEMM_TOKS; t++) y[t][r] = q4k_finish(acc[t], accm[t]);
+        y[0][r] = q4k_finish(a0, m0), y[1][r] = q4k_finish(a1, m1);
+        y[2][r] = q4k_finish(a2, m2), y[3][r] = q4k_finish(a3, m3);
     }
 }
 
