@@ -66,18 +66,28 @@ typedef struct {
     float d, dmin;        /* fp16 super-scales */
 } q4k_block;
 
-static inline void q4k_prepare(const qw_block_q4_K *b, q4k_block *p) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+/* The 12 packed scale bytes -> 8 scales (low 64 bits) and 8 mins (high). */
+static inline __m128i q4k_scales_mins(const uint8_t *packed) {
     uint32_t u[4];
-    memcpy(u, b->scales, 12);
+    memcpy(u, packed, 12);
     u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
     const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
     u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
     u[2] = mins_lo;
     u[0] &= 0x3f3f3f3fu;
-    const uint8_t *sc = (const uint8_t *)u; /* sc[0..7] scales, sc[8..15] mins */
-    for (int g = 0; g < 8; g++) p->sc[g] = _mm256_set1_epi16(sc[g]);
-    p->mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+}
+
+/* pshufb control selecting int16 element g in every position of a lane. */
+static inline __m256i q4k_pick(int g) { return _mm256_set1_epi16((short)(0x0100 * (2 * g + 1) + 2 * g)); }
+
+static inline void q4k_prepare(const qw_block_q4_K *b, q4k_block *p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m128i sm = q4k_scales_mins(b->scales);
+    const __m128i s16 = _mm_cvtepu8_epi16(sm);
+    const __m256i scales = _mm256_set_m128i(s16, s16);
+    for (int g = 0; g < 8; g++) p->sc[g] = _mm256_shuffle_epi8(scales, q4k_pick(g));
+    p->mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
     for (int j = 0; j < 4; j++) {
         const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
         p->lo[j] = _mm256_and_si256(q4, m4);
@@ -111,15 +121,35 @@ static inline float q4k_finish(__m256 acc, __m128 accm) {
     return _mm_cvtss_f32(v);
 }
 
+/* The dot does the tile's two steps fused, with nothing spilled: the same
+ * int32 lanes (integer sums are exact in any order) and the same float
+ * operations, so the same bits. */
 static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q4_K *b = w;
     const qw_block_q8_K *y = x;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / QW_QK_K; i++) {
-        q4k_block p;
-        q4k_prepare(b + i, &p);
-        q4k_accumulate(&p, y + i, &acc, &accm);
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        const __m128i sm = q4k_scales_mins(b->scales);
+        const __m128i s16 = _mm_cvtepu8_epi16(sm);
+        const __m256i scales = _mm256_set_m128i(s16, s16);
+        const float d8 = q8k_d(y);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+        accm = _mm_fmadd_ps(_mm_set1_ps(d8 * _cvtsh_ss(b->dmin)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pair)), accm);
+        __m256i sumi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+            const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
+            const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, _mm256_shuffle_epi8(scales, q4k_pick(2 * j))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, _mm256_shuffle_epi8(scales, q4k_pick(2 * j + 1))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(sumi), acc);
     }
     *s = q4k_finish(acc, accm);
 }
