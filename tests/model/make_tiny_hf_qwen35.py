@@ -34,6 +34,9 @@ import shutil
 import struct
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_tiny_hf import write_st  # noqa: E402  (one safetensors writer for both generators)
+
 E, L, NH, NKV, HD, PRF = 64, 4, 4, 2, 32, 0.25
 X, K, F, FS = 8, 2, 32, 64
 CONV, S, HK, HV = 4, 16, 2, 4
@@ -133,21 +136,6 @@ def per_expert(items):
         else:
             out.append((name, shape, b))
     return out
-
-
-def write_st(path, items):
-    hdr, off = {}, 0
-    for name, shape, b in items:
-        hdr[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [off, off + len(b)]}
-        off += len(b)
-    hdr["__metadata__"] = {"format": "pt"}
-    h = json.dumps(hdr).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for _, _, b in items:
-            f.write(b)
 
 
 def main():

@@ -15,6 +15,7 @@
 #include "qwisp/gguf.h"
 #include "qwisp/model.h"
 #include "qwisp/quant.h"
+#include "gguf_variant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -201,49 +202,18 @@ static void test_lanes_keep_own_state(void **state) {
     qw_model_free(m);
 }
 
-/* Copy of g_f32 with one tensor left out, or one key added. */
-static void write_variant(const char *path, const char *drop_tensor, const char *add_key) {
-    qw_error err = {0};
-    qw_gguf *g = qw_gguf_open(g_f32, &err);
-    assert_non_null(g);
-    qw_gguf_writer *w = qw_gguf_writer_new();
-    for (size_t i = 0; i < qw_gguf_n_kv(g); i++) {
-        const char *key = qw_gguf_kv_key(g, i);
-        const qw_gguf_vtype t = qw_gguf_kv_type(g, i);
-        if (t == QW_GGUF_STRING) qw_gguf_set_str(w, key, qw_gguf_kv_str(g, i, NULL));
-        else if (t == QW_GGUF_FLOAT32) {
-            double d;
-            qw_gguf_kv_as_f64(g, i, &d);
-            qw_gguf_set_f32(w, key, (float)d);
-        } else if (t == QW_GGUF_UINT32 || t == QW_GGUF_INT32) {
-            int64_t v;
-            qw_gguf_kv_as_i64(g, i, &v);
-            qw_gguf_set_u32(w, key, (uint32_t)v);
-        }
-    }
-    if (add_key) qw_gguf_set_bool(w, add_key, true);
-    for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) {
-        const qw_gguf_tensor *t = qw_gguf_tensor_at(g, i);
-        if (drop_tensor && !strcmp(t->name, drop_tensor)) continue;
-        assert_true(qw_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err) >= 0);
-    }
-    assert_int_equal(qw_gguf_writer_write(w, path, NULL, NULL, &err), 0);
-    qw_gguf_writer_free(w);
-    qw_gguf_close(g);
-}
-
 static void test_bad_files(void **state) {
     (void)state;
     char path[320];
     qw_error err = {0};
     snprintf(path, sizeof path, "%s/bad.gguf", g_dir);
-    write_variant(path, "blk.1.ssm_a", NULL);
+    write_gguf_variant(g_f32, path, "blk.1.ssm_a", NULL);
     assert_null(qw_model_load(path, &err));
     assert_non_null(strstr(err.msg, "missing tensor 'blk.1.ssm_a'"));
-    write_variant(path, "blk.3.ffn_gate_inp_shexp.weight", NULL);
+    write_gguf_variant(g_f32, path, "blk.3.ffn_gate_inp_shexp.weight", NULL);
     assert_null(qw_model_load(path, &err));
     assert_non_null(strstr(err.msg, "missing tensor 'blk.3.ffn_gate_inp_shexp.weight'"));
-    write_variant(path, NULL, "qwen35moe.attention.recurrent_layers");
+    write_gguf_variant(g_f32, path, NULL, "qwen35moe.attention.recurrent_layers");
     assert_null(qw_model_load(path, &err));
     assert_non_null(strstr(err.msg, "recurrent_layers"));
     unlink(path);

@@ -1,0 +1,43 @@
+/* gguf_variant.h — test helper shared by the model tests: copies a GGUF's
+ * metadata (string, f32 and integer keys) and tensor table with one tensor
+ * left out and/or one bool key added, so a loader test can break a valid
+ * file in one named way.  Tensor data is not copied (the writer zero-fills):
+ * these files exist to be refused. */
+#ifndef QWISP_TEST_GGUF_VARIANT_H
+#define QWISP_TEST_GGUF_VARIANT_H
+
+#include "qwisp/gguf.h"
+
+#include <string.h>
+
+static void write_gguf_variant(const char *src, const char *dst, const char *drop_tensor, const char *add_key) {
+    qw_error err = {0};
+    qw_gguf *g = qw_gguf_open(src, &err);
+    assert_non_null(g);
+    qw_gguf_writer *w = qw_gguf_writer_new();
+    for (size_t i = 0; i < qw_gguf_n_kv(g); i++) {
+        const char *key = qw_gguf_kv_key(g, i);
+        const qw_gguf_vtype t = qw_gguf_kv_type(g, i);
+        if (t == QW_GGUF_STRING) qw_gguf_set_str(w, key, qw_gguf_kv_str(g, i, NULL));
+        else if (t == QW_GGUF_FLOAT32) {
+            double d;
+            qw_gguf_kv_as_f64(g, i, &d);
+            qw_gguf_set_f32(w, key, (float)d);
+        } else if (t == QW_GGUF_UINT32 || t == QW_GGUF_INT32) {
+            int64_t v;
+            qw_gguf_kv_as_i64(g, i, &v);
+            qw_gguf_set_u32(w, key, (uint32_t)v);
+        }
+    }
+    if (add_key) qw_gguf_set_bool(w, add_key, true);
+    for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) {
+        const qw_gguf_tensor *t = qw_gguf_tensor_at(g, i);
+        if (drop_tensor && !strcmp(t->name, drop_tensor)) continue;
+        assert_true(qw_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err) >= 0);
+    }
+    assert_int_equal(qw_gguf_writer_write(w, dst, NULL, NULL, &err), 0);
+    qw_gguf_writer_free(w);
+    qw_gguf_close(g);
+}
+
+#endif
