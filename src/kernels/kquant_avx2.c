@@ -28,6 +28,26 @@ static inline __m256i block_sumi_v(const __m256i q[8], const int16_t sc[16], con
     return acc;
 }
 
+/* block_sumi_v with the 16 group scales given as int16 in one register
+ * (groups 0-7 in the low lane, 8-15 in the high): each 32-element chunk c
+ * needs scale 2c in its low half and 2c+1 in its high half, picked with one
+ * in-lane pshufb from the low or high groups duplicated to both lanes. */
+static inline __m256i block_sumi_vs(const __m256i q[8], __m256i sc16, const int8_t *y) {
+    const __m256i lo_groups = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+    const __m256i hi_groups = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+    __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const int g = (2 * c) & 7; /* position of group 2c within its 8 */
+        const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (2 * g + 3) + 2 * g + 2)),
+                                              _mm_set1_epi16((short)(0x0100 * (2 * g + 1) + 2 * g)));
+        const __m256i s = _mm256_shuffle_epi8(c < 4 ? lo_groups : hi_groups, pick);
+        const __m256i p = _mm256_maddubs_epi16(q[c], _mm256_loadu_si256((const __m256i *)(y + 32 * c)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+    }
+    return acc;
+}
+
 /* The same summed to one int32. */
 static inline int32_t block_sumi(const __m256i q[8], const int16_t sc[16], const int8_t *y) {
     const __m256i acc = block_sumi_v(q, sc, y);
@@ -213,7 +233,6 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
         __m256i q[8];
-        int16_t sc[16];
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
@@ -224,9 +243,8 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
             q[4 * h + 3] = _mm256_or_si256(hi_nib(l1), _mm256_and_si256(_mm256_srli_epi16(hv, 2), m30));
         }
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-        _mm256_storeu_si256((__m256i *)sc, sc16);
         const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
-        const __m256i sumi = _mm256_sub_epi32(block_sumi_v(q, sc, y->qs), _mm256_slli_epi32(off, 5));
+        const __m256i sumi = _mm256_sub_epi32(block_sumi_vs(q, sc16, y->qs), _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(sumi), acc);
     }
     __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
