@@ -1,5 +1,6 @@
 /* qwen3moe.c — the forward pass of the qwen3moe architecture (as llama.cpp
- * defines it) and the inference context that owns its state.
+ * defines it) and the inference context that owns its state; qwen35moe runs
+ * through the same loop (see the end of this comment).
  *
  * Per layer, for a chunk of n tokens at positions n_past..n_past+n-1:
  *   xn = RMSNorm(x) * attn_norm
@@ -19,6 +20,13 @@
  * Memory: every dynamic buffer (KV cache, activations sized by chunk, attention
  * scratch sized by context) comes from the pool.  The KV cache starts small
  * and doubles on demand up to n_ctx instead of reserving the worst case.
+ *
+ * qwen35moe (docs/qwen35moe.md): a layer is either a Gated DeltaNet layer
+ * (deltanet.c, recurrent state in the context instead of a KV cache) or an
+ * attention layer whose Wq also yields a per-head gate (the output is
+ * multiplied by sigmoid(gate)) with RoPE on the first n_rot dims; its MoE adds
+ * an always-on shared expert scaled by sigmoid(xn . shexp_gate) to the routed
+ * sum.  Layout of the context: forward.h.
  */
 #include "forward.h"
 #include "qwisp/experts.h"
