@@ -132,6 +132,12 @@ int qw_cmd_gen_model(int argc, char **argv) {
             if (strcmp(f, ints[k].flag) != 0) continue;
             if (!has_val) goto missing;
             if (parse_int(f, v, ints[k].dst) != 0) return 2;
+            /* 0 means "follow the shape" for the qwen35moe fields, so an
+             * explicit value below 1 is refused rather than silently replaced */
+            if (*ints[k].dst < 1) {
+                fprintf(stderr, "qwisp gen-model: %s %s: must be at least 1\n", f, v);
+                return 2;
+            }
             i++;
             done = true;
             break;

@@ -37,6 +37,15 @@ expect "unknown command" 2 "unknown command 'frobnicate'" -- "$Q" frobnicate
 expect "config shows env source" 0 "QWISP_THREADS +3 +env" -- env QWISP_THREADS=3 "$Q" config
 expect "logits: bad token list" 2 "bad token id list" -- "$Q" logits -m "$T/tiny.gguf" --tokens 1,x,3
 expect "logits: token outside vocab" 1 "outside the vocabulary" -- "$Q" logits -m "$T/tiny.gguf" --tokens 1,99999999
+expect "gen-model: unknown --arch" 2 "--arch foo: not one of qwen3moe, qwen35moe" -- "$Q" gen-model --arch foo -o "$T/x.gguf"
+expect "gen-model: value heads not a multiple of key heads" 2 "--ssm-vheads 3: must be a multiple of --ssm-groups 2" -- \
+    "$Q" gen-model --arch qwen35moe --ssm-groups 2 --ssm-vheads 3 -o "$T/x.gguf"
+expect "gen-model: odd --n-rot" 2 "--n-rot 7: must be even" -- "$Q" gen-model --arch qwen35moe --n-rot 7 -o "$T/x.gguf"
+expect "gen-model: DeltaNet rows not whole q8_0 blocks" 2 "state x vheads \(16\) must be a multiple of 32" -- \
+    "$Q" gen-model --arch qwen35moe --type q8_0 --ssm-state 8 --ssm-vheads 2 --ssm-groups 1 -o "$T/x.gguf"
+expect "gen-model: explicit zero interval" 2 "--attn-interval 0: must be at least 1" -- \
+    "$Q" gen-model --arch qwen35moe --attn-interval 0 -o "$T/x.gguf"
+if [ -e "$T/x.gguf" ]; then echo "FAIL: gen-model: a refused file was written"; else echo "PASS: gen-model: refused shapes write nothing"; fi
 expect "run: generates and reports json" 0 '"gen_tokens":8' -- "$Q" run -m "$T/tiny.gguf" -p "Hello" -n 8 --ignore-eos --json
 expect "run: prompt-tokens gives exactly N" 0 '"prompt_tokens":100' -- "$Q" run -m "$T/tiny.gguf" --prompt-tokens 100 -n 2 --json
 expect "run: chat template applied" 0 '"prompt_ids":\[' -- "$Q" run -m "$T/tiny.gguf" -p "Hi" --chat -n 2 --json
