@@ -113,6 +113,12 @@ int qw_model_bind_tensor(const qw_gguf *g, qw_tensor *t, const char *name, int n
  * type and shape).  NULL + err naming the file and what is wrong. */
 qw_model *qw_model_load(const char *path, qw_error *err);
 void qw_model_free(qw_model *m);
+/* One Gated DeltaNet layer's recurrent state for one sequence (qwen35moe):
+ * the last d_conv-1 conv inputs and the vheads x S x S delta state. */
+size_t qw_model_conv_state_bytes(const qw_hparams *hp);
+size_t qw_model_delta_state_bytes(const qw_hparams *hp);
+/* All recurrent layers' state for one sequence (0 for qwen3moe). */
+uint64_t qw_model_state_bytes(const qw_model *m);
 /* Bytes of weights one decode token reads (non-expert + n_expert_used experts). */
 uint64_t qw_model_active_bytes(const qw_model *m);
 

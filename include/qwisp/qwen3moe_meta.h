@@ -1,4 +1,5 @@
-/* qwen3moe_meta.h — the metadata a qwen3moe GGUF carries, written once.
+/* qwen3moe_meta.h — the metadata a qwen3moe (and a qwen35moe) GGUF carries,
+ * written once.
  *
  * Both writers of qwen3moe files — the synthetic model generator
  * (gen_model.c) and the Hugging Face converter (convert_qwen3moe.c) — describe the
@@ -28,6 +29,22 @@ typedef struct qw_qwen3moe_hparams {
     int n_expert, n_expert_used, n_ff_exp;
     float rope_base, rms_eps;
 } qw_qwen3moe_hparams;
+
+/* qwen35moe (Qwen3.5/3.6-MoE): the same written-once rule for its writers
+ * (gen_model_qwen35.c, convert_qwen35.c).  n_ctx, n_ff < 0: key left out. */
+typedef struct qw_qwen35moe_hparams {
+    const char *name;
+    uint32_t file_type;
+    int n_ctx, n_embd, n_layer, n_ff;
+    int n_head, n_head_kv, head_dim, n_rot;
+    int n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    int ssm_d_conv, ssm_state, ssm_groups, ssm_vheads, full_attn_interval;
+    int32_t rope_sections[4]; /* M-RoPE sections (llama.cpp requires the key) */
+    float rope_base, rms_eps;
+} qw_qwen35moe_hparams;
+
+/* general.* and qwen35moe.* keys. */
+void qw_qwen35moe_set_metadata(qw_gguf_writer *w, const qw_qwen35moe_hparams *hp);
 
 /* llama.cpp's general.file_type for a file whose big matrices are `type`
  * (F32 0, F16 1, Q4_0 2, Q8_0 7, BF16 32). */

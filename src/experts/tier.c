@@ -175,20 +175,12 @@ int qw_tier_input_for(const qw_model *m, int32_t n_ctx, qw_tier_input *in, qw_er
         in->nonexpert_bytes = in->nonexpert_bytes > embd ? in->nonexpert_bytes - embd : 0;
     }
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
-    /* f16 K and V of the attention layers, plus a Gated DeltaNet layer's
-     * recurrent state (conv inputs + S x S per value head), which does not
-     * grow with the context */
+    /* f16 K and V of the attention layers, plus the Gated DeltaNet layers'
+     * recurrent state, which does not grow with the context */
     int n_attn = 0;
-    uint64_t state = 0;
-    for (int il = 0; il < hp->n_layer; il++) {
-        if (!m->layers[il].recurrent) {
-            n_attn++;
-            continue;
-        }
-        const uint64_t S = (uint64_t)hp->ssm_state, C = 2 * S * hp->ssm_groups + S * hp->ssm_vheads;
-        state += 4u * ((uint64_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 1) * C + hp->ssm_vheads * S * S);
-    }
-    in->kv_bytes = (uint64_t)n_attn * (uint64_t)n_ctx * 2u * (uint64_t)hp->n_head_kv * hp->head_dim * 2u + state;
+    for (int il = 0; il < hp->n_layer; il++) n_attn += !m->layers[il].recurrent;
+    in->kv_bytes = (uint64_t)n_attn * (uint64_t)n_ctx * 2u * (uint64_t)hp->n_head_kv * hp->head_dim * 2u +
+                   qw_model_state_bytes(m);
     in->ram_phys = qw_ram_physical();
     in->ram_cgroup = qw_ram_cgroup_limit();
     const char *dev = qw_opt_str(QW_OPT_DEVICE_RAM);

@@ -1,6 +1,7 @@
 /* delta.c — one token of the gated delta rule for one value head (the
  * recurrence of qwen35moe's Gated DeltaNet layers, see model/deltanet.c),
- * scalar reference and runtime dispatch to the AVX-512 form (delta_avx512.c).
+ * scalar reference and dispatch to the AVX-512 form (delta_avx512.c) at the
+ * active SIMD level.
  *
  * M holds the S x S state transposed (row j = column j of the state), so
  * every per-output reduction runs over contiguous memory.  The order of
@@ -10,8 +11,9 @@
  * rather than each over all rows changes nothing.
  */
 #include "qwisp/ops.h"
+#include "qwisp/quant.h"
 
-#include <stdbool.h>
+#include <string.h>
 
 void qw_delta_step_avx512(float *M, const float *q, const float *k, const float *v, float decay, float beta,
                           float scale, int64_t S, float *o);
@@ -31,18 +33,14 @@ static void delta_step_ref(float *M, const float *q, const float *k, const float
     }
 }
 
-typedef void (*delta_fn)(float *, const float *, const float *, const float *, float, float, float, int64_t, float *);
-
-static delta_fn pick(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? qw_delta_step_avx512 : delta_step_ref;
-}
-
+/* The level comes from the kernels' one dispatcher (quant.c), so QWISP_SIMD
+ * lowers this kernel with every other. */
 void qw_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta, float scale,
                    int64_t S, float *o) {
-    static delta_fn fn; /* benign race: every thread picks the same */
-    if (!fn) fn = pick();
-    fn(M, q, k, v, decay, beta, scale, S, o);
+    if (strcmp(qw_simd_level(), "avx512") == 0)
+        qw_delta_step_avx512(M, q, k, v, decay, beta, scale, S, o);
+    else
+        delta_step_ref(M, q, k, v, decay, beta, scale, S, o);
 }
 
 void qw_delta_step_scalar(float *M, const float *q, const float *k, const float *v, float decay, float beta,

@@ -133,13 +133,16 @@ static inline void q4k_accumulate(const q4k_block *p, const qw_block_q8_K *y, __
     *acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * p->d), _mm256_cvtepi32_ps(sumi), *acc);
 }
 
-static inline float q4k_finish(__m256 acc, __m128 accm) {
+/* Sum of 8 float lanes minus 4 (the mins' correction; zero for Q6_K). */
+static inline float hsum8_minus4(__m256 acc, __m128 sub) {
     __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    v = _mm_sub_ps(v, accm);
+    v = _mm_sub_ps(v, sub);
     v = _mm_add_ps(v, _mm_movehl_ps(v, v));
     v = _mm_add_ss(v, _mm_movehdup_ps(v));
     return _mm_cvtss_f32(v);
 }
+
+static inline float q4k_finish(__m256 acc, __m128 accm) { return hsum8_minus4(acc, accm); }
 
 /* The dot does the tile's two steps fused, with nothing spilled: the same
  * int32 lanes (integer sums are exact in any order) and the same float
@@ -247,10 +250,7 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
         const __m256i sumi = _mm256_sub_epi32(block_sumi_vs(q, sc16, y->qs), _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(sumi), acc);
     }
-    __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    v = _mm_add_ss(v, _mm_movehdup_ps(v));
-    *s = _mm_cvtss_f32(v);
+    *s = hsum8_minus4(acc, _mm_setzero_ps());
 }
 
 static void dot_q3_K(int64_t n, float *s, const void *w, const void *x) {

@@ -65,19 +65,25 @@ static void unpack_q3_K(const qw_block_q3_K *b, qw_kq_unpacked *u) {
     u->dmin = 0.0f;
 }
 
+/* Q4_K/Q5_K: 8 six-bit (scale, min) pairs, one per 32 elements, and the
+ * two fp16 super-scales. */
+static void unpack_k4_scales(const uint8_t *scales, uint16_t d, uint16_t dmin, qw_kq_unpacked *u) {
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        qw_kq_scale_min_k4(j, scales, &sc, &mn);
+        u->sc[2 * j] = u->sc[2 * j + 1] = sc;
+        u->mn[2 * j] = u->mn[2 * j + 1] = mn;
+    }
+    u->d = qw_fp16_to_f32(d);
+    u->dmin = qw_fp16_to_f32(dmin);
+}
+
 static void unpack_q4_K(const qw_block_q4_K *b, qw_kq_unpacked *u) {
     for (int i = 0; i < QW_QK_K; i++) {
         const uint8_t v = b->qs[32 * (i / 64) + i % 32];
         u->q[i] = (int8_t)(i % 64 < 32 ? v & 0xF : v >> 4);
     }
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, mn;
-        qw_kq_scale_min_k4(j, b->scales, &sc, &mn);
-        u->sc[2 * j] = u->sc[2 * j + 1] = sc;
-        u->mn[2 * j] = u->mn[2 * j + 1] = mn;
-    }
-    u->d = qw_fp16_to_f32(b->d);
-    u->dmin = qw_fp16_to_f32(b->dmin);
+    unpack_k4_scales(b->scales, b->d, b->dmin, u);
 }
 
 static void unpack_q5_K(const qw_block_q5_K *b, qw_kq_unpacked *u) {
@@ -87,14 +93,7 @@ static void unpack_q5_K(const qw_block_q5_K *b, qw_kq_unpacked *u) {
         const int hi = (b->qh[i % 32] >> (i / 32)) & 1;
         u->q[i] = (int8_t)(lo | (hi << 4));
     }
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, mn;
-        qw_kq_scale_min_k4(j, b->scales, &sc, &mn);
-        u->sc[2 * j] = u->sc[2 * j + 1] = sc;
-        u->mn[2 * j] = u->mn[2 * j + 1] = mn;
-    }
-    u->d = qw_fp16_to_f32(b->d);
-    u->dmin = qw_fp16_to_f32(b->dmin);
+    unpack_k4_scales(b->scales, b->d, b->dmin, u);
 }
 
 static void unpack_q6_K(const qw_block_q6_K *b, qw_kq_unpacked *u) {

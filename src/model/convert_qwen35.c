@@ -37,6 +37,7 @@
 #include "convert_int.h"
 
 #include "qwisp/quant.h"
+#include "qwisp/qwen3moe_meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,37 +342,15 @@ static int plan(qw_cv_ctx *c, const char *P, const q35_config *k, uint32_t type,
 
 static void meta(qw_gguf_writer *w, const void *arg, const char *name, uint32_t file_type) {
     const q35_config *k = arg;
-    char key[96];
-#define U32(s, v) (snprintf(key, sizeof key, "qwen35moe." s), qw_gguf_set_u32(w, key, (uint32_t)(v)))
-#define F32K(s, v) (snprintf(key, sizeof key, "qwen35moe." s), qw_gguf_set_f32(w, key, (v)))
-    qw_gguf_set_str(w, "general.architecture", "qwen35moe");
-    qw_gguf_set_str(w, "general.name", name);
-    qw_gguf_set_u32(w, "general.file_type", file_type);
-    qw_gguf_set_u32(w, "general.quantization_version", 2);
-    U32("block_count", k->L);
-    if (k->n_ctx >= 0) U32("context_length", k->n_ctx);
-    U32("embedding_length", k->E);
-    if (k->n_ff >= 0) U32("feed_forward_length", k->n_ff);
-    U32("attention.head_count", k->H);
-    U32("attention.head_count_kv", k->HKV);
-    qw_gguf_set_arr(w, "qwen35moe.rope.dimension_sections", QW_GGUF_INT32, k->sections, 4);
-    F32K("rope.freq_base", k->rope_base);
-    F32K("attention.layer_norm_rms_epsilon", k->rms_eps);
-    U32("expert_count", k->X);
-    U32("expert_used_count", k->K);
-    U32("attention.key_length", k->D);
-    U32("attention.value_length", k->D);
-    U32("expert_feed_forward_length", k->F);
-    U32("expert_shared_feed_forward_length", k->FS);
-    U32("ssm.conv_kernel", k->d_conv);
-    U32("ssm.state_size", k->S);
-    U32("ssm.group_count", k->HK);
-    U32("ssm.time_step_rank", k->HV);
-    U32("ssm.inner_size", (int64_t)k->S * k->HV);
-    U32("full_attention_interval", k->interval);
-    U32("rope.dimension_count", k->n_rot);
-#undef U32
-#undef F32K
+    qw_qwen35moe_hparams hp = {
+        .name = name, .file_type = file_type, .n_ctx = (int)k->n_ctx, .n_embd = k->E, .n_layer = k->L,
+        .n_ff = (int)k->n_ff, .n_head = k->H, .n_head_kv = k->HKV, .head_dim = k->D, .n_rot = k->n_rot,
+        .n_expert = k->X, .n_expert_used = k->K, .n_ff_exp = k->F, .n_ff_shexp = k->FS,
+        .ssm_d_conv = k->d_conv, .ssm_state = k->S, .ssm_groups = k->HK, .ssm_vheads = k->HV,
+        .full_attn_interval = k->interval, .rope_base = k->rope_base, .rms_eps = k->rms_eps,
+    };
+    memcpy(hp.rope_sections, k->sections, sizeof hp.rope_sections);
+    qw_qwen35moe_set_metadata(w, &hp);
 }
 
 int qw_cv_qwen35moe(const char *dir, const cJSON *cfg, const char *cpath, const qw_convert_opts *o,

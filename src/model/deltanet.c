@@ -107,16 +107,15 @@ static void delta_heads(void *arg, int64_t h0, int64_t h1, int ith) {
 static int project(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const int64_t E = c->m->hp.n_embd;
     const qw_type t = L->wqkv.type;
-    if (L->wz.type != t || L->w_beta.type != t || L->w_alpha.type != t)
-        return qw_fwd_linear(c, &L->wqkv, c->xn, n, c->mix, err) || qw_fwd_linear(c, &L->wz, c->xn, n, c->z, err) ||
-                       qw_fwd_linear(c, &L->w_beta, c->xn, n, c->beta, err) ||
-                       qw_fwd_linear(c, &L->w_alpha, c->xn, n, c->alpha, err)
-                   ? -1
-                   : 0;
-    if (qw_fwd_grow(&c->xq, &c->xq_cap, qw_act_bytes(t, E, n), err)) return -1;
-    qw_act_convert(c->tp, t, c->xn, E, E, n, c->xq);
     const qw_tensor *w[4] = {&L->wqkv, &L->wz, &L->w_beta, &L->w_alpha};
     float *y[4] = {c->mix, c->z, c->beta, c->alpha};
+    if (L->wz.type != t || L->w_beta.type != t || L->w_alpha.type != t) {
+        for (int i = 0; i < 4; i++)
+            if (qw_fwd_linear(c, w[i], c->xn, n, y[i], err)) return -1;
+        return 0;
+    }
+    if (qw_fwd_grow(&c->xq, &c->xq_cap, qw_act_bytes(t, E, n), err)) return -1;
+    qw_act_convert(c->tp, t, c->xn, E, E, n, c->xq);
     qw_mm_task tasks[4];
     for (int i = 0; i < 4; i++)
         tasks[i] = (qw_mm_task){w[i]->data, w[i]->row_bytes, w[i]->ne[1], c->xq, NULL, n, y[i], w[i]->ne[1]};

@@ -60,46 +60,20 @@ int qw_gen_validate_qwen35(const qw_gen_model_params *p, qw_error *err) {
 }
 
 void qw_gen_meta_qwen35(qw_gguf_writer *w, const qw_gen_model_params *p) {
-    const char *A = "qwen35moe";
-    char k[128];
-#define U32(s, v) (snprintf(k, sizeof k, "%s." s, A), qw_gguf_set_u32(w, k, (uint32_t)(v)))
-#define F32K(s, v) (snprintf(k, sizeof k, "%s." s, A), qw_gguf_set_f32(w, k, (v)))
-    qw_gguf_set_str(w, "general.architecture", A);
-    qw_gguf_set_str(w, "general.name", p->name ? p->name : "qwisp-synthetic-qwen35moe");
-    qw_gguf_set_u32(w, "general.file_type", qw_gguf_file_type(p->type));
-    qw_gguf_set_u32(w, "general.quantization_version", 2);
-    U32("context_length", p->n_ctx);
-    U32("embedding_length", p->n_embd);
-    U32("block_count", p->n_layer);
-    U32("feed_forward_length", p->n_ff_exp * p->n_expert_used);
-    U32("attention.head_count", p->n_head);
-    U32("attention.head_count_kv", p->n_head_kv);
-    U32("attention.key_length", p->head_dim);
-    U32("attention.value_length", p->head_dim);
-    U32("rope.dimension_count", p->n_rot);
-    F32K("rope.freq_base", p->rope_base);
-    F32K("attention.layer_norm_rms_epsilon", p->rms_eps);
-    U32("expert_count", p->n_expert);
-    U32("expert_used_count", p->n_expert_used);
-    U32("expert_feed_forward_length", p->n_ff_exp);
-    U32("expert_shared_feed_forward_length", p->n_ff_shexp);
-    U32("ssm.conv_kernel", p->ssm_d_conv);
-    U32("ssm.state_size", p->ssm_state);
-    U32("ssm.group_count", p->ssm_groups);
-    U32("ssm.time_step_rank", p->ssm_vheads);
-    U32("ssm.inner_size", p->ssm_state * p->ssm_vheads);
-    U32("full_attention_interval", p->full_attn_interval);
-    {
-        /* M-RoPE sections (llama.cpp requires the key); for text every
-         * section sees the same position, so any split of n_rot/2 is plain
-         * NeoX RoPE over the first n_rot dims */
-        const int32_t half = p->n_rot / 2, s0 = (half + 2) / 3, s1 = (half + 1) / 3;
-        const int32_t sec[4] = {s0, s1, half - s0 - s1, 0};
-        snprintf(k, sizeof k, "%s.rope.dimension_sections", A);
-        qw_gguf_set_arr(w, k, QW_GGUF_INT32, sec, 4);
-    }
-#undef U32
-#undef F32K
+    /* text only: every M-RoPE section sees the same position, so any split of
+     * n_rot/2 is plain NeoX RoPE over the first n_rot dims */
+    const int32_t half = p->n_rot / 2, s0 = (half + 2) / 3, s1 = (half + 1) / 3;
+    qw_qwen35moe_hparams hp = {
+        .name = p->name ? p->name : "qwisp-synthetic-qwen35moe",
+        .file_type = qw_gguf_file_type(p->type),
+        .n_ctx = p->n_ctx, .n_embd = p->n_embd, .n_layer = p->n_layer, .n_ff = p->n_ff_exp * p->n_expert_used,
+        .n_head = p->n_head, .n_head_kv = p->n_head_kv, .head_dim = p->head_dim, .n_rot = p->n_rot,
+        .n_expert = p->n_expert, .n_expert_used = p->n_expert_used, .n_ff_exp = p->n_ff_exp,
+        .n_ff_shexp = p->n_ff_shexp, .ssm_d_conv = p->ssm_d_conv, .ssm_state = p->ssm_state,
+        .ssm_groups = p->ssm_groups, .ssm_vheads = p->ssm_vheads, .full_attn_interval = p->full_attn_interval,
+        .rope_sections = {s0, s1, half - s0 - s1, 0}, .rope_base = p->rope_base, .rms_eps = p->rms_eps,
+    };
+    qw_qwen35moe_set_metadata(w, &hp);
 }
 
 void qw_gen_plan_qwen35(gen_ctx *c, const qw_gen_model_params *p, uint64_t V) {

@@ -214,6 +214,22 @@ void qw_model_free(qw_model *m) {
     free(m);
 }
 
+size_t qw_model_conv_state_bytes(const qw_hparams *hp) {
+    const size_t C = 2 * (size_t)hp->ssm_state * hp->ssm_groups + (size_t)hp->ssm_state * hp->ssm_vheads;
+    return (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 1) * C * sizeof(float);
+}
+
+size_t qw_model_delta_state_bytes(const qw_hparams *hp) {
+    return (size_t)hp->ssm_vheads * hp->ssm_state * hp->ssm_state * sizeof(float);
+}
+
+uint64_t qw_model_state_bytes(const qw_model *m) {
+    uint64_t b = 0;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].recurrent) b += qw_model_conv_state_bytes(&m->hp) + qw_model_delta_state_bytes(&m->hp);
+    return b;
+}
+
 uint64_t qw_model_active_bytes(const qw_model *m) {
     const qw_hparams *hp = &m->hp;
     uint64_t b = m->output.row_bytes * (uint64_t)hp->n_vocab + m->tok_embd.row_bytes;

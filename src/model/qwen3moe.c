@@ -111,15 +111,6 @@ void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk) {
     c->chunk = chunk < 1 ? 1 : chunk;
 }
 
-/* Recurrent state of one Gated DeltaNet layer (forward.h). */
-static size_t conv_state_bytes(const qw_hparams *hp) {
-    const size_t C = 2 * (size_t)hp->ssm_state * hp->ssm_groups + (size_t)hp->ssm_state * hp->ssm_vheads;
-    return (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 1) * C * sizeof(float);
-}
-static size_t delta_state_bytes(const qw_hparams *hp) {
-    return (size_t)hp->ssm_vheads * hp->ssm_state * hp->ssm_state * sizeof(float);
-}
-
 qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err) {
     const qw_hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
@@ -143,8 +134,8 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
     c->delta = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
     for (int il = 0; il < hp->n_layer; il++) {
         if (!m->layers[il].recurrent) continue;
-        c->conv[il] = qw_pool_calloc(conv_state_bytes(hp));
-        c->delta[il] = qw_pool_calloc(delta_state_bytes(hp));
+        c->conv[il] = qw_pool_calloc(qw_model_conv_state_bytes(hp));
+        c->delta[il] = qw_pool_calloc(qw_model_delta_state_bytes(hp));
         if (!c->conv[il] || !c->delta[il]) {
             qw_fail(err, "out of memory for the recurrent state of layer %d", il);
             qw_ctx_free(c);
@@ -202,13 +193,7 @@ uint64_t qw_ctx_kv_bytes(const qw_ctx *c) {
     return 2ull * n_attn * (uint64_t)c->kv_cap * hp->n_head_kv * hp->head_dim * c->kv_elt;
 }
 
-uint64_t qw_ctx_state_bytes(const qw_ctx *c) {
-    const qw_hparams *hp = &c->m->hp;
-    uint64_t b = 0;
-    for (int il = 0; il < hp->n_layer; il++)
-        if (c->m->layers[il].recurrent) b += conv_state_bytes(hp) + delta_state_bytes(hp);
-    return b;
-}
+uint64_t qw_ctx_state_bytes(const qw_ctx *c) { return qw_model_state_bytes(c->m); }
 int32_t qw_ctx_n_past(const qw_ctx *c) { return c->n_past; }
 const float *qw_ctx_logits(const qw_ctx *c) { return c->logits; }
 
@@ -220,8 +205,8 @@ int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
         if (!c->m->layers[il].recurrent) continue;
         /* a recurrent state holds every token seen: it can only start over */
         recurrent = true;
-        memset(c->conv[il], 0, conv_state_bytes(hp));
-        memset(c->delta[il], 0, delta_state_bytes(hp));
+        memset(c->conv[il], 0, qw_model_conv_state_bytes(hp));
+        memset(c->delta[il], 0, qw_model_delta_state_bytes(hp));
     }
     c->n_past = recurrent ? 0 : n_past;
     return c->n_past;

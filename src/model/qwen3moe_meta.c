@@ -11,6 +11,8 @@
 
 #include "qwisp/quant.h"
 
+#include <stdio.h>
+
 uint32_t qw_gguf_file_type(uint32_t type) {
     switch (type) {
     case QW_TYPE_F16: return 1;
@@ -45,6 +47,40 @@ void qw_qwen3moe_set_metadata(qw_gguf_writer *w, const qw_qwen3moe_hparams *p) {
     qw_gguf_set_u32(w, "qwen3moe.expert_count", (uint32_t)p->n_expert);
     qw_gguf_set_u32(w, "qwen3moe.expert_used_count", (uint32_t)p->n_expert_used);
     qw_gguf_set_u32(w, "qwen3moe.expert_feed_forward_length", (uint32_t)p->n_ff_exp);
+}
+
+void qw_qwen35moe_set_metadata(qw_gguf_writer *w, const qw_qwen35moe_hparams *p) {
+    char key[96];
+#define U32(s, v) (snprintf(key, sizeof key, "qwen35moe." s), qw_gguf_set_u32(w, key, (uint32_t)(v)))
+#define F32(s, v) (snprintf(key, sizeof key, "qwen35moe." s), qw_gguf_set_f32(w, key, (v)))
+    qw_gguf_set_str(w, "general.architecture", "qwen35moe");
+    qw_gguf_set_str(w, "general.name", p->name ? p->name : "qwen35moe");
+    qw_gguf_set_u32(w, "general.file_type", p->file_type);
+    qw_gguf_set_u32(w, "general.quantization_version", 2);
+    if (p->n_ctx >= 0) U32("context_length", p->n_ctx);
+    U32("embedding_length", p->n_embd);
+    U32("block_count", p->n_layer);
+    if (p->n_ff >= 0) U32("feed_forward_length", p->n_ff);
+    U32("attention.head_count", p->n_head);
+    U32("attention.head_count_kv", p->n_head_kv);
+    U32("attention.key_length", p->head_dim);
+    U32("attention.value_length", p->head_dim);
+    U32("rope.dimension_count", p->n_rot);
+    qw_gguf_set_arr(w, "qwen35moe.rope.dimension_sections", QW_GGUF_INT32, p->rope_sections, 4);
+    F32("rope.freq_base", p->rope_base);
+    F32("attention.layer_norm_rms_epsilon", p->rms_eps);
+    U32("expert_count", p->n_expert);
+    U32("expert_used_count", p->n_expert_used);
+    U32("expert_feed_forward_length", p->n_ff_exp);
+    U32("expert_shared_feed_forward_length", p->n_ff_shexp);
+    U32("ssm.conv_kernel", p->ssm_d_conv);
+    U32("ssm.state_size", p->ssm_state);
+    U32("ssm.group_count", p->ssm_groups);
+    U32("ssm.time_step_rank", p->ssm_vheads);
+    U32("ssm.inner_size", p->ssm_state * p->ssm_vheads);
+    U32("full_attention_interval", p->full_attn_interval);
+#undef U32
+#undef F32
 }
 
 void qw_gguf_set_tokenizer(qw_gguf_writer *w, const qw_tokenizer_spec *s) {

@@ -1,14 +1,24 @@
-/* gguf_variant.h — test helper shared by the model tests: copies a GGUF's
- * metadata (string, f32 and integer keys) and tensor table with one tensor
- * left out and/or one bool key added, so a loader test can break a valid
- * file in one named way.  Tensor data is not copied (the writer zero-fills):
- * these files exist to be refused. */
-#ifndef QWISP_TEST_GGUF_VARIANT_H
-#define QWISP_TEST_GGUF_VARIANT_H
+/* model_testlib.h — helpers shared by the model tests (static; include
+ * after cmocka.h):
+ *   max_abs_diff        the largest |a[i] - b[i]| of two logit rows;
+ *   write_gguf_variant  copies a GGUF's metadata (string, f32 and integer
+ *                       keys) and tensor table with one tensor left out and/or
+ *                       one bool key added, so a loader test can break a valid
+ *                       file in one named way.  Tensor data is not copied
+ *                       (the writer zero-fills): these files exist to be refused. */
+#ifndef QWISP_TEST_MODEL_TESTLIB_H
+#define QWISP_TEST_MODEL_TESTLIB_H
 
 #include "qwisp/gguf.h"
 
+#include <math.h>
 #include <string.h>
+
+static float max_abs_diff(const float *a, const float *b, int n) {
+    float m = 0;
+    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
 
 static void write_gguf_variant(const char *src, const char *dst, const char *drop_tensor, const char *add_key) {
     qw_error err = {0};

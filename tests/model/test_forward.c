@@ -13,7 +13,7 @@
 #include "qwisp/model.h"
 #include "qwisp/options.h"
 #include "qwisp/quant.h"
-#include "gguf_variant.h"
+#include "model_testlib.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -53,15 +53,6 @@ static int teardown(void **state) {
     unlink(g_q8);
     rmdir(g_dir);
     return 0;
-}
-
-static float max_abs_diff(const float *a, const float *b, int n) {
-    float m = 0;
-    for (int i = 0; i < n; i++) {
-        float d = fabsf(a[i] - b[i]);
-        if (d > m) m = d;
-    }
-    return m;
 }
 
 /* Prefill of the whole sequence with all logits == token-by-token decode. */

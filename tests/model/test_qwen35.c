@@ -15,7 +15,7 @@
 #include "qwisp/gguf.h"
 #include "qwisp/model.h"
 #include "qwisp/quant.h"
-#include "gguf_variant.h"
+#include "model_testlib.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -59,12 +59,6 @@ static int teardown(void **state) {
     unlink(g_q8);
     rmdir(g_dir);
     return 0;
-}
-
-static float max_abs_diff(const float *a, const float *b, int n) {
-    float m = 0;
-    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
 }
 
 static void fill_ids(int32_t *ids, int n, int V, int mul, int add) {
