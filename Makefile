@@ -25,6 +25,9 @@ LDLIBS  += $(DEPLIBS) -lm
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+# VBMI (byte permutes) is missing on some AVX-512 VNNI CPUs (Cascade Lake): its
+# own files, used only when the CPU has it (quant.c).
+ISA_AVX512VBMI := $(ISA_AVX512) -mavx512vbmi
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
@@ -38,6 +41,7 @@ all: $(BUILD)/qwisp
 
 $(BUILD)/obj/%_avx2.o: ISA := $(ISA_AVX2)
 $(BUILD)/obj/%_avx512.o: ISA := $(ISA_AVX512)
+$(BUILD)/obj/%_avx512vbmi.o: ISA := $(ISA_AVX512VBMI)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

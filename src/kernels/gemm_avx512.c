@@ -1,13 +1,14 @@
-/* gemm_avx512.c — register-blocked Q8_0×Q8_0 and Q4_0×Q8_0 tiles (AVX-512 VNNI)
- * for prefill matmuls (4 tokens × a block of rows) and decode (1 token, row by row).
+/* gemm_avx512.c — register-blocked Q8_0×Q8_0 tiles (AVX-512 VNNI) for prefill
+ * matmuls (4 tokens × a block of rows) and decode (1 token, row by row).
+ * (Q4_0's tiles are in q4_0_avx512vbmi.c.)
  *
  * Contract (qw_gemm_fn in quant.h): y[t][r] gets exactly the float that the
  * AVX-512 qw_vec_dot of the same type returns for (row r, token t), bit for
  * bit, for n % 128 == 0.  That lets prefill (tiles) and decode (single dots)
  * agree exactly and makes the test an equality.
  *
- * Q8_0 (q8_tiles): the dot is llama.cpp's order — per (row, token) ONE 8-lane
- * f32 accumulator, acc = fma(d_w*d_x, float(int32 lane sums), acc) block by
+ * The dot is llama.cpp's order — per (row, token) ONE 8-lane f32
+ * accumulator, acc = fma(d_w*d_x, float(int32 lane sums), acc) block by
  * block, then hsum8 — so in prefill one zmm holds two (row, token) pairs of
  * the SAME block, tokens t, t+1 of a row, one per 256-bit half, and each half
  * is reduced with hsum8 at the end; decode runs one ymm chain per row.
@@ -17,14 +18,7 @@
  *    exact int32 as the dot's.
  *  - Scales: d_w * d_x is the same float product as the dot's.
  *  - The per-token parts are prepared once per call into a stack buffer
- *    (k <= QW_GEMM_K_MAX: 64 KiB) and reused by every row of the block.
- *
- * Q4_0 (tiles): the vec_dot keeps, per pair, two 16-lane f32 accumulators
- * (blocks k,k+1 and k+2,k+3 of every group of four), adds cvt(int32 lane
- * sums) * (d_w*d_x) with FMA, and ends with reduce(acc0 + acc1) + 0; the tile
- * does the same per pair, in the same order.  The nibbles are unpacked once
- * per row and 8*sum4(x) once per token; permute(d_w) * permute(d_x) equals
- * permute(d_w * d_x) lane for lane.
+ *    (k <= QW_GEMM_K_MAX) and reused by every row of the block.
  * Weights are re-read from L1/L2 once per 4 tokens instead of once per token.
  */
 #include <immintrin.h>
@@ -38,117 +32,9 @@ static inline uint16_t ld16(const void *p) {
     return v;
 }
 
-/* Four fp16 scales at `stride` bytes apart, as floats in lanes 0..3. */
-static inline __m128 scales4(const uint8_t *d, size_t stride) {
-    const __m128i h = _mm_setr_epi16((short)ld16(d), (short)ld16(d + stride), (short)ld16(d + 2 * stride),
-                                     (short)ld16(d + 3 * stride), 0, 0, 0, 0);
-    return _mm_cvtph_ps(h);
-}
-
-static inline __m512i pair_q8(const qw_block_q8_0 *b) {
-    const __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
-    const __m256i hi = _mm256_loadu_si256((const __m256i *)b[1].qs);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-static inline __m512i pair_q4(const qw_block_q4_0 *b) {
-    const __m128i q0 = _mm_loadu_si128((const __m128i *)b[0].qs);
-    const __m128i q1 = _mm_loadu_si128((const __m128i *)b[1].qs);
-    const __m512i t = _mm512_castsi256_si512(_mm256_set_m128i(q1, q0));
-    const __m512i z = _mm512_shuffle_i64x2(t, t, 0x50);
-    const __m512i m = _mm512_set1_epi8(0x0f);
-    const __m512i lo = _mm512_and_si512(z, m);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m);
-    return _mm512_mask_blend_epi64(0xcc, lo, hi);
-}
-
-enum { MAX_TR = 4, MAX_TT = 4 };
-
 static inline void prefetch_rows(const void *p, size_t bytes) {
     const char *c = p;
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
-/* Per token and per group of 4 blocks, what every row pair needs from the
- * activations, prepared once per call and reused by all the rows:
- *   u[2]: Q8_0 weights: x ^ 0x80 (x + 128 as unsigned);  Q4_0: -8*sum4(x) lanes
- *   d[2]: the four scales d_x spread as the dot spreads them (idx01, idx23). */
-typedef struct {
-    __m512i u[2];
-    __m512 d[2];
-} prep;
-
-static inline __attribute__((always_inline)) void tiles(int64_t n, const void *wv, size_t w_row_bytes,
-                                                        int64_t n_rows, const void *const *xv,
-                                                        float *const *y, int is_q4, prep *pp,
-                                                        const int TR, const int TT) {
-    const int64_t nb = n / QW_QK8_0, ns = nb / 4;
-    const __m512i idx01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i idx23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m512i k80 = _mm512_set1_epi8((char)0x80), k8 = _mm512_set1_epi8(8), zero = _mm512_setzero_si512();
-    const size_t wbs = is_q4 ? sizeof(qw_block_q4_0) : sizeof(qw_block_q8_0);
-
-    for (int t = 0; t < TT; t++)
-        for (int64_t k = 0; k < ns; k++) {
-            const qw_block_q8_0 *x = (const qw_block_q8_0 *)xv[t] + 4 * k;
-            prep *q = &pp[t * ns + k];
-            const __m512i x0 = pair_q8(x), x1 = pair_q8(x + 2);
-            if (is_q4) {
-                q->u[0] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k8, x0));
-                q->u[1] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k8, x1));
-            } else {
-                q->u[0] = _mm512_xor_si512(x0, k80);
-                q->u[1] = _mm512_xor_si512(x1, k80);
-            }
-            const __m512 dx = _mm512_castps128_ps512(scales4((const uint8_t *)&x[0].d, sizeof(qw_block_q8_0)));
-            q->d[0] = _mm512_permutexvar_ps(idx01, dx);
-            q->d[1] = _mm512_permutexvar_ps(idx23, dx);
-        }
-
-    /* Rows are short (k/32 blocks), so interleaving TR of them defeats the
-     * hardware stream prefetcher; prefetch whole row groups two ahead. */
-    const size_t group_bytes = (size_t)TR * w_row_bytes;
-    prefetch_rows(wv, (size_t)(n_rows < 2 * TR ? n_rows : 2 * TR) * w_row_bytes);
-    for (int64_t r0 = 0; r0 < n_rows; r0 += TR) {
-        if (r0 + 2 * TR < n_rows) prefetch_rows((const char *)wv + (size_t)(r0 + 2 * TR) * w_row_bytes, group_bytes);
-        __m512 acc0[MAX_TR][MAX_TT], acc1[MAX_TR][MAX_TT];
-        for (int r = 0; r < TR; r++)
-            for (int t = 0; t < TT; t++) acc0[r][t] = acc1[r][t] = _mm512_setzero_ps();
-        for (int64_t k = 0; k < ns; k++) {
-            for (int r = 0; r < TR; r++) {
-                const uint8_t *wr = (const uint8_t *)wv + (size_t)(r0 + r) * w_row_bytes + (size_t)(4 * k) * wbs;
-                __m512i wa, wb, na = zero, nbv = zero;
-                if (is_q4) {
-                    wa = pair_q4((const qw_block_q4_0 *)wr);
-                    wb = pair_q4((const qw_block_q4_0 *)wr + 2);
-                } else {
-                    wa = pair_q8((const qw_block_q8_0 *)wr);
-                    wb = pair_q8((const qw_block_q8_0 *)wr + 2);
-                    na = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, wa)); /* -128*sum4(w) */
-                    nbv = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, wb));
-                }
-                const __m512 dw = _mm512_castps128_ps512(scales4(wr, wbs));
-                const __m512 dwa = _mm512_permutexvar_ps(idx01, dw), dwb = _mm512_permutexvar_ps(idx23, dw);
-                for (int t = 0; t < TT; t++) {
-                    const prep *q = &pp[t * ns + k];
-                    __m512i p0, p1;
-                    if (is_q4) {
-                        const qw_block_q8_0 *x = (const qw_block_q8_0 *)xv[t] + 4 * k;
-                        p0 = _mm512_dpbusd_epi32(q->u[0], wa, pair_q8(x)); /* nibbles u8, x s8 */
-                        p1 = _mm512_dpbusd_epi32(q->u[1], wb, pair_q8(x + 2));
-                    } else {
-                        p0 = _mm512_dpbusd_epi32(na, q->u[0], wa); /* x+128 u8, w s8 */
-                        p1 = _mm512_dpbusd_epi32(nbv, q->u[1], wb);
-                    }
-                    acc0[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_mul_ps(dwa, q->d[0]), acc0[r][t]);
-                    acc1[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_mul_ps(dwb, q->d[1]), acc1[r][t]);
-                }
-            }
-        }
-        for (int t = 0; t < TT; t++)
-            for (int r = 0; r < TR; r++)
-                y[t][r0 + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r][t], acc1[r][t])) + 0.0f;
-    }
 }
 
 /* ---- Q8_0: two (row, token) pairs per zmm, llama.cpp's dot order ---- */
@@ -216,8 +102,9 @@ static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t
     }
 }
 
-/* Decode: one row at a time (rows read strictly in order), the token
- * prepared once; one 8-lane chain per row, as the dot. */
+/* Decode: the token prepared once; two rows at a time, each its own 8-lane
+ * chain as in the dot (one chain alone waits on the FMA latency every block).
+ * The next two rows are prefetched whole. */
 static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
                          float *const *y, prep8 *pp) {
     const int64_t nb = n / QW_QK8_0;
@@ -227,9 +114,27 @@ static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t 
         pp[k].u = _mm512_castsi256_si512(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[k].qs), k80));
         pp[k].d = _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(ld16(&x[k].d))));
     }
-    prefetch_rows(wv, (size_t)(n_rows < 2 ? n_rows : 2) * w_row_bytes);
-    for (int64_t r = 0; r < n_rows; r++) {
-        if (r + 2 < n_rows) prefetch_rows((const char *)wv + (size_t)(r + 2) * w_row_bytes, w_row_bytes);
+    prefetch_rows(wv, (size_t)(n_rows < 4 ? n_rows : 4) * w_row_bytes);
+    int64_t r = 0;
+    for (; r + 2 <= n_rows; r += 2) {
+        if (r + 4 < n_rows) prefetch_rows((const char *)wv + (size_t)(r + 4) * w_row_bytes, 2 * w_row_bytes);
+        const qw_block_q8_0 *w0 = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
+        const qw_block_q8_0 *w1 = (const qw_block_q8_0 *)((const char *)w0 + w_row_bytes);
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++) {
+            const __m256i xu = _mm512_castsi512_si256(pp[k].u);
+            const __m256 xd = _mm512_castps512_ps256(pp[k].d);
+            const __m256i a = _mm256_loadu_si256((const __m256i *)w0[k].qs);
+            const __m256i b = _mm256_loadu_si256((const __m256i *)w1[k].qs);
+            const __m256i pa = _mm256_dpbusd_epi32(_mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, a)), xu, a);
+            const __m256i pb = _mm256_dpbusd_epi32(_mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, b)), xu, b);
+            acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(&w0[k].d))), xd), _mm256_cvtepi32_ps(pa), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(&w1[k].d))), xd), _mm256_cvtepi32_ps(pb), acc1);
+        }
+        y[0][r] = hsum8(acc0);
+        y[0][r + 1] = hsum8(acc1);
+    }
+    for (; r < n_rows; r++) {
         const qw_block_q8_0 *wr = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
         __m256 acc = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++) {
@@ -250,12 +155,6 @@ void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
     q8_gemm_tiles(n, w, w_row_bytes, n_rows, x, y, pp);
 }
 
-void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                         float *const *y) {
-    prep pp[4 * QW_GEMM_K_MAX / 128];
-    tiles(n, w, w_row_bytes, n_rows, x, y, 1, pp, 2, 4);
-}
-
 /* Decode (one token): one row at a time, the token prepared once.  Rows are
  * read strictly in order: with 4 rows interleaved the hardware prefetcher
  * lost the stream and DRAM throughput fell 3-4x (measured), while from cache
@@ -264,10 +163,4 @@ void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
                          float *const *y) {
     prep8 pp[QW_GEMM_K_MAX / QW_QK8_0];
     q8_gemv_rows(n, w, w_row_bytes, n_rows, x, y, pp);
-}
-
-void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                         float *const *y) {
-    prep pp[QW_GEMM_K_MAX / 128];
-    tiles(n, w, w_row_bytes, n_rows, x, y, 1, pp, 1, 1);
 }

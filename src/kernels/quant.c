@@ -8,7 +8,8 @@
  * Dispatch: the first call detects the CPU once (__builtin_cpu_supports, which
  * also checks that the OS saves the AVX/AVX-512 register state) and picks the
  * best level: "avx512" needs avx512f+bw+vl+vnni (its bf16 dot additionally
- * needs avx512bf16, else the AVX2 bf16 dot is patched in), "avx2" needs
+ * needs avx512bf16 and its Q4_0 kernels avx512vbmi, else the AVX2 ones are
+ * patched in), "avx2" needs
  * avx2+fma+f16c, "scalar" always works.  qw_simd_force can only lower the
  * level; tests use it to run every level against the reference.
  *
@@ -97,7 +98,8 @@ enum { LEVEL_SCALAR = 0, LEVEL_AVX2 = 1, LEVEL_AVX512 = 2 };
 
 static int g_cpu_level = -1;   /* best level the CPU supports, once detected */
 static bool g_cpu_bf16 = false; /* avx512bf16 present */
-static qw_kernel_table g_avx512_patched; /* avx512 table with avx2 bf16 dot */
+static bool g_cpu_vbmi = false; /* avx512vbmi present */
+static qw_kernel_table g_avx512_patched; /* avx512 table with avx2 bf16 / Q4_0 entries */
 static const qw_kernel_table *g_active = NULL;
 
 /* F16C is CPUID leaf 1, ECX bit 29; read directly because clang 14's
@@ -118,14 +120,20 @@ static void detect_cpu(void) {
         __builtin_cpu_supports("avx512vnni"))
         level = LEVEL_AVX512;
     g_cpu_bf16 = __builtin_cpu_supports("avx512bf16");
+    g_cpu_vbmi = __builtin_cpu_supports("avx512vbmi");
     g_cpu_level = level;
 }
 
 static const qw_kernel_table *table_for(int level) {
     if (level >= LEVEL_AVX512) {
-        if (g_cpu_bf16) return &qw_kernels_avx512;
+        if (g_cpu_bf16 && g_cpu_vbmi) return &qw_kernels_avx512;
         g_avx512_patched = qw_kernels_avx512;
-        g_avx512_patched.dot_bf16 = qw_kernels_avx2.dot_bf16;
+        if (!g_cpu_bf16) g_avx512_patched.dot_bf16 = qw_kernels_avx2.dot_bf16;
+        if (!g_cpu_vbmi) { /* Q4_0 dot and tiles together: the tiles give the dot's bits */
+            g_avx512_patched.dot_q4_0 = qw_kernels_avx2.dot_q4_0;
+            g_avx512_patched.gemm_q4_0 = qw_kernels_avx2.gemm_q4_0;
+            g_avx512_patched.gemv_q4_0 = qw_kernels_avx2.gemv_q4_0;
+        }
         return &g_avx512_patched;
     }
     if (level == LEVEL_AVX2) return &qw_kernels_avx2;

@@ -9,15 +9,12 @@
  *  - BF16 uses VDPBF16PS, like ggml's build for this CPU: products of bf16
  *    pairs are exact in f32 and accumulate with round to nearest even; the
  *    instruction treats bf16 subnormal inputs as zero (so does ggml's).
- *  - Q8_0 / Q4_0 put two blocks in one 512-bit register (block k in the low
- *    256 bits, k+1 in the high) and four blocks per iteration.  VPDPBUSD
- *    multiplies unsigned by signed bytes: for Q8_0 the weight gives |w| and
- *    its sign is moved onto the activation (x negated where w < 0, never
- *    overflowing since activations are in [-127, 127]); for Q4_0 the nibbles
- *    are already unsigned and the -8 offset is taken off as 8 * sum(x),
- *    computed by a second VPDPBUSD against a vector of 8s.  The four block
- *    scales d_w*d_x are converted together (VCVTPH2PS) and spread over the
- *    lanes with one permute per register.
+ *  - Q8_0 keeps llama.cpp's order (see dot_q8_0).  VPDPBUSD multiplies
+ *    unsigned by signed bytes: the weight gives |w| and its sign is moved
+ *    onto the activation (x negated where w < 0, never overflowing since
+ *    activations are in [-127, 127]).
+ *  - Q4_0 (dot, tiles, decode rows) lives in q4_0_avx512vbmi.c: it needs
+ *    AVX512_VBMI, which quant.c checks separately.
  *  - The Q8_0 quantizer rounds with an explicit round-to-nearest-even
  *    conversion and saturating narrowing; bytes match quant_ref.c.
  */
@@ -112,35 +109,11 @@ static void dot_bf16(int64_t n, float *s, const void *wv, const void *xv) {
 
 /* ---- block dots -------------------------------------------------------- */
 
-/* Blocks k and k+1 of a Q8_0 row as one register: k low, k+1 high. */
-static inline __m512i load_q8_pair(const qw_block_q8_0 *b) {
-    const __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
-    const __m256i hi = _mm256_loadu_si256((const __m256i *)b[1].qs);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-/* 16 int32 lanes, each the exact sum of 4 products w*x. */
-static inline __m512i dot_i8x64(__m512i w, __m512i x) {
-    const __mmask64 neg = _mm512_movepi8_mask(w);
-    const __m512i sx = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sx);
-}
-
+/* 8 int32 lanes, each the exact sum of 4 products w*x. */
 static inline __m256i dot_i8x32(__m256i w, __m256i x) {
     const __mmask32 neg = _mm256_movepi8_mask(w);
     const __m256i sx = _mm256_mask_sub_epi8(x, neg, _mm256_setzero_si256(), x);
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), sx);
-}
-
-/* d_w * d_x for four consecutive blocks; blocks are 34 (Q8_0) or 18 (Q4_0)
- * bytes apart on the weight side, 34 on the activation side. */
-static inline __m128 scales4(const uint8_t *wd, size_t wstride, const qw_block_q8_0 *x) {
-    const __m128i hw = _mm_setr_epi16((short)load_u16(wd), (short)load_u16(wd + wstride),
-                                      (short)load_u16(wd + 2 * wstride), (short)load_u16(wd + 3 * wstride),
-                                      0, 0, 0, 0);
-    const __m128i hx = _mm_setr_epi16((short)load_u16(&x[0].d), (short)load_u16(&x[1].d),
-                                      (short)load_u16(&x[2].d), (short)load_u16(&x[3].d), 0, 0, 0, 0);
-    return _mm_mul_ps(_mm_cvtph_ps(hw), _mm_cvtph_ps(hx));
 }
 
 static inline float scale1(uint16_t dw, uint16_t dx) { return _cvtsh_ss(dw) * _cvtsh_ss(dx); }
@@ -163,58 +136,6 @@ static void dot_q8_0(int64_t n, float *s, const void *wv, const void *xv) {
                               _mm256_cvtepi32_ps(p), acc);
     }
     *s = hsum8(acc);
-}
-
-/* Q4_0 blocks k and k+1 as 64 unsigned nibbles in element order:
- * [lo(k) | hi(k) | lo(k+1) | hi(k+1)], 16 bytes each. */
-static inline __m512i q4_pair_nibbles(const qw_block_q4_0 *b) {
-    const __m128i q0 = _mm_loadu_si128((const __m128i *)b[0].qs);
-    const __m128i q1 = _mm_loadu_si128((const __m128i *)b[1].qs);
-    const __m512i t = _mm512_castsi256_si512(_mm256_set_m128i(q1, q0));
-    const __m512i z = _mm512_shuffle_i64x2(t, t, 0x50); /* 128-bit lanes q0 q0 q1 q1 */
-    const __m512i m = _mm512_set1_epi8(0x0f);
-    const __m512i lo = _mm512_and_si512(z, m);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m);
-    return _mm512_mask_blend_epi64(0xcc, lo, hi); /* lanes 1 and 3 take the high nibbles */
-}
-
-/* 16 int32 lanes of sum(nib * x) - 8 * sum(x), exact. */
-static inline __m512i dot_q4x64(__m512i nib, __m512i x) {
-    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib, x);
-    const __m512i e = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), x);
-    return _mm512_sub_epi32(p, e);
-}
-
-static inline __m256i q4_nibbles(const uint8_t *qs) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    const __m128i m = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
-}
-
-static void dot_q4_0(int64_t n, float *s, const void *wv, const void *xv) {
-    const qw_block_q4_0 *w = wv;
-    const qw_block_q8_0 *x = xv;
-    const int64_t nb = n / QW_QK8_0;
-    const __m512i idx01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m512i idx23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 4 <= nb; k += 4) {
-        const __m512 d = _mm512_castps128_ps512(scales4((const uint8_t *)&w[k].d, sizeof(qw_block_q4_0), x + k));
-        const __m512i p0 = dot_q4x64(q4_pair_nibbles(w + k), load_q8_pair(x + k));
-        const __m512i p1 = dot_q4x64(q4_pair_nibbles(w + k + 2), load_q8_pair(x + k + 2));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(idx01, d), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(idx23, d), acc1);
-    }
-    __m256 acc2 = _mm256_setzero_ps();
-    for (; k < nb; k++) {
-        const __m256i xq = _mm256_loadu_si256((const __m256i *)x[k].qs);
-        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_nibbles(w[k].qs), xq),
-                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), xq));
-        acc2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(scale1(load_u16(&w[k].d), load_u16(&x[k].d))),
-                               acc2);
-    }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + hsum8(acc2);
 }
 
 /* ---- Q8_0 activation quantizer ----------------------------------------- */
@@ -336,7 +257,7 @@ const qw_kernel_table qw_kernels_avx512 = {
     .dot_f16 = dot_f16,
     .dot_bf16 = dot_bf16,
     .dot_q8_0 = dot_q8_0,
-    .dot_q4_0 = dot_q4_0,
+    .dot_q4_0 = qw_avx512_dot_q4_0,
     .quantize_q8_0 = quantize_q8_0,
     .f32_to_fp16 = f32_to_fp16,
     .fp16_to_f32 = fp16_to_f32,

@@ -51,6 +51,7 @@ void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
                          float *const *y);
 void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
+void qw_avx512_dot_q4_0(int64_t n, float *s, const void *w, const void *x);
 void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
 
