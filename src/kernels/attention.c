@@ -21,8 +21,9 @@
 #include <string.h>
 
 size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim) {
-    /* per thread: scores [n_pos] f32, q as f16 [head_dim], acc [head_dim] f32 (64-aligned) */
-    size_t per = (size_t)n_pos * sizeof(float) + (size_t)head_dim * 6 + 128;
+    /* per thread: scores [n_pos] f32, the probabilities as f16 [n_pos], q as f16
+     * [head_dim], acc [head_dim] f32 (64-aligned) */
+    size_t per = (size_t)n_pos * (sizeof(float) + sizeof(uint16_t)) + (size_t)head_dim * 6 + 128;
     per = (per + 63) & ~(size_t)63; /* each thread's slice starts 64-byte aligned */
     return per * (size_t)n_threads;
 }
@@ -47,7 +48,8 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
     const size_t kv_stride = (size_t)(j->n_head_kv * D) * elt; /* bytes between positions */
     char *mine = j->scratch + (size_t)ith * j->per_thread;
     float *scores = (float *)mine;
-    uint16_t *q16 = (uint16_t *)(scores + j->n_pos_max);
+    uint16_t *p16 = (uint16_t *)(scores + j->n_pos_max);
+    uint16_t *q16 = p16 + j->n_pos_max;
     float *acc = (float *)(((uintptr_t)(q16 + D) + 63) & ~(uintptr_t)63);
 
     const qw_vec_dot_fn dot16 = qw_vec_dot_get(QW_TYPE_F16);
@@ -74,16 +76,20 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
             sum += (double)scores[s];
         }
         const float inv = (float)(1.0 / sum);
+        for (int64_t s = 0; s < n_pos; s++) scores[s] *= inv;
+        if (!f32) { /* p rounded to f16, a whole row per conversion */
+            qw_quantize_row(QW_TYPE_F16, scores, p16, n_pos);
+            qw_dequantize_row(QW_TYPE_F16, p16, scores, n_pos);
+        }
         memset(acc, 0, (size_t)D * sizeof(float));
         for (int64_t s = 0; s < n_pos; s++) {
             const char *vr = j->v + (size_t)s * kv_stride + head_off;
             if (f32) {
-                qw_axpy_f32(acc, scores[s] * inv, (const float *)vr, D);
+                qw_axpy_f32(acc, scores[s], (const float *)vr, D);
                 continue;
             }
-            const float pj = qw_fp16_to_f32(qw_f32_to_fp16(scores[s] * inv));
-            if (pj == 0.0f) continue;
-            qw_axpy_f16(acc, pj, (const uint16_t *)vr, D); /* SIMD over head_dim */
+            if (scores[s] == 0.0f) continue;
+            qw_axpy_f16(acc, scores[s], (const uint16_t *)vr, D); /* SIMD over head_dim */
         }
         memcpy(j->out + (t * j->n_head + h) * D, acc, (size_t)D * sizeof(float));
     }

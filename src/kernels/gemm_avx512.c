@@ -55,6 +55,10 @@ static inline __m512 two_scales(uint16_t a, uint16_t b) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(a))), _mm256_set1_ps(_cvtsh_ss(b)), 1);
 }
 
+/* The row and token loops must be unrolled for the accumulators to live in
+ * registers; -O2 does not do it by itself. */
+#define UNROLL _Pragma("GCC unroll 4")
+
 typedef struct {
     __m512i u; /* x ^ 0x80 of the two halves' tokens */
     __m512 d;  /* their scales, 8 lanes each */
@@ -80,22 +84,22 @@ static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t
     for (int64_t r0 = 0; r0 < n_rows; r0 += 2) {
         if (r0 + 4 < n_rows) prefetch_rows((const char *)wv + (size_t)(r0 + 4) * w_row_bytes, group_bytes);
         __m512 acc[2][2];
-        for (int r = 0; r < 2; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        UNROLL for (int r = 0; r < 2; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         for (int64_t k = 0; k < nb; k++) {
-            for (int r = 0; r < 2; r++) {
+            UNROLL for (int r = 0; r < 2; r++) {
                 const qw_block_q8_0 *wb = (const qw_block_q8_0 *)((const char *)wv + (size_t)(r0 + r) * w_row_bytes) + k;
                 const __m512i w = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)wb->qs));
                 const __m512i nw = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, w)); /* -128*sum4(w) */
                 const __m512 dw = _mm512_set1_ps(_cvtsh_ss(ld16(&wb->d)));
-                for (int tp = 0; tp < 2; tp++) {
+                UNROLL for (int tp = 0; tp < 2; tp++) {
                     const prep8 *q = &pp[tp * nb + k];
                     const __m512i p = _mm512_dpbusd_epi32(nw, q->u, w); /* x+128 u8, w s8 */
                     acc[r][tp] = _mm512_fmadd_ps(_mm512_mul_ps(dw, q->d), _mm512_cvtepi32_ps(p), acc[r][tp]);
                 }
             }
         }
-        for (int r = 0; r < 2; r++)
-            for (int tp = 0; tp < 2; tp++) {
+        UNROLL for (int r = 0; r < 2; r++)
+            UNROLL for (int tp = 0; tp < 2; tp++) {
                 y[2 * tp][r0 + r] = hsum8(_mm512_castps512_ps256(acc[r][tp]));
                 y[2 * tp + 1][r0 + r] = hsum8(_mm512_extractf32x8_ps(acc[r][tp], 1));
             }

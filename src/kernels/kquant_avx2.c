@@ -77,15 +77,8 @@ static inline __m256i bit_to(__m256i v, int m, int val) {
  * across super-blocks (one horizontal sum per row instead of one per block).
  * The float order therefore differs from the reference's per-block
  * expression (tests allow 1e-5 of the sum of |terms|); the integer sums per
- * group are the same.  The dot and the prefill tile share the two steps
- * below, so the tile gives the dot's bits. */
-typedef struct {
-    __m256i lo[4], hi[4]; /* levels of elements 64j..64j+31 and 64j+32..64j+63 */
-    __m256i sc[8];        /* scale of group g broadcast to 16 int16 */
-    __m128i mins;         /* the 8 mins as int16 */
-    float d, dmin;        /* fp16 super-scales */
-} q4k_block;
-
+ * group are the same.  The prefill tile (gemm_q4_K) does the dot's float
+ * operations per token in the same order, so it gives the dot's bits. */
 /* The 12 packed scale bytes -> 8 scales (low 64 bits) and 8 mins (high). */
 static inline __m128i q4k_scales_mins(const uint8_t *packed) {
     uint32_t u[4];
@@ -100,38 +93,6 @@ static inline __m128i q4k_scales_mins(const uint8_t *packed) {
 
 /* pshufb control selecting int16 element g in every position of a lane. */
 static inline __m256i q4k_pick(int g) { return _mm256_set1_epi16((short)(0x0100 * (2 * g + 1) + 2 * g)); }
-
-static inline void q4k_prepare(const qw_block_q4_K *b, q4k_block *p) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m128i sm = q4k_scales_mins(b->scales);
-    const __m128i s16 = _mm_cvtepu8_epi16(sm);
-    const __m256i scales = _mm256_set_m128i(s16, s16);
-    for (int g = 0; g < 8; g++) p->sc[g] = _mm256_shuffle_epi8(scales, q4k_pick(g));
-    p->mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-    for (int j = 0; j < 4; j++) {
-        const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
-        p->lo[j] = _mm256_and_si256(q4, m4);
-        p->hi[j] = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-    }
-    p->d = _cvtsh_ss(b->d);
-    p->dmin = _cvtsh_ss(b->dmin);
-}
-
-static inline void q4k_accumulate(const q4k_block *p, const qw_block_q8_K *y, __m256 *acc, __m128 *accm) {
-    const float d8 = q8k_d(y);
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-    const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    *accm = _mm_fmadd_ps(_mm_set1_ps(d8 * p->dmin), _mm_cvtepi32_ps(_mm_madd_epi16(p->mins, pair)), *accm);
-    __m256i sumi = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        const __m256i pl = _mm256_maddubs_epi16(p->lo[j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
-        const __m256i ph = _mm256_maddubs_epi16(p->hi[j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, p->sc[2 * j]));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, p->sc[2 * j + 1]));
-    }
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * p->d), _mm256_cvtepi32_ps(sumi), *acc);
-}
 
 /* Sum of 8 float lanes minus 4 (the mins' correction; zero for Q6_K). */
 static inline float hsum8_minus4(__m256 acc, __m128 sub) {
@@ -178,25 +139,55 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
 }
 
 /* Prefill tile: each weight super-block is unpacked once for QW_GEMM_TOKS
- * tokens (qw_gemm_fn contract: the dot's bits). */
+ * tokens (qw_gemm_fn contract: the dot's bits — the integer sums are exact
+ * in any order, the float steps are the dot's).  Everything stays in
+ * registers when compiled with 32 of them (kquant_avx512.c). */
 static void gemm_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                       float *const *y) {
+    _Static_assert(QW_GEMM_TOKS == 4, "the tile keeps four accumulators in registers");
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t r = 0; r < n_rows; r++) {
         const qw_block_q4_K *b = (const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes);
-        _Static_assert(QW_GEMM_TOKS == 4, "the tile keeps four accumulators in registers");
-        const qw_block_q8_K *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        __m128 m0 = _mm_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
-        for (int64_t i = 0; i < n / QW_QK_K; i++) {
-            q4k_block p;
-            q4k_prepare(b + i, &p);
-            q4k_accumulate(&p, x0 + i, &a0, &m0);
-            q4k_accumulate(&p, x1 + i, &a1, &m1);
-            q4k_accumulate(&p, x2 + i, &a2, &m2);
-            q4k_accumulate(&p, x3 + i, &a3, &m3);
+        __m256 acc[4];
+        __m128 accm[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
+        for (int64_t i = 0; i < n / QW_QK_K; i++, b++) {
+            const __m128i sm = q4k_scales_mins(b->scales);
+            const __m128i s16 = _mm_cvtepu8_epi16(sm);
+            const __m256i scales = _mm256_set_m128i(s16, s16);
+            const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+            const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+            __m256i sumi[4];
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) sumi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+                const __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+                const __m256i sa = _mm256_shuffle_epi8(scales, q4k_pick(2 * j));
+                const __m256i sb = _mm256_shuffle_epi8(scales, q4k_pick(2 * j + 1));
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    const int8_t *yq = ((const qw_block_q8_K *)x[t] + i)->qs + 64 * j;
+                    const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)yq));
+                    const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(yq + 32)));
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(pl, sa));
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(ph, sb));
+                }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) {
+                const qw_block_q8_K *yb = (const qw_block_q8_K *)x[t] + i;
+                const float d8 = q8k_d(yb);
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                accm[t] = _mm_fmadd_ps(_mm_set1_ps(d8 * dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pair)), accm[t]);
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d8 * d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            }
         }
-        y[0][r] = q4k_finish(a0, m0), y[1][r] = q4k_finish(a1, m1);
-        y[2][r] = q4k_finish(a2, m2), y[3][r] = q4k_finish(a3, m3);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) y[t][r] = q4k_finish(acc[t], accm[t]);
     }
 }
 

@@ -160,6 +160,10 @@ static inline void prefetch_bytes(const void *p, size_t bytes) {
 
 enum { TILE_ROWS = 4 };
 
+/* The row and token loops must be unrolled for the accumulators to live in
+ * registers; -O2 does not do it by itself (it kept them in memory: measured). */
+#define UNROLL _Pragma("GCC unroll 4")
+
 /* TR rows × TT tokens, groups outer so each row's group is unpacked once and
  * used by every token.  Rows [0, n_rows), n_rows % TR == 0. */
 static inline __attribute__((always_inline)) void tile_rows(int64_t ng, const uint8_t *w, size_t w_row_bytes,
@@ -171,18 +175,18 @@ static inline __attribute__((always_inline)) void tile_rows(int64_t ng, const ui
         const uint8_t *wr = w + (size_t)r0 * w_row_bytes;
         if (r0 + 2 * TR <= n_rows) prefetch_bytes(wr + 2 * ahead, ahead);
         __m512 acc[TILE_ROWS][QW_GEMM_TOKS];
-        for (int r = 0; r < TR; r++)
-            for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();
+        UNROLL for (int r = 0; r < TR; r++)
+            UNROLL for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();
         for (int64_t g = 0; g < ng; g++) {
             q4_group wg[TILE_ROWS];
-            for (int r = 0; r < TR; r++) wg[r] = load_group(wr + (size_t)r * w_row_bytes + g * GROUP_BYTES, ni, si);
-            for (int t = 0; t < TT; t++) {
+            UNROLL for (int r = 0; r < TR; r++) wg[r] = load_group(wr + (size_t)r * w_row_bytes + g * GROUP_BYTES, ni, si);
+            UNROLL for (int t = 0; t < TT; t++) {
                 const q4_prep *xg = &pp[t * ng + g];
-                for (int r = 0; r < TR; r++) acc[r][t] = group_fma(&wg[r], xg, acc[r][t]);
+                UNROLL for (int r = 0; r < TR; r++) acc[r][t] = group_fma(&wg[r], xg, acc[r][t]);
             }
         }
-        for (int t = 0; t < TT; t++)
-            for (int r = 0; r < TR; r++) y[t][r0 + r] = _mm512_reduce_add_ps(acc[r][t]);
+        UNROLL for (int t = 0; t < TT; t++)
+            UNROLL for (int r = 0; r < TR; r++) y[t][r0 + r] = _mm512_reduce_add_ps(acc[r][t]);
     }
 }
 
