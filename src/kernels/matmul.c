@@ -12,9 +12,18 @@
 
 /* Rows per work item: prefill re-reads a block once per 4 tokens, so it must
  * stay in L1/L2 (32 rows: 16 gave 4-5 % less prefill, the tiles prepare the
- * 4 tokens once per call); decode reads each row once, and longer contiguous
- * runs keep the stream prefetch-friendly (64 rows). */
-enum { ROW_BLOCK = 32, ROW_BLOCK_DECODE = 64 };
+ * 4 tokens once per call).  Decode reads each row once; every work item
+ * starts a new stream from DRAM, so items are sized in bytes (256 KiB, at
+ * least 64 rows): MoE decode matmuls ran 10-20 % faster than with 64-row
+ * items (36 KiB for a small model's experts), with no loss to imbalance. */
+enum { ROW_BLOCK = 32, ROW_BLOCK_DECODE_MIN = 64, DECODE_ITEM_BYTES = 256 << 10 };
+
+/* Rows per decode work item for rows of `row_bytes`: a multiple of 4. */
+static int64_t decode_row_block(size_t row_bytes) {
+    int64_t rows = (int64_t)(DECODE_ITEM_BYTES / (row_bytes ? row_bytes : 1));
+    if (rows < ROW_BLOCK_DECODE_MIN) rows = ROW_BLOCK_DECODE_MIN;
+    return (rows + 3) & ~(int64_t)3;
+}
 
 size_t qw_act_bytes(qw_type wtype, int64_t k, int64_t n_tok) {
     return qw_row_bytes(qw_vec_dot_type(wtype), k) * (size_t)n_tok;
@@ -129,7 +138,7 @@ void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_ta
                         .n_tasks = nt};
         int64_t work = 0, max_tok = 0;
         for (int i = 0; i < nt; i++) max_tok = j.tasks[i].n_tok > max_tok ? j.tasks[i].n_tok : max_tok;
-        j.row_block = max_tok >= QW_GEMM_TOKS ? ROW_BLOCK : ROW_BLOCK_DECODE;
+        j.row_block = max_tok >= QW_GEMM_TOKS ? ROW_BLOCK : decode_row_block(qw_row_bytes(wtype, k));
         j.block0[0] = 0;
         for (int i = 0; i < nt; i++) {
             j.block0[i + 1] = j.block0[i] + (j.tasks[i].n_rows + j.row_block - 1) / j.row_block;

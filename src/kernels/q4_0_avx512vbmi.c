@@ -158,22 +158,25 @@ static inline void prefetch_bytes(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
 }
 
-enum { TILE_ROWS = 4 };
+enum { TILE_ROWS = 4, DECODE_AHEAD_BYTES = 8192 };
 
 /* The row and token loops must be unrolled for the accumulators to live in
  * registers; -O2 does not do it by itself (it kept them in memory: measured). */
 #define UNROLL _Pragma("GCC unroll 4")
 
 /* TR rows × TT tokens, groups outer so each row's group is unpacked once and
- * used by every token.  Rows [0, n_rows), n_rows % TR == 0. */
+ * used by every token.  Rows [0, n_rows), n_rows % TR == 0; the rows
+ * `ahead_rows` further on are prefetched (the hardware prefetcher alone
+ * leaves a row loop at a third of the bandwidth here). */
 static inline __attribute__((always_inline)) void tile_rows(int64_t ng, const uint8_t *w, size_t w_row_bytes,
                                                             int64_t n_rows, const q4_prep *pp, float *const *y,
-                                                            const int TR, const int TT) {
+                                                            int64_t ahead_rows, const int TR, const int TT) {
     const __m512i ni = nib_index(), si = scale_index();
-    const size_t ahead = (size_t)TR * w_row_bytes;
+    const size_t group_bytes = (size_t)TR * w_row_bytes;
+    prefetch_bytes(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
     for (int64_t r0 = 0; r0 < n_rows; r0 += TR) {
         const uint8_t *wr = w + (size_t)r0 * w_row_bytes;
-        if (r0 + 2 * TR <= n_rows) prefetch_bytes(wr + 2 * ahead, ahead);
+        if (r0 + ahead_rows < n_rows) prefetch_bytes(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
         __m512 acc[TILE_ROWS][QW_GEMM_TOKS];
         UNROLL for (int r = 0; r < TR; r++)
             UNROLL for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();
@@ -201,14 +204,13 @@ void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
     const int64_t ng = n / (QW_QK8_0 * GROUP_BLOCKS);
     q4_prep pp[QW_GEMM_TOKS * QW_GEMM_K_MAX / (QW_QK8_0 * GROUP_BLOCKS)];
     prep_tokens(ng, x, QW_GEMM_TOKS, pp);
-    prefetch_bytes(w, (size_t)(n_rows < 2 * TILE_ROWS ? n_rows : 2 * TILE_ROWS) * w_row_bytes);
     const int64_t main_rows = n_rows / TILE_ROWS * TILE_ROWS;
-    tile_rows(ng, w, w_row_bytes, main_rows, pp, y, TILE_ROWS, QW_GEMM_TOKS);
+    tile_rows(ng, w, w_row_bytes, main_rows, pp, y, 2 * TILE_ROWS, TILE_ROWS, QW_GEMM_TOKS);
     if (main_rows < n_rows) {
         float *yt[QW_GEMM_TOKS];
         for (int t = 0; t < QW_GEMM_TOKS; t++) yt[t] = y[t] + main_rows;
         tile_rows(ng, (const uint8_t *)w + (size_t)main_rows * w_row_bytes, w_row_bytes, n_rows - main_rows, pp, yt,
-                  QW_GEMM_ROWS, QW_GEMM_TOKS);
+                  2 * QW_GEMM_ROWS, QW_GEMM_ROWS, QW_GEMM_TOKS);
     }
 }
 
@@ -218,6 +220,7 @@ void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
     const int64_t ng = n / (QW_QK8_0 * GROUP_BLOCKS);
     q4_prep pp[QW_GEMM_K_MAX / (QW_QK8_0 * GROUP_BLOCKS)];
     prep_tokens(ng, x, 1, pp);
-    prefetch_bytes(w, (size_t)(n_rows < 2 ? n_rows : 2) * w_row_bytes);
-    tile_rows(ng, w, w_row_bytes, n_rows, pp, y, 1, 1);
+    /* about 8 KiB in flight: two rows ahead would be only ~600 bytes for k = 512 */
+    const int64_t ahead = (int64_t)((DECODE_AHEAD_BYTES + w_row_bytes - 1) / w_row_bytes);
+    tile_rows(ng, w, w_row_bytes, n_rows, pp, y, ahead > 2 ? ahead : 2, 1, 1);
 }
