@@ -94,12 +94,24 @@ static void dot_range(const matmul_job *j, const qw_mm_task *t, qw_vec_dot_fn do
     }
 }
 
+/* Rows [r0, r1) × tokens [t0, t1) one at a time with the one-token row loop. */
+static void gemv_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemv, qw_vec_dot_fn dot,
+                       int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    const int64_t r_end = r0 + (r1 - r0) / QW_GEMV_ROWS * QW_GEMV_ROWS;
+    for (int64_t tok = t0; tok < t1; tok++) {
+        const void *x[1] = {(const char *)t->xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes};
+        float *y[1] = {t->y + tok * t->ldy + r0};
+        if (r_end > r0) gemv(j->k, (const char *)t->w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r_end - r0, x, y);
+    }
+    if (r_end < r1) dot_range(j, t, dot, r_end, r1, t0, t1);
+}
+
 /* Rows [r0, r1) × all tokens with the tiles (token groups outer: four
- * tokens' prepared activations stay in L1 while the block's rows, 16 at most,
- * stream from L2);
- * leftover rows and tokens use the dot, which gives the same bits. */
-static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm, qw_vec_dot_fn dot,
-                       int64_t r0, int64_t r1) {
+ * tokens' prepared activations stay in L1 while the block's rows, ROW_BLOCK
+ * at most, stream from L2); leftover rows use the dot, leftover tokens the
+ * one-token row loop where the type has one — all give the dot's bits. */
+static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm, qw_gemm_fn gemv,
+                       qw_vec_dot_fn dot, int64_t r0, int64_t r1) {
     const char *w = t->w, *xq = t->xq;
     const int64_t r_end = r0 + (r1 - r0) / QW_GEMM_ROWS * QW_GEMM_ROWS;
     const int64_t t_end = t->n_tok / QW_GEMM_TOKS * QW_GEMM_TOKS;
@@ -116,19 +128,10 @@ static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm
         if (r_end > r0) gemm(j->k, w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r_end - r0, x, yr);
     }
     if (r_end < r1) dot_range(j, t, dot, r_end, r1, 0, t_end);
-    dot_range(j, t, dot, r0, r1, t_end, t->n_tok);
-}
-
-/* Rows [r0, r1) × tokens one at a time with the 4-row one-token tile. */
-static void gemv_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemv, qw_vec_dot_fn dot,
-                       int64_t r0, int64_t r1) {
-    const int64_t r_end = r0 + (r1 - r0) / QW_GEMV_ROWS * QW_GEMV_ROWS;
-    for (int64_t tok = 0; tok < t->n_tok; tok++) {
-        const void *x[1] = {(const char *)t->xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes};
-        float *y[1] = {t->y + tok * t->ldy + r0};
-        if (r_end > r0) gemv(j->k, (const char *)t->w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r_end - r0, x, y);
-    }
-    if (r_end < r1) dot_range(j, t, dot, r_end, r1, 0, t->n_tok);
+    /* the last 1-3 tokens (MoE experts rarely get a multiple of 4): the row
+     * loop prepares each token once per call, the dot once per row */
+    if (gemv) gemv_range(j, t, gemv, dot, r0, r1, t_end, t->n_tok);
+    else dot_range(j, t, dot, r0, r1, t_end, t->n_tok);
 }
 
 static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
@@ -143,8 +146,8 @@ static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
         const qw_mm_task *t = &j->tasks[ti];
         const int64_t r0 = (b - j->block0[ti]) * j->row_block;
         const int64_t r1 = r0 + j->row_block < t->n_rows ? r0 + j->row_block : t->n_rows;
-        if (gemm && t->n_tok >= QW_GEMM_TOKS) gemm_range(j, t, gemm, dot, r0, r1);
-        else if (gemv) gemv_range(j, t, gemv, dot, r0, r1);
+        if (gemm && t->n_tok >= QW_GEMM_TOKS) gemm_range(j, t, gemm, gemv, dot, r0, r1);
+        else if (gemv) gemv_range(j, t, gemv, dot, r0, r1, 0, t->n_tok);
         else dot_range(j, t, dot, r0, r1, 0, t->n_tok);
     }
 }
