@@ -9,7 +9,9 @@
  * transformers) nothing is rounded: q, k, p and v stay f32.
  *
  * The V accumulation runs SIMD over head_dim (qw_axpy_f16: F16C conversion,
- * multiply then add, the same bits as the scalar loop it replaced).
+ * multiply then add, the same bits as the scalar loop it replaced).  At the
+ * AVX-512 level both loops over positions run in attention_avx512.c for
+ * head_dim 64 / 128 / 256, with the same bits again.
  *
  * Work items are (token, head) pairs handed to the thread pool; each thread
  * owns a slice of `scratch` for its scores and converted query.  Scratch grows
@@ -18,7 +20,15 @@
 #include "qwisp/ops.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
+
+/* attention_avx512.c: the score and value loops of one query row, the bits of
+ * the per-position dot / axpy calls below; false for head_dims they lack. */
+bool qw_attn_scores_f16_avx512(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
+                               float *scores);
+bool qw_attn_values_f16_avx512(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
+                               float *out);
 
 size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim) {
     /* per thread: scores [n_pos] f32, the probabilities as f16 [n_pos], q as f16
@@ -53,6 +63,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
     float *acc = (float *)(((uintptr_t)(q16 + D) + 63) & ~(uintptr_t)63);
 
     const qw_vec_dot_fn dot16 = qw_vec_dot_get(QW_TYPE_F16);
+    const bool avx512 = !f32 && strcmp(qw_simd_level(), "avx512") == 0;
     for (int64_t item = i0; item < i1; item++) {
         const int64_t t = item / j->n_head, h = item % j->n_head, hkv = h / group;
         const int64_t n_pos = j->pos0 + t + 1; /* causal: positions 0..pos */
@@ -61,14 +72,21 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
         if (!f32) qw_quantize_row(QW_TYPE_F16, q, q16, D);
 
         float mx = -INFINITY;
-        for (int64_t s = 0; s < n_pos; s++) {
-            const char *kr = j->k + (size_t)s * kv_stride + head_off;
-            float d;
-            if (f32) d = qw_dot_f32(q, (const float *)kr, D);
-            else dot16(D, &d, kr, q16);
-            d *= j->scale;
-            scores[s] = d;
-            mx = d > mx ? d : mx;
+        if (avx512 && qw_attn_scores_f16_avx512(q16, j->k + head_off, kv_stride, n_pos, D, scores)) {
+            for (int64_t s = 0; s < n_pos; s++) {
+                scores[s] *= j->scale;
+                mx = scores[s] > mx ? scores[s] : mx;
+            }
+        } else {
+            for (int64_t s = 0; s < n_pos; s++) {
+                const char *kr = j->k + (size_t)s * kv_stride + head_off;
+                float d;
+                if (f32) d = qw_dot_f32(q, (const float *)kr, D);
+                else dot16(D, &d, kr, q16);
+                d *= j->scale;
+                scores[s] = d;
+                mx = d > mx ? d : mx;
+            }
         }
         double sum = 0.0;
         for (int64_t s = 0; s < n_pos; s++) {
@@ -81,6 +99,8 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
             qw_quantize_row(QW_TYPE_F16, scores, p16, n_pos);
             qw_dequantize_row(QW_TYPE_F16, p16, scores, n_pos);
         }
+        float *out = j->out + (t * j->n_head + h) * D;
+        if (avx512 && qw_attn_values_f16_avx512(scores, j->v + head_off, kv_stride, n_pos, D, out)) continue;
         memset(acc, 0, (size_t)D * sizeof(float));
         for (int64_t s = 0; s < n_pos; s++) {
             const char *vr = j->v + (size_t)s * kv_stride + head_off;
@@ -91,7 +111,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
             if (scores[s] == 0.0f) continue;
             qw_axpy_f16(acc, scores[s], (const uint16_t *)vr, D); /* SIMD over head_dim */
         }
-        memcpy(j->out + (t * j->n_head + h) * D, acc, (size_t)D * sizeof(float));
+        memcpy(out, acc, (size_t)D * sizeof(float));
     }
 }
 

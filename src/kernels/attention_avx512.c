@@ -1,0 +1,76 @@
+/* attention_avx512.c — the two inner loops of attention over an f16 KV cache
+ * (attention.c), for one query row against a run of cached positions:
+ *
+ *   qw_attn_scores_f16_avx512: scores[s] = dot(k_s, q16) for s < n_pos;
+ *   qw_attn_values_f16_avx512: out = sum over s of p[s] * v_s (p[s] == 0 skipped).
+ *
+ * They give exactly the bits of the per-position kernel calls they replace —
+ * the AVX-512 qw_vec_dot F16 (four 16-lane accumulators over 64-element
+ * chunks, then one over 16-element chunks, reduce((a0 + a1) + (a2 + a3)))
+ * and qw_axpy_f16 (y + p * v, multiply then add) — but the query is
+ * converted once instead of once per position, the output row stays in
+ * registers across positions, and no call is made per position.
+ *
+ * Compiled for head_dim 64, 128 and 256 (the register arrays need a constant
+ * size); both return false for any other, and the caller keeps its loop.
+ */
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+static inline __m512 f16x16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+static inline __attribute__((always_inline)) void scores_d(const uint16_t *q16, const char *k, size_t kv_stride,
+                                                           int64_t n_pos, float *scores, const int D) {
+    __m512 qv[16];
+#pragma GCC unroll 16
+    for (int c = 0; c < D / 16; c++) qv[c] = f16x16(q16 + 16 * c);
+    for (int64_t s = 0; s < n_pos; s++) {
+        const uint16_t *kr = (const uint16_t *)(k + (size_t)s * kv_stride);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+#pragma GCC unroll 4
+        for (int c = 0; c < D / 16; c += 4) {
+            a0 = _mm512_fmadd_ps(f16x16(kr + 16 * c), qv[c], a0);
+            a1 = _mm512_fmadd_ps(f16x16(kr + 16 * c + 16), qv[c + 1], a1);
+            a2 = _mm512_fmadd_ps(f16x16(kr + 16 * c + 32), qv[c + 2], a2);
+            a3 = _mm512_fmadd_ps(f16x16(kr + 16 * c + 48), qv[c + 3], a3);
+        }
+        scores[s] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    }
+}
+
+static inline __attribute__((always_inline)) void values_d(const float *p, const char *v, size_t kv_stride,
+                                                           int64_t n_pos, float *out, const int D) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int c = 0; c < D / 16; c++) acc[c] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < n_pos; s++) {
+        if (p[s] == 0.0f) continue;
+        const uint16_t *vr = (const uint16_t *)(v + (size_t)s * kv_stride);
+        const __m512 a = _mm512_set1_ps(p[s]);
+#pragma GCC unroll 16
+        for (int c = 0; c < D / 16; c++) acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(a, f16x16(vr + 16 * c)));
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < D / 16; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+
+bool qw_attn_scores_f16_avx512(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
+                               float *scores) {
+    switch (D) {
+    case 64: scores_d(q16, k, kv_stride, n_pos, scores, 64); return true;
+    case 128: scores_d(q16, k, kv_stride, n_pos, scores, 128); return true;
+    case 256: scores_d(q16, k, kv_stride, n_pos, scores, 256); return true;
+    default: return false;
+    }
+}
+
+bool qw_attn_values_f16_avx512(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
+                               float *out) {
+    switch (D) {
+    case 64: values_d(p, v, kv_stride, n_pos, out, 64); return true;
+    case 128: values_d(p, v, kv_stride, n_pos, out, 128); return true;
+    case 256: values_d(p, v, kv_stride, n_pos, out, 256); return true;
+    default: return false;
+    }
+}
