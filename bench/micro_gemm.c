@@ -1,0 +1,82 @@
+/* micro_gemm.c — single-threaded speed of the prefill tile and the decode row
+ * loop of one weight type at the active SIMD level (QWISP_SIMD lowers it).
+ *
+ *   tile (cache): qw_gemm_get(T) on 16 rows × 4 tokens of width 2048, repeated:
+ *     the compute ceiling of prefill, in GMAC/s;
+ *   rows (cache): qw_gemv_get(T) on the same 16 rows, one token;
+ *   rows (DRAM):  qw_gemv_get(T) over a 256 MiB matrix in 64-row calls, the
+ *     way decode streams weights, in GB/s of weights read.
+ *
+ * Not built by the Makefile:
+ *   make && gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread \
+ *       -o build/micro_gemm && build/micro_gemm q4_0     # or q8_0
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "qwisp/quant.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fill(qw_type t, char *dst, int64_t rows, int64_t k) {
+    float *f = malloc(sizeof(float) * (size_t)k);
+    const size_t rb = qw_row_bytes(t, k);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < k; i++) f[i] = (float)(rand() % 2001 - 1000) / 1000.0f;
+        qw_quantize_row(t, f, dst + (size_t)r * rb, k);
+    }
+    free(f);
+}
+
+int main(int argc, char **argv) {
+    const int wt_i = qw_type_from_name(argc > 1 ? argv[1] : "q4_0");
+    if (wt_i < 0) return fprintf(stderr, "usage: micro_gemm q4_0|q8_0\n"), 2;
+    const qw_type wt = (qw_type)wt_i;
+    const qw_gemm_fn tile = qw_gemm_get(wt), rows_fn = qw_gemv_get(wt);
+    if (!tile || !rows_fn) return fprintf(stderr, "%s has no tile at level %s\n", argv[1], qw_simd_level()), 1;
+    enum { K = 2048, ROWS = 16, TOKS = QW_GEMM_TOKS };
+    const size_t wrb = qw_row_bytes(wt, K), xrb = qw_row_bytes(QW_TYPE_Q8_0, K);
+    char *w = malloc(wrb * ROWS), *x = malloc(xrb * TOKS);
+    fill(wt, w, ROWS, K);
+    fill(QW_TYPE_Q8_0, x, TOKS, K);
+    const void *xp[TOKS];
+    float out[TOKS][ROWS], *yp[TOKS];
+    for (int t = 0; t < TOKS; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
+
+    double best_tile = 0, best_rows = 0, best_dram = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        const int it = 20000;
+        double t0 = now_s();
+        for (int i = 0; i < it; i++) tile(K, w, wrb, ROWS, xp, yp);
+        double g = (double)it * K * ROWS * TOKS / (now_s() - t0) / 1e9;
+        best_tile = g > best_tile ? g : best_tile;
+        t0 = now_s();
+        for (int i = 0; i < it; i++) rows_fn(K, w, wrb, ROWS, xp, yp);
+        g = (double)it * K * ROWS / (now_s() - t0) / 1e9;
+        best_rows = g > best_rows ? g : best_rows;
+    }
+    const int64_t big_rows = ((int64_t)256 << 20) / (int64_t)wrb / 64 * 64;
+    char *big = malloc(wrb * (size_t)big_rows);
+    float *y = malloc(sizeof(float) * (size_t)big_rows);
+    for (int64_t r = 0; r < big_rows; r++) memcpy(big + (size_t)r * wrb, w + (size_t)(r % ROWS) * wrb, wrb);
+    for (int pass = 0; pass < 4; pass++) {
+        const double t0 = now_s();
+        for (int64_t r = 0; r < big_rows; r += 64) {
+            float *yr[1] = {y + r};
+            rows_fn(K, big + (size_t)r * wrb, wrb, 64, xp, yr);
+        }
+        const double gbs = (double)wrb * (double)big_rows / (now_s() - t0) / 1e9;
+        best_dram = gbs > best_dram ? gbs : best_dram;
+    }
+    printf("%s at %s, k=%d: tile (cache) %.1f GMAC/s, rows (cache) %.1f GMAC/s, rows (DRAM) %.1f GB/s\n",
+           qw_type_name(wt), qw_simd_level(), K, best_tile, best_rows, best_dram);
+    free(big), free(y), free(w), free(x);
+    return 0;
+}
