@@ -57,9 +57,9 @@ static const int8_t k_nib_idx[64] = {B16(0), B16(1), B16(2), B16(3)};
 /* Word j of the result = the scale of block j/4 (group word 9 * (j/4)). */
 static const int16_t k_scale_idx[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27};
 
-static inline __attribute__((always_inline)) q4_group load_group(const uint8_t *g, __m512i nib_idx,
-                                                                  __m512i scale_idx) {
-    const __m512i a = _mm512_loadu_si512(g), b = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(g + 56)));
+/* Nibbles and scales of a group whose first 64 bytes are `a` and bytes 56..71 `b`. */
+static inline __attribute__((always_inline)) q4_group unpack_group(__m512i a, __m512i b, __m512i nib_idx,
+                                                                    __m512i scale_idx) {
     const __m512i q = _mm512_permutex2var_epi8(a, nib_idx, b);
     const __m512i m = _mm512_set1_epi8(0x0f);
     q4_group r;
@@ -69,18 +69,17 @@ static inline __attribute__((always_inline)) q4_group load_group(const uint8_t *
     return r;
 }
 
-/* The last, partial group of a row (1..3 blocks): masked loads, zeros beyond. */
+static inline __attribute__((always_inline)) q4_group load_group(const uint8_t *g, __m512i nib_idx,
+                                                                  __m512i scale_idx) {
+    return unpack_group(_mm512_loadu_si512(g), _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(g + 56))),
+                        nib_idx, scale_idx);
+}
+
+/* The last, partial group of a row (1..3 blocks): masked loads, zeros beyond.
+ * bytes <= 54: all in the first load; the second one (block 3) is zero. */
 static inline q4_group load_group_tail(const uint8_t *g, int n_blocks, __m512i nib_idx, __m512i scale_idx) {
     const int bytes = n_blocks * (int)sizeof(qw_block_q4_0);
-    /* bytes <= 54: all in the first load; the second one (block 3) is zero */
-    const __m512i a = _mm512_maskz_loadu_epi8((1ull << bytes) - 1, g), b = _mm512_setzero_si512();
-    const __m512i q = _mm512_permutex2var_epi8(a, nib_idx, b);
-    const __m512i m = _mm512_set1_epi8(0x0f);
-    q4_group r;
-    r.lo = _mm512_and_si512(q, m);
-    r.hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
-    r.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(scale_idx, a)));
-    return r;
+    return unpack_group(_mm512_maskz_loadu_epi8((1ull << bytes) - 1, g), _mm512_setzero_si512(), nib_idx, scale_idx);
 }
 
 /* Activation-side gathers over a 4-block Q8_0 group (136 bytes, block b at
