@@ -16,6 +16,18 @@
 
 #include "kernels/kquant_impl.h"
 
+/* acc + madd(p, s) (int16 pairs times scales, summed into int32 lanes): one
+ * VPDPWSSD where the build has AVX512_VNNI (this file compiled for the
+ * AVX-512 level, kquant_avx512.c), two instructions otherwise; the same int32
+ * lanes either way. */
+static inline __m256i add_madd(__m256i acc, __m256i p, __m256i s) {
+#ifdef __AVX512VNNI__
+    return _mm256_dpwssd_epi32(acc, p, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+#endif
+}
+
 /* sum_g sc[g] * sum_{i in g} q[i]*y[i] for one super-block, in 8 lanes. */
 static inline __m256i block_sumi_v(const __m256i q[8], const int16_t sc[16], const int8_t *y) {
     __m256i acc = _mm256_setzero_si256();
@@ -23,7 +35,7 @@ static inline __m256i block_sumi_v(const __m256i q[8], const int16_t sc[16], con
         const __m256i yv = _mm256_loadu_si256((const __m256i *)(y + 32 * c));
         const __m256i p = _mm256_maddubs_epi16(q[c], yv);
         const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+        acc = add_madd(acc, p, s);
     }
     return acc;
 }
@@ -43,7 +55,7 @@ static inline __m256i block_sumi_vs(const __m256i q[8], __m256i sc16, const int8
                                               _mm_set1_epi16((short)(0x0100 * (2 * g + 1) + 2 * g)));
         const __m256i s = _mm256_shuffle_epi8(c < 4 ? lo_groups : hi_groups, pick);
         const __m256i p = _mm256_maddubs_epi16(q[c], _mm256_loadu_si256((const __m256i *)(y + 32 * c)));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
+        acc = add_madd(acc, p, s);
     }
     return acc;
 }
@@ -130,8 +142,8 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
             const __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
             const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
             const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pl, _mm256_shuffle_epi8(scales, q4k_pick(2 * j))));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(ph, _mm256_shuffle_epi8(scales, q4k_pick(2 * j + 1))));
+            sumi = add_madd(sumi, pl, _mm256_shuffle_epi8(scales, q4k_pick(2 * j)));
+            sumi = add_madd(sumi, ph, _mm256_shuffle_epi8(scales, q4k_pick(2 * j + 1)));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(sumi), acc);
     }
@@ -172,8 +184,8 @@ static void gemm_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_ro
                     const int8_t *yq = ((const qw_block_q8_K *)x[t] + i)->qs + 64 * j;
                     const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)yq));
                     const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(yq + 32)));
-                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(pl, sa));
-                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(ph, sb));
+                    sumi[t] = add_madd(sumi[t], pl, sa);
+                    sumi[t] = add_madd(sumi[t], ph, sb);
                 }
             }
 #pragma GCC unroll 4
