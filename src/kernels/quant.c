@@ -195,10 +195,11 @@ qw_gemm_fn qw_gemm_get(qw_type type) {
     const qw_kernel_table *t = active();
     if (type == QW_TYPE_Q8_0) return t->gemm_q8_0;
     if (type == QW_TYPE_Q4_0) return t->gemm_q4_0;
-    if (type == QW_TYPE_Q4_K && t != &qw_kernels_ref) {
+    if ((type == QW_TYPE_Q4_K || type == QW_TYPE_Q6_K) && t != &qw_kernels_ref) {
         /* the tile of the level whose dot kq_dot_of picks, so bits agree */
-        const bool own = strcmp(t->name, "avx2") != 0 && qw_kq_dots_avx512.q4_K;
-        return own ? qw_kq_dots_avx512.gemm_q4_K : qw_kq_dots_avx2.gemm_q4_K;
+        const bool own = strcmp(t->name, "avx2") != 0 && qw_kq_dot_pick(&qw_kq_dots_avx512, type);
+        const qw_kq_dots *k = own ? &qw_kq_dots_avx512 : &qw_kq_dots_avx2;
+        return type == QW_TYPE_Q4_K ? k->gemm_q4_K : k->gemm_q6_K;
     }
     return NULL;
 }

@@ -99,6 +99,7 @@ static void check_gemv(qw_type wt) {
 static void test_tile_q8_0(void **s) { (void)s; check_tiles(QW_TYPE_Q8_0); check_gemv(QW_TYPE_Q8_0); }
 static void test_tile_q4_0(void **s) { (void)s; check_tiles(QW_TYPE_Q4_0); check_gemv(QW_TYPE_Q4_0); }
 static void test_tile_q4_K(void **s) { (void)s; check_tiles(QW_TYPE_Q4_K); }
+static void test_tile_q6_K(void **s) { (void)s; check_tiles(QW_TYPE_Q6_K); }
 
 static void check_batch(qw_type wt, int64_t k, int threads) {
     qw_threadpool *tp = qw_threadpool_new(threads);
@@ -140,7 +141,7 @@ static void check_batch(qw_type wt, int64_t k, int threads) {
 
 static void test_batch(void **s) {
     (void)s;
-    const qw_type types[] = {QW_TYPE_Q8_0, QW_TYPE_Q4_0, QW_TYPE_Q4_K, QW_TYPE_F32, QW_TYPE_F16};
+    const qw_type types[] = {QW_TYPE_Q8_0, QW_TYPE_Q4_0, QW_TYPE_Q4_K, QW_TYPE_Q6_K, QW_TYPE_F32, QW_TYPE_F16};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         check_batch(types[i], 256, 1);
         check_batch(types[i], 256, 2);
@@ -173,6 +174,7 @@ int main(void) {
         cmocka_unit_test(test_tile_q8_0),
         cmocka_unit_test(test_tile_q4_0),
         cmocka_unit_test(test_tile_q4_K),
+        cmocka_unit_test(test_tile_q6_K),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_axpy_f16),
     };
