@@ -55,22 +55,25 @@ static inline __attribute__((always_inline)) void values_d(const float *p, const
     for (int c = 0; c < D / 16; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 
+/* Runs CALL(D) for the compiled head_dims and returns true, else false. */
+#define FOR_HEAD_DIM(D, CALL)                                                                                  \
+    switch (D) {                                                                                               \
+    case 64: CALL(64); return true;                                                                            \
+    case 128: CALL(128); return true;                                                                          \
+    case 256: CALL(256); return true;                                                                          \
+    default: return false;                                                                                     \
+    }
+
 bool qw_attn_scores_f16_avx512(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
                                float *scores) {
-    switch (D) {
-    case 64: scores_d(q16, k, kv_stride, n_pos, scores, 64); return true;
-    case 128: scores_d(q16, k, kv_stride, n_pos, scores, 128); return true;
-    case 256: scores_d(q16, k, kv_stride, n_pos, scores, 256); return true;
-    default: return false;
-    }
+#define SCORES(d) scores_d(q16, k, kv_stride, n_pos, scores, d)
+    FOR_HEAD_DIM(D, SCORES)
+#undef SCORES
 }
 
 bool qw_attn_values_f16_avx512(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
                                float *out) {
-    switch (D) {
-    case 64: values_d(p, v, kv_stride, n_pos, out, 64); return true;
-    case 128: values_d(p, v, kv_stride, n_pos, out, 128); return true;
-    case 256: values_d(p, v, kv_stride, n_pos, out, 256); return true;
-    default: return false;
-    }
+#define VALUES(d) values_d(p, v, kv_stride, n_pos, out, d)
+    FOR_HEAD_DIM(D, VALUES)
+#undef VALUES
 }

@@ -32,11 +32,6 @@ static inline uint16_t ld16(const void *p) {
     return v;
 }
 
-static inline void prefetch_rows(const void *p, size_t bytes) {
-    const char *c = p;
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
 /* ---- Q8_0: two (row, token) pairs per zmm, llama.cpp's dot order ---- */
 
 static inline float hsum8(__m256 v) {
@@ -80,9 +75,9 @@ static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t
         }
     }
     const size_t group_bytes = 2 * w_row_bytes;
-    prefetch_rows(wv, (size_t)(n_rows < 4 ? n_rows : 4) * w_row_bytes);
+    qw_prefetch_bytes(wv, (size_t)(n_rows < 4 ? n_rows : 4) * w_row_bytes);
     for (int64_t r0 = 0; r0 < n_rows; r0 += 2) {
-        if (r0 + 4 < n_rows) prefetch_rows((const char *)wv + (size_t)(r0 + 4) * w_row_bytes, group_bytes);
+        if (r0 + 4 < n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r0 + 4) * w_row_bytes, group_bytes);
         __m512 acc[2][2];
         UNROLL for (int r = 0; r < 2; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         for (int64_t k = 0; k < nb; k++) {
@@ -106,34 +101,40 @@ static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t
     }
 }
 
+/* acc += the dot's step for block k of a row (llama.cpp's order): the exact
+ * int32 lanes of w·x via x + 128 (unsigned) and -128*sum4(w), times d_w*d_x. */
+static inline __attribute__((always_inline)) __m256 q8_block_step(const qw_block_q8_0 *wb, const prep8 *x,
+                                                                  __m256 acc) {
+    const __m256i k80 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+    const __m256i w = _mm256_loadu_si256((const __m256i *)wb->qs);
+    const __m256i nw = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, w));
+    const __m256i p = _mm256_dpbusd_epi32(nw, _mm512_castsi512_si256(x->u), w);
+    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(&wb->d))), _mm512_castps512_ps256(x->d));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+}
+
 /* Decode: the token prepared once; two rows at a time, each its own 8-lane
  * chain as in the dot (one chain alone waits on the FMA latency every block).
  * The next two rows are prefetched whole. */
 static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
                          float *const *y, prep8 *pp) {
     const int64_t nb = n / QW_QK8_0;
-    const __m256i k80 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+    const __m256i k80 = _mm256_set1_epi8((char)0x80);
     const qw_block_q8_0 *x = xv[0];
     for (int64_t k = 0; k < nb; k++) {
         pp[k].u = _mm512_castsi256_si512(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[k].qs), k80));
         pp[k].d = _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(ld16(&x[k].d))));
     }
-    prefetch_rows(wv, (size_t)(n_rows < 4 ? n_rows : 4) * w_row_bytes);
+    qw_prefetch_bytes(wv, (size_t)(n_rows < 4 ? n_rows : 4) * w_row_bytes);
     int64_t r = 0;
     for (; r + 2 <= n_rows; r += 2) {
-        if (r + 4 < n_rows) prefetch_rows((const char *)wv + (size_t)(r + 4) * w_row_bytes, 2 * w_row_bytes);
+        if (r + 4 < n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r + 4) * w_row_bytes, 2 * w_row_bytes);
         const qw_block_q8_0 *w0 = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
         const qw_block_q8_0 *w1 = (const qw_block_q8_0 *)((const char *)w0 + w_row_bytes);
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++) {
-            const __m256i xu = _mm512_castsi512_si256(pp[k].u);
-            const __m256 xd = _mm512_castps512_ps256(pp[k].d);
-            const __m256i a = _mm256_loadu_si256((const __m256i *)w0[k].qs);
-            const __m256i b = _mm256_loadu_si256((const __m256i *)w1[k].qs);
-            const __m256i pa = _mm256_dpbusd_epi32(_mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, a)), xu, a);
-            const __m256i pb = _mm256_dpbusd_epi32(_mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, b)), xu, b);
-            acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(&w0[k].d))), xd), _mm256_cvtepi32_ps(pa), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(&w1[k].d))), xd), _mm256_cvtepi32_ps(pb), acc1);
+            acc0 = q8_block_step(&w0[k], &pp[k], acc0);
+            acc1 = q8_block_step(&w1[k], &pp[k], acc1);
         }
         y[0][r] = hsum8(acc0);
         y[0][r + 1] = hsum8(acc1);
@@ -141,13 +142,7 @@ static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t 
     for (; r < n_rows; r++) {
         const qw_block_q8_0 *wr = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t k = 0; k < nb; k++) {
-            const __m256i w = _mm256_loadu_si256((const __m256i *)wr[k].qs);
-            const __m256i nw = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, w)); /* -128*sum4(w) */
-            const __m256i p = _mm256_dpbusd_epi32(nw, _mm512_castsi512_si256(pp[k].u), w);
-            const __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(&wr[k].d))), _mm512_castps512_ps256(pp[k].d));
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-        }
+        for (int64_t k = 0; k < nb; k++) acc = q8_block_step(&wr[k], &pp[k], acc);
         y[0][r] = hsum8(acc);
     }
 }

@@ -8,6 +8,8 @@
  */
 #include "qwisp/ops.h"
 
+#include "kernels/quant_impl.h"
+
 #include <string.h>
 
 /* Rows per work item: prefill re-reads a block once per 4 tokens, so it must
@@ -62,27 +64,18 @@ typedef struct {
     int64_t block0[QW_MM_MAX_TASKS + 1]; /* first block of each task (prefix sums) */
 } matmul_job;
 
-/* Decode reads rows from DRAM in order; the hardware prefetcher alone left a
- * row loop at a third of the bandwidth here, so rows about 8 KiB ahead are
- * prefetched (used where no one-token tile does it: K-quants, float types). */
-enum { DECODE_AHEAD_BYTES = 8 << 10 };
-
-static inline void prefetch_row(const char *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-}
-
 /* Dots of rows [r0, r1) with tokens [t0, t1) of one task. */
 static void dot_range(const matmul_job *j, const qw_mm_task *t, qw_vec_dot_fn dot, int64_t r0, int64_t r1,
                       int64_t t0, int64_t t1) {
     const char *w = t->w, *xq = t->xq;
     const size_t rb = t->w_row_bytes;
-    if (t1 - t0 == 1 && t->n_tok < QW_GEMM_TOKS) { /* decode: stream the rows */
-        const int64_t ahead = (int64_t)((DECODE_AHEAD_BYTES + rb - 1) / rb);
+    if (t1 - t0 == 1 && t->n_tok < QW_GEMM_TOKS) { /* decode: stream the rows, prefetched (quant_impl.h) */
+        const int64_t ahead = qw_decode_ahead_rows(rb);
         const char *xr = xq + (size_t)(t->idx ? t->idx[t0] : t0) * j->xq_row_bytes;
         float *yr = t->y + t0 * t->ldy;
-        prefetch_row(w + (size_t)r0 * rb, (size_t)(r1 - r0 < ahead ? r1 - r0 : ahead) * rb);
+        qw_prefetch_bytes(w + (size_t)r0 * rb, (size_t)(r1 - r0 < ahead ? r1 - r0 : ahead) * rb);
         for (int64_t r = r0; r < r1; r++) {
-            if (r + ahead < r1) prefetch_row(w + (size_t)(r + ahead) * rb, rb);
+            if (r + ahead < r1) qw_prefetch_bytes(w + (size_t)(r + ahead) * rb, rb);
             dot(j->k, &yr[r], w + (size_t)r * rb, xr);
         }
         return;

@@ -152,12 +152,7 @@ void qw_avx512_dot_q4_0(int64_t n, float *s, const void *wv, const void *xv) {
     *s = _mm512_reduce_add_ps(acc);
 }
 
-static inline void prefetch_bytes(const void *p, size_t bytes) {
-    const char *c = p;
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
-enum { TILE_ROWS = 4, DECODE_AHEAD_BYTES = 8192 };
+enum { TILE_ROWS = 4 };
 
 /* The row and token loops must be unrolled for the accumulators to live in
  * registers; -O2 does not do it by itself (it kept them in memory: measured). */
@@ -165,17 +160,16 @@ enum { TILE_ROWS = 4, DECODE_AHEAD_BYTES = 8192 };
 
 /* TR rows × TT tokens, groups outer so each row's group is unpacked once and
  * used by every token.  Rows [0, n_rows), n_rows % TR == 0; the rows
- * `ahead_rows` further on are prefetched (the hardware prefetcher alone
- * leaves a row loop at a third of the bandwidth here). */
+ * `ahead_rows` further on are prefetched. */
 static inline __attribute__((always_inline)) void tile_rows(int64_t ng, const uint8_t *w, size_t w_row_bytes,
                                                             int64_t n_rows, const q4_prep *pp, float *const *y,
                                                             int64_t ahead_rows, const int TR, const int TT) {
     const __m512i ni = nib_index(), si = scale_index();
     const size_t group_bytes = (size_t)TR * w_row_bytes;
-    prefetch_bytes(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
+    qw_prefetch_bytes(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
     for (int64_t r0 = 0; r0 < n_rows; r0 += TR) {
         const uint8_t *wr = w + (size_t)r0 * w_row_bytes;
-        if (r0 + ahead_rows < n_rows) prefetch_bytes(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
+        if (r0 + ahead_rows < n_rows) qw_prefetch_bytes(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
         __m512 acc[TILE_ROWS][QW_GEMM_TOKS];
         UNROLL for (int r = 0; r < TR; r++)
             UNROLL for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();
@@ -197,7 +191,8 @@ static void prep_tokens(int64_t ng, const void *const *xv, int n_tok, q4_prep *p
         for (int64_t g = 0; g < ng; g++) pp[t * ng + g] = prep_group((const qw_block_q8_0 *)xv[t] + g * GROUP_BLOCKS, 4 * (int)sizeof(qw_block_q8_0));
 }
 
-/* Prefill: 2 rows × 4 tokens per register tile (n % 128 == 0, n_rows even). */
+/* Prefill: 4 rows × 4 tokens per register tile, the last 2 rows of an
+ * n_rows % 4 == 2 block as 2 × 4 (n % 128 == 0, n_rows even). */
 void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
     const int64_t ng = n / (QW_QK8_0 * GROUP_BLOCKS);
@@ -219,7 +214,6 @@ void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
     const int64_t ng = n / (QW_QK8_0 * GROUP_BLOCKS);
     q4_prep pp[QW_GEMM_K_MAX / (QW_QK8_0 * GROUP_BLOCKS)];
     prep_tokens(ng, x, 1, pp);
-    /* about 8 KiB in flight: two rows ahead would be only ~600 bytes for k = 512 */
-    const int64_t ahead = (int64_t)((DECODE_AHEAD_BYTES + w_row_bytes - 1) / w_row_bytes);
-    tile_rows(ng, w, w_row_bytes, n_rows, pp, y, ahead > 2 ? ahead : 2, 1, 1);
+    /* ~8 KiB ahead: two rows would be only ~600 bytes for k = 512 */
+    tile_rows(ng, w, w_row_bytes, n_rows, pp, y, qw_decode_ahead_rows(w_row_bytes), 1, 1);
 }

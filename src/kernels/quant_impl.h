@@ -55,6 +55,22 @@ void qw_avx512_dot_q4_0(int64_t n, float *s, const void *w, const void *x);
 void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
 
+/* Decode streams weight rows from DRAM once, in order; with the hardware
+ * prefetcher alone a row loop read at a third of the bandwidth here (7 vs
+ * 22 GB/s, one thread), so the row loops prefetch the rows about
+ * QW_DECODE_AHEAD_BYTES ahead (at least two). */
+enum { QW_DECODE_AHEAD_BYTES = 8 << 10 };
+
+static inline void qw_prefetch_bytes(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 3);
+}
+
+/* Rows of `row_bytes` to prefetch ahead of the one being read in decode. */
+static inline int64_t qw_decode_ahead_rows(size_t row_bytes) {
+    const int64_t rows = (int64_t)((QW_DECODE_AHEAD_BYTES + row_bytes - 1) / row_bytes);
+    return rows > 2 ? rows : 2;
+}
+
 extern const qw_kernel_table qw_kernels_ref;
 extern const qw_kernel_table qw_kernels_avx2;
 extern const qw_kernel_table qw_kernels_avx512;
