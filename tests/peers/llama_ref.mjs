@@ -2,6 +2,7 @@
 //
 //   node tests/peers/llama_ref.mjs --model F.gguf (--prompt TEXT | --tokens 1,2,3)
 //        [--generate N] [--teacher-force] [--threads 2] [--top K] [--ctx N] [--tokenize-only] [--batch N]
+//   node tests/peers/llama_ref.mjs --variant-only      (only {"cpu_variant": ...}, no model)
 //
 // Prints one JSON object:
 //   prompt_ids    llama.cpp's tokenization of --prompt (special tokens parsed,
@@ -12,6 +13,10 @@
 //   text          detokenized continuation
 //   positions     with --teacher-force: per input position, {"top": [[id, logprob], ...]}
 //                 for the NEXT token; logprob = logit - logsumexp(logits)
+//   cpu_variant   which of the prebuilt's CPU libraries ggml loaded
+//                 (libggml-cpu-<variant>.so: zen4, sapphirerapids, haswell, ...)
+//                 — it picks one at run time, and their rounding differs
+//   batch         the ubatch size used (one-token path when 1)
 //
 // Everything goes through sequence.controlledEvaluate, which hands back raw
 // logits per requested position, so both modes share one code path.  Note the
@@ -19,7 +24,19 @@
 // from node-llama-cpp's totalLogitWeight, which is not exact, so compare logit
 // differences (each entry minus the top one), which are exact.  Context: F16 KV cache (the default), no flash
 // attention, batch >= the input, so a whole prompt is one ubatch.
+import { readFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+
+// The CPU variant ggml chose, read from this process's own mappings: neither
+// node-llama-cpp nor ggml's public API says which libggml-cpu-*.so it loaded.
+function cpuVariant() {
+    try {
+        const names = [...readFileSync("/proc/self/maps", "utf8").matchAll(/libggml-cpu-([\w-]+)\.so/g)].map((m) => m[1]);
+        return [...new Set(names)].join("+") || "unknown";
+    } catch {
+        return "unknown";
+    }
+}
 
 function parseArgs(argv) {
     const a = { generate: 0, teacherForce: false, threads: 2, top: 10, ctx: 0 };
@@ -39,8 +56,10 @@ function parseArgs(argv) {
         else if (f === "--ctx") a.ctx = parseInt(v(), 10);
         else if (f === "--tokenize-only") a.tokenizeOnly = true;
         else if (f === "--batch") a.batch = parseInt(v(), 10);
+        else if (f === "--variant-only") a.variantOnly = true;
         else throw new Error(`unknown flag ${f}`);
     }
+    if (a.variantOnly) return a;
     if (!a.model) throw new Error("--model is required");
     if (a.prompt === undefined && !a.tokens) throw new Error("--prompt or --tokens is required");
     return a;
@@ -63,10 +82,15 @@ function a_batch(args, ids) {
 async function main() {
     const args = parseArgs(process.argv);
     const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, maxThreads: args.threads });
+    if (args.variantOnly) {
+        process.stdout.write(JSON.stringify({ cpu_variant: cpuVariant() }) + "\n");
+        await llama.dispose();
+        return;
+    }
     const model = await llama.loadModel({ modelPath: args.model, gpuLayers: 0 });
     const ids = args.tokens ?? model.tokenize(args.prompt, true);
     if (args.tokenizeOnly) {
-        process.stdout.write(JSON.stringify({ prompt_ids: ids }) + "\n");
+        process.stdout.write(JSON.stringify({ prompt_ids: ids, cpu_variant: cpuVariant() }) + "\n");
         await model.dispose();
         await llama.dispose();
         return;
@@ -84,7 +108,7 @@ async function main() {
     const seq = context.getSequence();
     const want = Math.max(args.top, 2);
     const gen = { logits: { filter: { tokens: [], includeTop: want } }, totalLogitWeight: true };
-    const out = { prompt_ids: ids };
+    const out = { prompt_ids: ids, cpu_variant: cpuVariant(), batch: a_batch(args, ids) };
 
     // Prompt: logits at every position with --teacher-force, else only the last.
     const input = ids.map((id, i) =>
