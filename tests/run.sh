@@ -3,7 +3,8 @@
 #   "N passed, N failed"
 # Pieces:
 #   1. C unit tests: each $BUILD/tests/**/test_* is a cmocka program; its
-#      "[  PASSED  ] n test(s)." / "[  FAILED  ] n test(s)" lines are counted.
+#      "[  PASSED  ] n test(s)." / "[  FAILED  ] n test(s)" lines are counted
+#      (tests/model/ ones once per SIMD level); their SKIP:/INFO: lines shown.
 #   2. Script tests: tests/**/t_*.sh (peers, CLI, fuzz) print "PASS: name" or
 #      "FAIL: name" per check; a script that exits non-zero without printing a
 #      FAIL line counts as one failure.
@@ -19,7 +20,7 @@ passed=0; failed=0; failed_names=()
 run_cmocka() {
     local bin=$1 out rc p f
     out=$("$bin" 2>&1); rc=$?
-    echo "$out" | grep -E '^\[ *(RUN|OK|FAILED|PASSED|ERROR|SKIPPED) *\]|^\[==========\]' | grep -vE '^\[ *(RUN|OK) *\]' || true
+    echo "$out" | grep -E '^\[ *(RUN|OK|FAILED|PASSED|ERROR|SKIPPED) *\]|^\[==========\]|^(SKIP|INFO):' | grep -vE '^\[ *(RUN|OK) *\]' || true
     p=$(echo "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
     f=$(echo "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
     p=${p:-0}; f=${f:-0}
@@ -45,9 +46,19 @@ run_script() {
     [ "$f" -gt 0 ] && failed_names+=("$s")
 }
 
+# The forward-pass tests run once per SIMD level (QWISP_SIMD; a level this
+# CPU lacks prints a SKIP line naming it); kernel tests walk the levels inside.
+SIMD_LEVELS="avx512 avx512-nobf16 avx512-novbmi avx512-novbmi-nobf16 avx2 scalar"
 echo "== C unit tests ($BUILD)"
 for t in $(find "$BUILD/tests" -type f -name 'test_*' -perm -u+x 2>/dev/null | sort); do
     [[ $t =~ $FILTER ]] || continue
+    if [[ $t == */tests/model/* ]]; then
+        for lv in $SIMD_LEVELS; do
+            echo "-- $t (QWISP_SIMD=$lv)"
+            QWISP_SIMD=$lv run_cmocka "$t"
+        done
+        continue
+    fi
     echo "-- $t"
     run_cmocka "$t"
 done

@@ -22,7 +22,7 @@
     X(MODEL, "QWISP_MODEL", NULL, STR, NULL, 0, 0, "model GGUF used when -m is not given")          \
     X(THREADS, "QWISP_THREADS", NULL, INT, "0", 0, 1024, "compute threads; 0 = all CPUs")           \
     X(CTX, "QWISP_CTX", NULL, INT, "4096", 16, 1048576, "context length (KV cache positions) for run/chat") \
-    X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512|avx2|scalar (lowers only)") \
+    X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512[-novbmi][-nobf16]|avx2|scalar (lowers only)") \
     X(KV_TYPE, "QWISP_KV_TYPE", NULL, ENUM, "f16", 0, 0, "KV cache element type: f16 (as llama.cpp) | f32 (exact fp32 attention, 2x KV memory)") \
     X(PORT, "QWISP_PORT", NULL, INT, "8080", 1, 65535, "HTTP port for serve") \
     X(API_KEY, "QWISP_API_KEY", NULL, SECRET, NULL, 0, 0, "serve: require Authorization: Bearer KEY (all endpoints but /health)") \

@@ -189,11 +189,23 @@ void qw_axpy_f16(float *y, float a, const uint16_t *x, int64_t n);
 float qw_dot_f32(const float *a, const float *b, int64_t n);
 void qw_axpy_f32(float *y, float a, const float *x, int64_t n); /* y += a*x */
 
-/* Which SIMD level the dispatcher picked: "avx512", "avx2" or "scalar". */
+/* Which SIMD level the dispatcher picked: "avx512", "avx2" or "scalar"; an
+ * AVX-512 CPU without VBMI and/or BF16 (Cascade Lake, Cooper Lake, Ice Lake)
+ * runs "avx512-novbmi", "avx512-nobf16" or "avx512-novbmi-nobf16": the
+ * AVX-512 table with those kernels taken from the AVX2 level. */
 const char *qw_simd_level(void);
-/* Lowers the level ("scalar", "avx2", "avx512"); never raises it above what the
- * CPU supports.  Returns 0, or -1 for an unknown name.  (The QWISP_SIMD knob in
- * the options table calls this; kernels never read the environment.) */
+/* The instruction set of the active level, for kernels outside the table
+ * (attention, the DeltaNet step) that pick their own variant. */
+typedef enum { QW_ISA_SCALAR = 0, QW_ISA_AVX2 = 1, QW_ISA_AVX512 = 2 } qw_isa;
+qw_isa qw_simd_isa(void);
+/* Lowers the level to one of the names above (case-insensitive); never
+ * raises it above what the CPU supports: "avx512" on a CPU without VBMI gives
+ * "avx512-novbmi", and "avx512-novbmi" on one with VBMI gives the patched
+ * table, so every table a CPU family would run can be tested on a bigger one.
+ * Returns 0, or -1 for an unknown name.  (The QWISP_SIMD knob in the options
+ * table calls this; kernels never read the environment.) */
 int qw_simd_force(const char *level);
+/* Every name qw_simd_force takes, best first, NULL-terminated (tests walk it). */
+extern const char *const qw_simd_levels[];
 
 #endif

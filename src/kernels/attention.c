@@ -63,7 +63,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
     float *acc = (float *)(((uintptr_t)(q16 + D) + 63) & ~(uintptr_t)63);
 
     const qw_vec_dot_fn dot16 = qw_vec_dot_get(QW_TYPE_F16);
-    const bool avx512 = !f32 && strcmp(qw_simd_level(), "avx512") == 0;
+    const bool avx512 = !f32 && qw_simd_isa() >= QW_ISA_AVX512;
     for (int64_t item = i0; item < i1; item++) {
         const int64_t t = item / j->n_head, h = item % j->n_head, hkv = h / group;
         const int64_t n_pos = j->pos0 + t + 1; /* causal: positions 0..pos */

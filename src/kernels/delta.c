@@ -37,7 +37,7 @@ static void delta_step_ref(float *M, const float *q, const float *k, const float
  * lowers this kernel with every other. */
 void qw_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta, float scale,
                    int64_t S, float *o) {
-    if (strcmp(qw_simd_level(), "avx512") == 0)
+    if (qw_simd_isa() >= QW_ISA_AVX512)
         qw_delta_step_avx512(M, q, k, v, decay, beta, scale, S, o);
     else
         delta_step_ref(M, q, k, v, decay, beta, scale, S, o);

@@ -9,9 +9,11 @@
  * also checks that the OS saves the AVX/AVX-512 register state) and picks the
  * best level: "avx512" needs avx512f+bw+vl+vnni (its bf16 dot additionally
  * needs avx512bf16 and its Q4_0 kernels avx512vbmi, else the AVX2 ones are
- * patched in), "avx2" needs
+ * patched in: the "avx512-nobf16" / "avx512-novbmi" tables), "avx2" needs
  * avx2+fma+f16c, "scalar" always works.  qw_simd_force can only lower the
- * level; tests use it to run every level against the reference.
+ * level — and can patch a table on a CPU that would not need it, so the
+ * tables of smaller CPUs run here too; tests use it to run every level
+ * against the reference.
  *
  * Invariant: the active table is a complete table (no NULL entries) valid for
  * this CPU.  Switching levels is not synchronized with kernels running on
@@ -94,13 +96,17 @@ qw_type qw_vec_dot_type(qw_type type) {
 
 /* ---- CPU detection and the active table -------------------------------- */
 
-enum { LEVEL_SCALAR = 0, LEVEL_AVX2 = 1, LEVEL_AVX512 = 2 };
+/* AVX-512 features some AVX-512 VNNI CPUs lack; the bits say which AVX-512
+ * kernels are replaced by the AVX2 level's (tables are indexed by them). */
+enum { MISS_BF16 = 1, MISS_VBMI = 2, MISS_ALL = 3 };
 
-static int g_cpu_level = -1;   /* best level the CPU supports, once detected */
-static bool g_cpu_bf16 = false; /* avx512bf16 present */
-static bool g_cpu_vbmi = false; /* avx512vbmi present */
-static qw_kernel_table g_avx512_patched; /* avx512 table with avx2 bf16 / Q4_0 entries */
+static int g_cpu_level = -1; /* best qw_isa the CPU supports, once detected */
+static int g_cpu_missing = 0; /* MISS_* bits of the features this CPU lacks */
+static qw_kernel_table g_avx512_patched[MISS_ALL + 1]; /* [0] unused: the full table */
 static const qw_kernel_table *g_active = NULL;
+
+const char *const qw_simd_levels[] = {"avx512", "avx512-nobf16", "avx512-novbmi", "avx512-novbmi-nobf16",
+                                      "avx2", "scalar", NULL};
 
 /* F16C is CPUID leaf 1, ECX bit 29; read directly because clang 14's
  * __builtin_cpu_supports does not know the name. */
@@ -110,33 +116,44 @@ static bool cpu_has_f16c(void) {
     return (c >> 29) & 1u;
 }
 
+/* The AVX-512 table with the kernels named by `missing` taken from AVX2. */
+static void build_patched(qw_kernel_table *t, int missing) {
+    *t = qw_kernels_avx512;
+    t->name = qw_simd_levels[missing]; /* the order of qw_simd_levels follows the bits */
+    if (missing & MISS_BF16) t->dot_bf16 = qw_kernels_avx2.dot_bf16;
+    if (missing & MISS_VBMI) { /* Q4_0 dot and tiles together: the tiles give the dot's bits */
+        t->dot_q4_0 = qw_kernels_avx2.dot_q4_0;
+        t->gemm_q4_0 = qw_kernels_avx2.gemm_q4_0;
+        t->gemv_q4_0 = qw_kernels_avx2.gemv_q4_0;
+    }
+}
+
 static void detect_cpu(void) {
     __builtin_cpu_init();
-    int level = LEVEL_SCALAR;
+    int level = QW_ISA_SCALAR;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-        level = LEVEL_AVX2;
-    if (level == LEVEL_AVX2 && __builtin_cpu_supports("avx512f") &&
+        level = QW_ISA_AVX2;
+    if (level == QW_ISA_AVX2 && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512vnni"))
-        level = LEVEL_AVX512;
-    g_cpu_bf16 = __builtin_cpu_supports("avx512bf16");
-    g_cpu_vbmi = __builtin_cpu_supports("avx512vbmi");
+        level = QW_ISA_AVX512;
+    int missing = 0;
+    if (!__builtin_cpu_supports("avx512bf16")) missing |= MISS_BF16;
+    if (!__builtin_cpu_supports("avx512vbmi")) missing |= MISS_VBMI;
+    /* Built before g_active is published, so readers never see a half-copied
+     * table; racing first calls write the same bytes. */
+    for (int m = 1; m <= MISS_ALL; m++) build_patched(&g_avx512_patched[m], m);
+    g_cpu_missing = missing;
     g_cpu_level = level;
 }
 
-static const qw_kernel_table *table_for(int level) {
-    if (level >= LEVEL_AVX512) {
-        if (g_cpu_bf16 && g_cpu_vbmi) return &qw_kernels_avx512;
-        g_avx512_patched = qw_kernels_avx512;
-        if (!g_cpu_bf16) g_avx512_patched.dot_bf16 = qw_kernels_avx2.dot_bf16;
-        if (!g_cpu_vbmi) { /* Q4_0 dot and tiles together: the tiles give the dot's bits */
-            g_avx512_patched.dot_q4_0 = qw_kernels_avx2.dot_q4_0;
-            g_avx512_patched.gemm_q4_0 = qw_kernels_avx2.gemm_q4_0;
-            g_avx512_patched.gemv_q4_0 = qw_kernels_avx2.gemv_q4_0;
-        }
-        return &g_avx512_patched;
+/* `missing`: features the caller asks to do without, on top of the CPU's. */
+static const qw_kernel_table *table_for(int level, int missing) {
+    if (level >= QW_ISA_AVX512) {
+        missing |= g_cpu_missing;
+        return missing ? &g_avx512_patched[missing] : &qw_kernels_avx512;
     }
-    if (level == LEVEL_AVX2) return &qw_kernels_avx2;
+    if (level == QW_ISA_AVX2) return &qw_kernels_avx2;
     return &qw_kernels_ref;
 }
 
@@ -145,23 +162,27 @@ static inline const qw_kernel_table *active(void) {
     if (__builtin_expect(t != NULL, 1)) return t;
     /* Racing first calls each detect the same answer; the store is idempotent. */
     detect_cpu();
-    t = table_for(g_cpu_level);
+    t = table_for(g_cpu_level, 0);
     __atomic_store_n(&g_active, t, __ATOMIC_RELEASE);
     return t;
 }
 
 const char *qw_simd_level(void) { return active()->name; }
 
+qw_isa qw_simd_isa(void) { return active()->isa; }
+
 int qw_simd_force(const char *level) {
-    int want;
+    int want = -1, missing = 0;
     if (!level) return -1;
-    if (strcasecmp(level, "scalar") == 0) want = LEVEL_SCALAR;
-    else if (strcasecmp(level, "avx2") == 0) want = LEVEL_AVX2;
-    else if (strcasecmp(level, "avx512") == 0) want = LEVEL_AVX512;
-    else return -1;
+    for (int i = 0; qw_simd_levels[i]; i++) {
+        if (strcasecmp(level, qw_simd_levels[i]) != 0) continue;
+        if (i <= MISS_ALL) want = QW_ISA_AVX512, missing = i;
+        else want = i == MISS_ALL + 1 ? QW_ISA_AVX2 : QW_ISA_SCALAR;
+    }
+    if (want < 0) return -1;
     (void)active(); /* make sure the CPU has been detected */
     if (want > g_cpu_level) want = g_cpu_level;
-    __atomic_store_n(&g_active, table_for(want), __ATOMIC_RELEASE);
+    __atomic_store_n(&g_active, table_for(want, missing), __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -171,8 +192,8 @@ int qw_simd_force(const char *level) {
  * without its own kernel for a type uses the next level down's. */
 static qw_vec_dot_fn kq_dot_of(const qw_kernel_table *t, qw_type type) {
     qw_vec_dot_fn f = NULL;
-    if (t != &qw_kernels_ref && strcmp(t->name, "avx2") != 0) f = qw_kq_dot_pick(&qw_kq_dots_avx512, type);
-    if (!f && t != &qw_kernels_ref) f = qw_kq_dot_pick(&qw_kq_dots_avx2, type);
+    if (t->isa >= QW_ISA_AVX512) f = qw_kq_dot_pick(&qw_kq_dots_avx512, type);
+    if (!f && t->isa >= QW_ISA_AVX2) f = qw_kq_dot_pick(&qw_kq_dots_avx2, type);
     return f ? f : qw_kq_dot_pick(&qw_kq_dots_ref, type);
 }
 
@@ -195,9 +216,9 @@ qw_gemm_fn qw_gemm_get(qw_type type) {
     const qw_kernel_table *t = active();
     if (type == QW_TYPE_Q8_0) return t->gemm_q8_0;
     if (type == QW_TYPE_Q4_0) return t->gemm_q4_0;
-    if ((type == QW_TYPE_Q4_K || type == QW_TYPE_Q6_K) && t != &qw_kernels_ref) {
+    if ((type == QW_TYPE_Q4_K || type == QW_TYPE_Q6_K) && t->isa >= QW_ISA_AVX2) {
         /* the tile of the level whose dot kq_dot_of picks, so bits agree */
-        const bool own = strcmp(t->name, "avx2") != 0 && qw_kq_dot_pick(&qw_kq_dots_avx512, type);
+        const bool own = t->isa >= QW_ISA_AVX512 && qw_kq_dot_pick(&qw_kq_dots_avx512, type);
         const qw_kq_dots *k = own ? &qw_kq_dots_avx512 : &qw_kq_dots_avx2;
         return type == QW_TYPE_Q4_K ? k->gemm_q4_K : k->gemm_q6_K;
     }

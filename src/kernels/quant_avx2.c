@@ -278,6 +278,7 @@ static void axpy_f32(float *y, float a, const float *x, int64_t n) {
 
 const qw_kernel_table qw_kernels_avx2 = {
     .name = "avx2",
+    .isa = QW_ISA_AVX2,
     .dot_f32 = dot_f32,
     .dot_f16 = dot_f16,
     .dot_bf16 = dot_bf16,

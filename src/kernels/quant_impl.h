@@ -22,7 +22,8 @@
 #include "qwisp/quant.h"
 
 typedef struct qw_kernel_table {
-    const char *name; /* "scalar", "avx2", "avx512" */
+    const char *name; /* "scalar", "avx2", "avx512" (or a patched "avx512-no…", quant.c) */
+    qw_isa isa;       /* the instruction set its own kernels need */
     qw_vec_dot_fn dot_f32;
     qw_vec_dot_fn dot_f16;
     qw_vec_dot_fn dot_bf16;

@@ -274,6 +274,7 @@ void qw_ref_axpy_f16(float *y, float a, const uint16_t *x, int64_t n) {
 
 const qw_kernel_table qw_kernels_ref = {
     .name = "scalar",
+    .isa = QW_ISA_SCALAR,
     .dot_f32 = qw_ref_vec_dot_f32,
     .dot_f16 = qw_ref_vec_dot_f16,
     .dot_bf16 = qw_ref_vec_dot_bf16,

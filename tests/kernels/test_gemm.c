@@ -21,6 +21,7 @@
 
 #include "qwisp/ops.h"
 #include "qwisp/quant.h"
+#include "levels.h"
 
 static uint32_t g_rng = 1;
 static float frand(void) {
@@ -96,10 +97,20 @@ static void check_gemv(qw_type wt) {
     }
 }
 
-static void test_tile_q8_0(void **s) { (void)s; check_tiles(QW_TYPE_Q8_0); check_gemv(QW_TYPE_Q8_0); }
-static void test_tile_q4_0(void **s) { (void)s; check_tiles(QW_TYPE_Q4_0); check_gemv(QW_TYPE_Q4_0); }
-static void test_tile_q4_K(void **s) { (void)s; check_tiles(QW_TYPE_Q4_K); }
-static void test_tile_q6_K(void **s) { (void)s; check_tiles(QW_TYPE_Q6_K); }
+/* Tiles and row loops at every level this CPU runs: each level's tile must
+ * give its own dot's bits (a patched table swaps tile and dot together). */
+static void check_levels(qw_type wt, bool gemv) {
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!use_level(k_levels[l])) continue;
+        check_tiles(wt);
+        if (gemv) check_gemv(wt);
+    }
+    restore_best();
+}
+static void test_tile_q8_0(void **s) { (void)s; check_levels(QW_TYPE_Q8_0, true); }
+static void test_tile_q4_0(void **s) { (void)s; check_levels(QW_TYPE_Q4_0, true); }
+static void test_tile_q4_K(void **s) { (void)s; check_levels(QW_TYPE_Q4_K, false); }
+static void test_tile_q6_K(void **s) { (void)s; check_levels(QW_TYPE_Q6_K, false); }
 
 static void check_batch(qw_type wt, int64_t k, int threads) {
     qw_threadpool *tp = qw_threadpool_new(threads);
@@ -142,17 +153,20 @@ static void check_batch(qw_type wt, int64_t k, int threads) {
 static void test_batch(void **s) {
     (void)s;
     const qw_type types[] = {QW_TYPE_Q8_0, QW_TYPE_Q4_0, QW_TYPE_Q4_K, QW_TYPE_Q6_K, QW_TYPE_F32, QW_TYPE_F16};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        check_batch(types[i], 256, 1);
-        check_batch(types[i], 256, 2);
-        if (96 % qw_type_block_elems(types[i]) == 0)
-            check_batch(types[i], 96, 2); /* k not a multiple of the tile's: dot path */
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!use_level(k_levels[l])) continue;
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            check_batch(types[i], 256, 1);
+            check_batch(types[i], 256, 2);
+            if (96 % qw_type_block_elems(types[i]) == 0)
+                check_batch(types[i], 96, 2); /* k not a multiple of the tile's: dot path */
+        }
     }
+    restore_best();
 }
 
 static void test_axpy_f16(void **s) {
     (void)s;
-    const char *levels[] = {"scalar", "avx2", "avx512"};
     enum { N = 77 };
     uint16_t x[N];
     float y0[N], ref[N], got[N];
@@ -160,8 +174,8 @@ static void test_axpy_f16(void **s) {
     assert_int_equal(qw_simd_force("scalar"), 0);
     memcpy(ref, y0, sizeof ref);
     qw_axpy_f16(ref, 0.3717f, x, N);
-    for (int l = 0; l < 3; l++) {
-        qw_simd_force(levels[l]);
+    for (int l = 0; l < N_LEVELS; l++) {
+        if (!use_level(k_levels[l])) continue;
         memcpy(got, y0, sizeof got);
         qw_axpy_f16(got, 0.3717f, x, N);
         assert_memory_equal(got, ref, sizeof got);

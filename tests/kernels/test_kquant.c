@@ -28,17 +28,11 @@
 #include <cmocka.h>
 
 #include "qwisp/quant.h"
+#include "levels.h"
 
-static const char *const k_levels[] = {"scalar", "avx2", "avx512"};
-#define N_LEVELS 3
 static const qw_type k_kq[] = {QW_TYPE_Q2_K, QW_TYPE_Q3_K, QW_TYPE_Q4_K, QW_TYPE_Q5_K, QW_TYPE_Q6_K};
 #define N_KQ 5
 
-static bool use_level(const char *name) {
-    assert_int_equal(qw_simd_force(name), 0);
-    return strcmp(qw_simd_level(), name) == 0;
-}
-static void restore_best(void) { assert_int_equal(qw_simd_force("avx512"), 0); }
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
 static uint64_t rnd_u64(void) {

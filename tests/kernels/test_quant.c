@@ -1,6 +1,7 @@
 /* test_quant.c — element types, conversions, quantizers and dot kernels.
  *
- * Every SIMD level this CPU offers (qw_simd_force "scalar", "avx2", "avx512")
+ * Every SIMD level this CPU offers (levels.h: scalar, avx2, the patched
+ * AVX-512 tables of CPUs without VBMI/BF16, avx512)
  * is run against the scalar reference (qw_vec_dot_ref and the scalar level's
  * conversions), with these limits:
  *   - conversions (fp16, bf16 rows) and the Q8_0 activation quantizer: bytes
@@ -27,17 +28,9 @@
 #include <immintrin.h>
 
 #include "qwisp/quant.h"
+#include "levels.h"
 
-static const char *const k_levels[] = {"scalar", "avx2", "avx512"};
-#define N_LEVELS 3
 
-/* Forces a level; false when the CPU cannot run it (the test skips it). */
-static bool use_level(const char *name) {
-    assert_int_equal(qw_simd_force(name), 0);
-    return strcmp(qw_simd_level(), name) == 0;
-}
-
-static void restore_best(void) { assert_int_equal(qw_simd_force("avx512"), 0); }
 
 /* ---- deterministic random numbers ---------------------------------------- */
 
@@ -117,7 +110,20 @@ static void test_simd_force(void **state) {
     restore_best();
     assert_non_null(qw_vec_dot_get(QW_TYPE_Q4_0));
     assert_null(qw_vec_dot_get((qw_type)3));
-    print_message("best SIMD level on this CPU: %s\n", qw_simd_level());
+    printf("INFO: best SIMD level on this CPU: %s\n", qw_simd_level());
+    /* every name the dispatcher takes is walked by the kernel tests */
+    int n = 0;
+    for (; qw_simd_levels[n]; n++) {
+        bool listed = false;
+        for (int i = 0; i < N_LEVELS; i++) listed |= !strcmp(k_levels[i], qw_simd_levels[n]);
+        if (!listed) fail_msg("SIMD level %s is not in tests/kernels/levels.h", qw_simd_levels[n]);
+    }
+    assert_int_equal(n, N_LEVELS);
+    /* a patched level is never above the CPU either, and names itself */
+    assert_int_equal(qw_simd_force("avx512-novbmi"), 0);
+    const char *p = qw_simd_level();
+    assert_true(!strncmp(p, "avx512-novbmi", 13) || !strcmp(p, "avx2") || !strcmp(p, "scalar"));
+    restore_best();
 }
 
 /* ---- fp16 ------------------------------------------------------------------ */

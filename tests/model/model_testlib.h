@@ -5,18 +5,54 @@
  *                       keys) and tensor table with one tensor left out and/or
  *                       one bool key added, so a loader test can break a valid
  *                       file in one named way.  Tensor data is not copied
- *                       (the writer zero-fills): these files exist to be refused. */
+ *                       (the writer zero-fills): these files exist to be refused;
+ *   simd_from_knob      runs the program at the SIMD level QWISP_SIMD names
+ *                       (tests/run.sh runs the model tests once per level);
+ *                       a level this CPU lacks ends the program with a
+ *                       "SKIP:" line naming it, never silently. */
 #ifndef QWISP_TEST_MODEL_TESTLIB_H
 #define QWISP_TEST_MODEL_TESTLIB_H
 
 #include "qwisp/gguf.h"
+#include "qwisp/options.h"
+#include "qwisp/quant.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+/* Returns normally when the program should run its tests at the knob's level
+ * (or at the best level when the knob is unset or "auto"); exits 0 with one
+ * SKIP line when the CPU cannot run the level asked for, 2 on a bad knob. */
+static void simd_from_knob(const char *prog) {
+    qw_error err = {0};
+    if (qw_options_init(&err)) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
+        exit(2);
+    }
+    const char *want = qw_opt_str(QW_OPT_SIMD);
+    if (!want || !strcmp(want, "auto")) return;
+    if (qw_simd_force(want)) {
+        fprintf(stderr, "%s: unknown SIMD level '%s'\n", prog, want);
+        exit(2);
+    }
+    if (strcasecmp(qw_simd_level(), want) != 0) {
+        printf("SKIP: %s at SIMD level %s: this CPU runs %s at most\n", prog, want, qw_simd_level());
+        exit(0);
+    }
+    printf("INFO: %s at SIMD level %s\n", prog, qw_simd_level());
+}
+
+/* NaN or infinity on either side counts as an infinite difference (fmaxf
+ * would silently drop a NaN). */
 static float max_abs_diff(const float *a, const float *b, int n) {
     float m = 0;
-    for (int i = 0; i < n; i++) m = fmaxf(m, fabsf(a[i] - b[i]));
+    for (int i = 0; i < n; i++) {
+        const float d = fabsf(a[i] - b[i]);
+        if (!isfinite(d)) return INFINITY;
+        m = fmaxf(m, d);
+    }
     return m;
 }
 

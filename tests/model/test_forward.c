@@ -1,7 +1,8 @@
 /* test_forward.c — behaviour of the qwen3moe forward pass that the peer
  * parity tests do not pin down: one code path for prefill and decode (the
  * logits of a token must not depend on how the sequence was chunked), KV
- * truncation, and clear errors for bad inputs and bad model files. */
+ * truncation, and clear errors for bad inputs and bad model files.  Run once
+ * per SIMD level by tests/run.sh (QWISP_SIMD, model_testlib.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,15 +23,18 @@
 #include <unistd.h>
 
 static char g_dir[256];
-static char g_f32[300], g_q8[300];
+static char g_f32[300], g_q8[300], g_q4[300], g_q8w[300];
 
-static int write_model(const char *path, uint32_t type, bool tied) {
+/* `wide`: rows of 256 and 128 elements, so prefill runs the tiles (they need
+ * n % QW_GEMM_K == 0; the tiny preset's 64 wide rows only use the dots). */
+static int write_model(const char *path, uint32_t type, bool tied, bool wide) {
     qw_gen_model_params p;
     qw_error err = {0};
     if (qw_gen_model_preset("tiny", &p)) return -1;
     p.type = type;
     p.embd_type = type;
     p.tied = tied;
+    if (wide) p.n_embd = 256, p.head_dim = 32, p.n_ff_exp = 128;
     if (qw_gen_model_write(&p, path, &err)) {
         fprintf(stderr, "gen: %s\n", err.msg);
         return -1;
@@ -44,13 +48,18 @@ static int setup(void **state) {
     if (!mkdtemp(g_dir)) return -1;
     snprintf(g_f32, sizeof g_f32, "%s/f32.gguf", g_dir);
     snprintf(g_q8, sizeof g_q8, "%s/q8.gguf", g_dir);
-    return write_model(g_f32, QW_TYPE_F32, false) || write_model(g_q8, QW_TYPE_Q8_0, true);
+    snprintf(g_q4, sizeof g_q4, "%s/q4.gguf", g_dir);
+    snprintf(g_q8w, sizeof g_q8w, "%s/q8w.gguf", g_dir);
+    return write_model(g_f32, QW_TYPE_F32, false, false) || write_model(g_q8, QW_TYPE_Q8_0, true, false) ||
+           write_model(g_q4, QW_TYPE_Q4_0, false, true) || write_model(g_q8w, QW_TYPE_Q8_0, false, true);
 }
 
 static int teardown(void **state) {
     (void)state;
     unlink(g_f32);
     unlink(g_q8);
+    unlink(g_q4);
+    unlink(g_q8w);
     rmdir(g_dir);
     return 0;
 }
@@ -104,6 +113,45 @@ static void check_chunking(const char *path) {
 
 static void test_chunking_f32(void **state) { (void)state; check_chunking(g_f32); }
 static void test_chunking_q8(void **state) { (void)state; check_chunking(g_q8); }
+/* The level under test against the scalar reference on the same tokens:
+ * kernels of different levels sum in other orders, so not bit-identical, but
+ * a wrong kernel (a bad patch, a mis-gathered Q4_0 block) is far off this. */
+static void check_against_scalar(const char *path) {
+    qw_error err = {0};
+    char level[32];
+    snprintf(level, sizeof level, "%s", qw_simd_level());
+    qw_model *m = qw_model_load(path, &err);
+    assert_non_null(m);
+    const int n = 24, V = m->hp.n_vocab;
+    int32_t ids[24];
+    for (int i = 0; i < n; i++) ids[i] = (i * 53 + 7) % V;
+    float *got = malloc((size_t)n * V * sizeof(float));
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) assert_int_equal(qw_simd_force("scalar"), 0);
+        qw_ctx *c = qw_ctx_new(m, 64, 2, &err);
+        assert_non_null(c);
+        assert_int_equal(qw_ctx_eval(c, ids, n, QW_LOGITS_ALL, &err), 0);
+        const float *l = qw_ctx_logits(c);
+        if (pass == 0) memcpy(got, l, (size_t)n * V * sizeof(float));
+        else {
+            float scale = 0;
+            for (size_t i = 0; i < (size_t)n * V; i++) scale = fmaxf(scale, fabsf(l[i]));
+            const float d = max_abs_diff(got, l, n * V);
+            if (d > 1e-3f * scale + 1e-4f)
+                fail_msg("%s: level %s vs scalar: logits differ by %g (max |logit| %g)", path, level, d, scale);
+        }
+        qw_ctx_free(c);
+    }
+    assert_int_equal(qw_simd_force(level), 0);
+    free(got);
+    qw_model_free(m);
+}
+static void test_levels_q4(void **state) { (void)state; check_against_scalar(g_q4); }
+static void test_levels_q8(void **state) { (void)state; check_against_scalar(g_q8w); }
+
+/* Q4_0 has its own tiles per level (VBMI gathers on AVX-512, patched to the
+ * AVX2 ones without VBMI): chunked prefill must give decode's bits on each. */
+static void test_chunking_q4(void **state) { (void)state; check_chunking(g_q4); }
 
 /* QWISP_KV_TYPE=f32: the same one-path consistency, twice the KV bytes, and
  * logits within rounding of the f16 cache's. */
@@ -240,9 +288,13 @@ static void test_batch_matches_single(void **state) {
 }
 
 int main(void) {
+    simd_from_knob("test_forward");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunking_f32),
         cmocka_unit_test(test_chunking_q8),
+        cmocka_unit_test(test_chunking_q4),
+        cmocka_unit_test(test_levels_q4),
+        cmocka_unit_test(test_levels_q8),
         cmocka_unit_test(test_kv_f32),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_wrong_arch),

@@ -214,6 +214,7 @@ static void test_bad_files(void **state) {
 }
 
 int main(void) {
+    simd_from_knob("test_qwen35");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunk_sizes_f32),      cmocka_unit_test(test_chunk_sizes_q8),
         cmocka_unit_test(test_prefill_matches_decode), cmocka_unit_test(test_truncate_restarts),
