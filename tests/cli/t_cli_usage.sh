@@ -1,0 +1,81 @@
+#!/bin/bash
+# t_cli_usage.sh — what a first-time user meets: bounded prompt input and
+# context, random seeds, the chat commands, default models, token text,
+# --echo, output order under 2>&1, gen-model's report, --version, the bench
+# roofline wording, help and docs free of internal history, the README's
+# convert types, QWISP_LOG in config, LICENSE and `make install`.
+# Every command runs under `timeout`, on the shipped models/default.gguf or a
+# tiny generated model; the whole script takes well under a minute.
+set -u
+Q=${QWISP_BIN:?QWISP_BIN not set}
+T=${QWISP_TEST_TMP:-/tmp}/cli_usage
+mkdir -p "$T"
+D=models/default.gguf
+TO="timeout 60"
+
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; }
+# check NAME CONDITION-EXIT-STATUS DETAIL
+check() { if [ "$2" -eq 0 ]; then pass "$1"; else fail "$1 ($3)"; fi; }
+
+# expect NAME WANT_RC PATTERN -- command...   (stdout + stderr matched)
+expect() {
+    local name=$1 want_rc=$2 pat=$3; shift 4
+    local out rc
+    out=$($TO "$@" 2>&1); rc=$?
+    if [ "$rc" -eq "$want_rc" ] && echo "$out" | grep -qE -- "$pat"; then
+        pass "$name"
+    else
+        fail "$name (rc=$rc, want $want_rc; output: $(echo "$out" | head -3 | cut -c1-200))"
+    fi
+}
+
+# ---- item 12: bounded prompt input and context ----
+expect "run: --prompt-file /dev/zero refused" 1 "/dev/zero: not a regular file" -- "$Q" run -m "$D" --prompt-file /dev/zero -n 1
+expect "run: --prompt-file of a directory refused" 1 "not a regular file \(a directory\)" -- "$Q" run -m "$D" --prompt-file "$T" -n 1
+head -c $((65 << 20)) /dev/zero | tr '\0' 'a' >"$T/big.txt"
+expect "run: --prompt-file capped at 64 MiB" 1 "big.txt: larger than the [0-9]+ bytes allowed" -- "$Q" run -m "$D" --prompt-file "$T/big.txt" -n 1
+rm -f "$T/big.txt"
+expect "run: --prompt-file from a pipe still works" 0 '"gen_tokens":1' -- \
+    bash -c "\"$Q\" run -m \"$D\" --prompt-file <(echo 'In the beginning') -n 1 --ignore-eos --json"
+expect "run: prompt longer than --ctx refused" 2 "prompt is 5000 tokens but the context holds 4096 \(--ctx\)" -- \
+    "$Q" run -m "$D" --prompt-tokens 5000 --ctx 4096 -n 1
+expect "run: prompt longer than QWISP_CTX refused" 2 "context holds 256 \(QWISP_CTX\)" -- \
+    env QWISP_CTX=256 "$Q" run -m "$D" --prompt-tokens 300 -n 1
+expect "run: --prompt-tokens 100000 refused by default" 2 "prompt is 100000 tokens but the context holds 4096" -- \
+    "$Q" run -m "$D" --prompt-tokens 100000 -n 1
+out=$($TO "$Q" run -m "$D" -p "In the beginning" -n 100000 --ctx 40 --ignore-eos --json 2>"$T/cut.err"); rc=$?
+g=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["gen_tokens"])' 2>/dev/null)
+check "run: -n 100000 cut to the --ctx room" $([ "$rc" -eq 0 ] && [ "$g" = 37 ] && grep -q -- "-n 100000 cut to 37: the context holds 40 tokens (--ctx)" "$T/cut.err"; echo $?) \
+    "rc=$rc gen=$g err=$(head -c 200 "$T/cut.err")"
+"$Q" gen-model --preset tiny --n-ctx 64 -o "$T/tiny64.gguf" >/dev/null 2>&1 || fail "gen-model tiny64"
+"$Q" gen-model --preset tiny --n-ctx 8192 -o "$T/tiny8k.gguf" >/dev/null 2>&1 || fail "gen-model tiny8k"
+expect "run: -n past the default context is cut, not unbounded" 0 "-n 100000 cut to [0-9]+: the context holds 4096 tokens" -- \
+    "$Q" run -m "$T/tiny64.gguf" -p "abc" -n 100000 --json --threads 1 --ignore-eos
+expect "run: default context grows to hold prompt + -n and says so" 0 "context 4096 -> 4101 tokens" -- \
+    "$Q" run -m "$T/tiny8k.gguf" --prompt-tokens 4100 -n 1 --json --threads 1
+expect "run: warning past the trained context length" 0 "passes the 64 the model was trained on" -- \
+    "$Q" run -m "$T/tiny64.gguf" -p "abc" -n 80 --ctx 128 --ignore-eos --json --threads 1
+
+# ---- seeds: random unless given, printed ----
+s1=$($TO "$Q" run -m "$D" -p "In the beginning" -n 12 --temp 0.8 --json 2>/dev/null)
+s2=$($TO "$Q" run -m "$D" -p "In the beginning" -n 12 --temp 0.8 --json 2>/dev/null)
+seed1=$(echo "$s1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seed"])' 2>/dev/null)
+seed2=$(echo "$s2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seed"])' 2>/dev/null)
+check "run: --json prints the seed" $([ -n "$seed1" ]; echo $?) "no seed in: $(echo "$s1" | cut -c1-120)"
+check "run: no --seed gives a fresh seed per run" $([ -n "$seed1" ] && [ "$seed1" != "$seed2" ]; echo $?) "seeds '$seed1' '$seed2'"
+r1=$($TO "$Q" run -m "$D" -p "In the beginning" -n 12 --temp 0.8 --seed "${seed1:-1}" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])' 2>/dev/null)
+t1=$(echo "$s1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])' 2>/dev/null)
+check "run: the printed seed repeats the run" $([ -n "$t1" ] && [ "$r1" = "$t1" ]; echo $?) "tokens '$t1' vs '$r1'"
+expect "run: the summary names the seed" 0 "seed=7 " -- "$Q" run -m "$D" -p "In the beginning" -n 2 --temp 0.8 --seed 7
+texts=$(for i in 1 2 3 4; do $TO "$Q" run -m "$D" -p "And it came to pass" -n 16 --temp 1.0 --ignore-eos 2>/dev/null; done | sort -u | wc -l)
+check "run: --temp 1.0 without --seed varies between runs" $([ "$texts" -gt 1 ]; echo $?) "$texts distinct texts of 4"
+
+# ---- run: --echo, and the summary after the text's final newline under 2>&1 ----
+out=$($TO "$Q" run -m "$D" -p "In the beginning" -n 6 --echo 2>/dev/null)
+check "run: --echo prints the prompt first" $(case "$out" in "In the beginning"*) echo 0;; *) echo 1;; esac) "got: $(echo "$out" | head -c 100)"
+out=$($TO "$Q" run -m "$D" -p "In the beginning" -n 6 2>/dev/null)
+check "run: no echo by default" $(case "$out" in "In the beginning"*) echo 1;; *) echo 0;; esac) "got: $(echo "$out" | head -c 100)"
+out=$($TO "$Q" run -m "$D" -p "In the beginning" -n 6 --ignore-eos 2>&1 | cat)
+last=$(printf '%s\n' "$out" | tail -1)
+check "run: with 2>&1 the summary is its own last line" $(case "$last" in "qwisp: prompt="*) echo 0;; *) echo 1;; esac) "last line: $last"
