@@ -18,6 +18,10 @@ SAN     ?=
 PKGS    := libpcre2-8 libcjson libmicrohttpd
 DEPCFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPLIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd)
+# libedit: line editing for `qwisp chat`, linked into the binary only (the
+# library and the tests do not use it).  Included as <editline/readline.h>.
+CLI_PKGS  := libedit
+CLI_LIBS  := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null || echo -ledit)
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread $(DEPCFLAGS) $(SAN)
 LDFLAGS += -pthread $(SAN)
@@ -52,7 +56,7 @@ $(BUILD)/libqwisp.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/qwisp: $(CLI_OBJ) $(BUILD)/libqwisp.a
-	$(CC) $(LDFLAGS) $(CLI_OBJ) $(BUILD)/libqwisp.a $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(CLI_OBJ) $(BUILD)/libqwisp.a $(CLI_LIBS) $(LDLIBS) -o $@
 
 # Each tests/<dir>/test_x.c is one cmocka program.
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libqwisp.a

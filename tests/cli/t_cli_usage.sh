@@ -79,3 +79,37 @@ check "run: no echo by default" $(case "$out" in "In the beginning"*) echo 1;; *
 out=$($TO "$Q" run -m "$D" -p "In the beginning" -n 6 --ignore-eos 2>&1 | cat)
 last=$(printf '%s\n' "$out" | tail -1)
 check "run: with 2>&1 the summary is its own last line" $(case "$last" in "qwisp: prompt="*) echo 0;; *) echo 1;; esac) "last line: $last"
+
+# ---- chat: /help and /exit are commands, never messages; the banner names the model ----
+out=$(printf '/help\n/exit\nAnd it came to pass\n' | $TO "$Q" chat -m "$D" -i -n 4 2>"$T/chat.err"); rc=$?
+check "chat: /help lists the commands" $([ "$rc" -eq 0 ] && echo "$out" | grep -q '^  /exit, /quit'; echo $?) "rc=$rc out=$(echo "$out" | head -2)"
+check "chat: /help and /exit are not sent to the model" $([ "$(echo "$out" | grep -vc '^  \|^commands\|^Ctrl-C')" -eq 0 ]; echo $?) \
+    "model text in: $(echo "$out" | grep -v '^  \|^commands\|^Ctrl-C' | head -2)"
+check "chat: the banner names the model" $(grep -q "model qwisp-default (models/default.gguf)" "$T/chat.err"; echo $?) "stderr: $(head -c 200 "$T/chat.err")"
+out=$(printf '/frobnicate\n' | $TO "$Q" chat -m "$D" -i -n 4 2>/dev/null)
+check "chat: an unknown /command is refused, not sent" $(echo "$out" | grep -q "unknown command '/frobnicate'"; echo $?) "out: $out"
+out=$(printf 'In the beginning\n' | $TO "$Q" chat -m "$D" -i -n 4 --seed 5 2>/dev/null)
+check "chat: a plain line still gets a reply" $([ -n "$out" ]; echo $?) "empty reply"
+# On a terminal (tmux): editing keys and history work, Ctrl-C at the prompt does not quit.
+if command -v tmux >/dev/null 2>&1; then
+    S=qwisp-cli-$$
+    # wait_pane REGEX COUNT: up to 15 s for COUNT lines matching REGEX in the pane
+    wait_pane() { for _ in $(seq 150); do [ "$(tmux capture-pane -p -t "$S" | grep -c -- "$1")" -ge "$2" ] && return; sleep 0.1; done; }
+    tmux new-session -d -s "$S" -x 160 -y 50 "\"$Q\" chat -m \"$D\" -n 4 2>&1; echo CHAT-EXIT=\$?; sleep 20"
+    wait_pane '^> ' 1
+    tmux send-keys -t "$S" "/hlp" Left Left "e" Enter; wait_pane '^  /reset' 1
+    tmux send-keys -t "$S" Up Enter; wait_pane '^  /reset' 2
+    tmux send-keys -t "$S" C-c; wait_pane 'or Ctrl-D to quit' 1
+    tmux send-keys -t "$S" "/exit" Enter; wait_pane 'CHAT-EXIT' 1
+    pane=$(tmux capture-pane -p -t "$S")
+    tmux kill-session -t "$S" 2>/dev/null
+    check "chat (tty): the banner names the model" $(echo "$pane" | grep -q "model qwisp-default"; echo $?) "pane: $(echo "$pane" | head -2)"
+    check "chat (tty): cursor keys edit the line (/hlp <- <- e = /help)" \
+        $(echo "$pane" | grep -q '^  /reset' && ! echo "$pane" | grep -q 'unknown command'; echo $?) "pane: $(echo "$pane" | head -4)"
+    check "chat (tty): Up recalls the last line" $([ "$(echo "$pane" | grep -c '^  /reset')" -eq 2 ]; echo $?) \
+        "/help shown $(echo "$pane" | grep -c '^  /reset') times"
+    check "chat (tty): Ctrl-C at the prompt does not quit, /exit does" \
+        $(echo "$pane" | grep -q '(/exit or Ctrl-D to quit)' && echo "$pane" | grep -q 'CHAT-EXIT=0'; echo $?) "pane: $(echo "$pane" | tail -4)"
+else
+    echo "SKIP: chat (tty): tmux not installed (scripts/setup.sh installs it)"
+fi
