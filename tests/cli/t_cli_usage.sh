@@ -113,3 +113,20 @@ if command -v tmux >/dev/null 2>&1; then
 else
     echo "SKIP: chat (tty): tmux not installed (scripts/setup.sh installs it)"
 fi
+
+# ---- tokenize / info take the default model; token text beside ids ----
+expect "tokenize: no -m uses the default model" 0 '^\[9707,11,1879\]$' -- "$Q" tokenize -p "Hello, world"
+expect "tokenize -v: ids with their text" 0 '^ +1879  " world"$' -- "$Q" tokenize -p "Hello, world" -v
+expect "tokenize: -m and --hf-tokenizer together refused" 2 "at most one of -m/--hf-tokenizer" -- \
+    "$Q" tokenize -m "$D" --hf-tokenizer x -p hi
+expect "info: no FILE uses the default model" 0 'general.name \(str\) = "qwisp-default"' -- "$Q" info --no-tensors
+expect "info: -m FILE accepted" 0 'general.name \(str\) = "qwisp-default"' -- "$Q" info -m "$D" --no-tensors
+expect "info: -m and FILE together refused" 2 "more than one FILE" -- "$Q" info -m "$D" "$D"
+out=$($TO "$Q" logits -m "$D" -p "In the beginning" --top 2 2>/dev/null)
+check "logits: input tokens' text in pieces, text beside each top id" \
+    $(echo "$out" | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+assert o["pieces"] == ["In", " the", " beginning"], o["pieces"]
+assert all(len(e) == 3 and isinstance(e[2], str) for p in o["positions"] for e in p["top"])
+assert o["positions"][0]["top"][0][2] == " the"' >/dev/null 2>&1; echo $?) "out: $(echo "$out" | head -c 200)"
