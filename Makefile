@@ -33,6 +33,13 @@ ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -ma
 # own files, used only when the CPU has it (quant.c).
 ISA_AVX512VBMI := $(ISA_AVX512) -mavx512vbmi
 
+# `qwisp --version`: the release number and the commit built.  The stamp file
+# changes only when they do, so main.o is rebuilt after a commit, not always.
+VERSION   := 0.1.0
+GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+VERSION_STAMP := $(BUILD)/version.txt
+$(shell mkdir -p $(BUILD) && (echo '$(VERSION) $(GIT_REV)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION) $(GIT_REV)' >$(VERSION_STAMP)))
+
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(shell find tests -name node_modules -prune -o -name 'test_*.c' -print | sort)
@@ -50,6 +57,9 @@ $(BUILD)/obj/%_avx512vbmi.o: ISA := $(ISA_AVX512VBMI)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/src/cli/main.o: $(VERSION_STAMP)
+$(BUILD)/obj/src/cli/main.o: CFLAGS += -DQW_VERSION='"$(VERSION)"' -DQW_GIT_REV='"$(GIT_REV)"'
 
 $(BUILD)/libqwisp.a: $(LIB_OBJ)
 	@rm -f $@

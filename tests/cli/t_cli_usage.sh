@@ -130,3 +130,19 @@ o = json.load(sys.stdin)
 assert o["pieces"] == ["In", " the", " beginning"], o["pieces"]
 assert all(len(e) == 3 and isinstance(e[2], str) for p in o["positions"] for e in p["top"])
 assert o["positions"][0]["top"][0][2] == " the"' >/dev/null 2>&1; echo $?) "out: $(echo "$out" | head -c 200)"
+
+# ---- gen-model reports, --version, bench's roofline wording ----
+rm -f "$T/g.gguf"
+out=$($TO "$Q" gen-model --preset default --tokenizer bytes -o "$T/g.gguf" 2>&1); rc=$?
+check "gen-model: one line on success names the file and size" \
+    $([ "$rc" -eq 0 ] && echo "$out" | grep -qE "^qwisp gen-model: wrote $T/g.gguf \([0-9.]+ MB, qwen3moe, q8_0"; echo $?) "rc=$rc out=$out"
+err=$($TO "$Q" gen-model --preset default --tokenizer bytes --progress 0.05 -o "$T/g.gguf" 2>&1 >/dev/null)
+check "gen-model: progress lines while writing" $(echo "$err" | grep -qE "^qwisp gen-model: [0-9.]+ MB written in"; echo $?) "stderr: $(echo "$err" | head -2)"
+expect "gen-model: bad --progress" 2 "--progress x: seconds in" -- "$Q" gen-model --progress x -o "$T/g.gguf"
+rm -f "$T/g.gguf"
+expect "--version" 0 "^qwisp [0-9]+\.[0-9]+\.[0-9]+ \(git [0-9a-f]+" -- "$Q" --version
+"$Q" gen-model --preset tiny -o "$T/tiny.gguf" >/dev/null 2>&1
+out=$($TO "$Q" bench -m "$T/tiny.gguf" -p 0 -n 8 -r 1 --bw-mb 32 --threads 1 2>&1)
+check "bench: a model inside the cache gets a note on the roofline share" \
+    $(echo "$out" | grep -q "^note: the active weights .* fit in the last-level cache"; echo $?) "out: $(echo "$out" | tail -2)"
+expect "bench --help explains shares over 100 %" 0 "can.*pass 100 %" -- "$Q" bench --help
