@@ -5,6 +5,8 @@
 #   make asan       the same binaries under AddressSanitizer + UBSan in build-asan/
 #   make fuzz       libFuzzer targets in build-fuzz/ (clang)
 #   make bench      bench/vs_llamacpp.sh
+#   make install    build/qwisp to $(DESTDIR)$(PREFIX)/bin, the default model to
+#                   $(DESTDIR)$(PREFIX)/share/qwisp/default.gguf (PREFIX=/usr/local); make uninstall
 #   make models/synthetic.gguf a generated synthetic model (real Qwen3 tokenizer); models/default.gguf is committed
 #
 # Sources are found by wildcard: add a .c under src/ and it is built.  Files
@@ -47,7 +49,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-.PHONY: all test asan fuzz bench clean tests-bin check-deps
+.PHONY: all test asan fuzz bench clean tests-bin check-deps install uninstall
 all: $(BUILD)/qwisp
 
 $(BUILD)/obj/%_avx2.o: ISA := $(ISA_AVX2)
@@ -106,6 +108,20 @@ models/default.gguf:
 
 models/synthetic.gguf: $(BUILD)/qwisp
 	$(BUILD)/qwisp gen-model --preset default --tokenizer qwen3 -o $@
+
+# The installed binary finds the model at <bin>/../share/qwisp/default.gguf
+# (cli_common.c), so `qwisp run -p ...` works from any directory.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share/qwisp
+install: $(BUILD)/qwisp models/default.gguf
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)
+	install -m 755 $(BUILD)/qwisp $(DESTDIR)$(BINDIR)/qwisp
+	install -m 644 models/default.gguf $(DESTDIR)$(DATADIR)/default.gguf
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/qwisp $(DESTDIR)$(DATADIR)/default.gguf
+	-rmdir $(DESTDIR)$(DATADIR) 2>/dev/null
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -146,3 +146,35 @@ out=$($TO "$Q" bench -m "$T/tiny.gguf" -p 0 -n 8 -r 1 --bw-mb 32 --threads 1 2>&
 check "bench: a model inside the cache gets a note on the roofline share" \
     $(echo "$out" | grep -q "^note: the active weights .* fit in the last-level cache"; echo $?) "out: $(echo "$out" | tail -2)"
 expect "bench --help explains shares over 100 %" 0 "pass 100 % and a note says why" -- "$Q" bench --help
+
+# ---- config lists QWISP_LOG; help and docs carry no internal history ----
+expect "config lists QWISP_LOG" 0 "^QWISP_LOG +warn +default" -- "$Q" config
+expect "config: QWISP_LOG from env" 0 "^QWISP_LOG +debug +env" -- env QWISP_LOG=debug "$Q" config
+expect "bad QWISP_LOG value exits 2 naming it" 2 "QWISP_LOG='loud': expected one of error\|warn\|info\|debug" -- env QWISP_LOG=loud "$Q" config
+hist=""
+for c in run logits info tokenize gen-model convert config serve chat footprint simulate ab bench; do
+    h=$("$Q" $c --help 2>&1)
+    echo "$h" | grep -qiE "issue|#[0-9]+|the seed's" && hist="$hist $c"
+done
+check "help texts name no issues or internal history" $([ -z "$hist" ]; echo $?) "in:$hist"
+docs_hist=$(grep -nE "[Ii]ssue ?#?[0-9]|the issue|[(]#[0-9]+[)]|the seed's" README.md docs/*.md models/README.md 2>/dev/null | head -3)
+check "README and docs carry no internal history" $([ -z "$docs_hist" ]; echo $?) "$docs_hist"
+help_types=$("$Q" convert --help | sed -n 's/.*--type \([^] ]*\).*/\1/p' | head -1)
+readme_types=$(sed -n 's/.*qwisp convert HF_DIR -o OUT.gguf \[--type \([^] ]*\)\].*/\1/p' README.md | head -1)
+expand() { echo "$1" | sed 's/q2_K\.\.q6_K/q2_K|q3_K|q4_K|q5_K|q6_K/' | tr '|' '\n' | sort | tr '\n' ' '; }
+check "README lists the convert --type values convert --help lists" \
+    $([ -n "$help_types" ] && [ "$(expand "$help_types")" = "$(expand "$readme_types")" ]; echo $?) "help '$help_types' README '$readme_types'"
+
+# ---- LICENSE and make install ----
+check "LICENSE is the MIT licence" $(grep -q "^MIT License" LICENSE 2>/dev/null && grep -q "Permission is hereby granted, free of charge" LICENSE; echo $?) "no MIT LICENSE file"
+check "models/README.md names the licence and the training text's terms" \
+    $(grep -q "MIT licence" models/README.md && grep -q "Regents of the University of California" models/README.md; echo $?) "models/README.md"
+R="$T/root"
+rm -rf "$R"
+out=$(timeout 120 make --no-print-directory install BUILD="${QWISP_BUILD:-build}" DESTDIR="$R" PREFIX=/opt/q 2>&1); rc=$?
+check "make install honours DESTDIR and PREFIX" $([ "$rc" -eq 0 ] && [ -x "$R/opt/q/bin/qwisp" ] && [ -f "$R/opt/q/share/qwisp/default.gguf" ]; echo $?) "rc=$rc $(echo "$out" | tail -2)"
+out=$(cd "$T" && QWISP_MODEL= $TO "$R/opt/q/bin/qwisp" run -p "In the beginning" -n 2 --seed 1 2>&1); rc=$?
+check "the installed binary finds its default model from any directory" $([ "$rc" -eq 0 ]; echo $?) "rc=$rc $(echo "$out" | tail -1)"
+timeout 60 make --no-print-directory uninstall BUILD="${QWISP_BUILD:-build}" DESTDIR="$R" PREFIX=/opt/q >/dev/null 2>&1
+check "make uninstall removes what install put" $([ -z "$(find "$R" -type f 2>/dev/null)" ]; echo $?) "left: $(find "$R" -type f | head -2)"
+rm -rf "$R"
