@@ -5,8 +5,8 @@
 #   make asan       the same binaries under AddressSanitizer + UBSan in build-asan/
 #   make fuzz       libFuzzer targets in build-fuzz/ (clang)
 #   make bench      bench/vs_llamacpp.sh
-#   make install    build/qwisp to $(DESTDIR)$(PREFIX)/bin, the default model to
-#                   $(DESTDIR)$(PREFIX)/share/qwisp/default.gguf (PREFIX=/usr/local); make uninstall
+#   make install    build/qwisp to $(DESTDIR)$(PREFIX)/bin, the default model and LICENSE to
+#                   $(DESTDIR)$(PREFIX)/share/qwisp/ (PREFIX=/usr/local); make uninstall
 #   make models/synthetic.gguf a generated synthetic model (real Qwen3 tokenizer); models/default.gguf is committed
 #
 # Sources are found by wildcard: add a .c under src/ and it is built.  Files
@@ -117,10 +117,10 @@ DATADIR ?= $(PREFIX)/share/qwisp
 install: $(BUILD)/qwisp models/default.gguf
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)
 	install -m 755 $(BUILD)/qwisp $(DESTDIR)$(BINDIR)/qwisp
-	install -m 644 models/default.gguf $(DESTDIR)$(DATADIR)/default.gguf
+	install -m 644 models/default.gguf LICENSE $(DESTDIR)$(DATADIR)/
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/qwisp $(DESTDIR)$(DATADIR)/default.gguf
+	rm -f $(DESTDIR)$(BINDIR)/qwisp $(DESTDIR)$(DATADIR)/default.gguf $(DESTDIR)$(DATADIR)/LICENSE
 	-rmdir $(DESTDIR)$(DATADIR) 2>/dev/null
 
 clean:

@@ -30,7 +30,7 @@ static const char *k_usage =
     "usage: qwisp run [-m FILE] (-p TEXT | --prompt-file F | --prompt-tokens N) [options]\n"
     "  -m FILE              model GGUF (default: $QWISP_MODEL or models/default.gguf)\n"
     "  -p TEXT              prompt text (special tokens like <|im_start|> are parsed)\n"
-    "  --prompt-file F      read the prompt from a file\n"
+    "  --prompt-file F      read the prompt from a file or pipe (at most 64 MiB; devices refused)\n"
     "  --prompt-tokens N    a prompt of exactly N tokens of natural text (benchmarks)\n"
     "  --chat               wrap the prompt in the model's chat template (user turn)\n"
     "  --system TEXT        system message for --chat\n"
