@@ -93,23 +93,27 @@ check "chat: a plain line still gets a reply" $([ -n "$out" ]; echo $?) "empty r
 # On a terminal (tmux): editing keys and history work, Ctrl-C at the prompt does not quit.
 if command -v tmux >/dev/null 2>&1; then
     S=qwisp-cli-$$
+    TM=(tmux -L "qwisp-test-$$") # a private tmux server: no clash with a user's sessions
     # wait_pane REGEX COUNT: up to 15 s for COUNT lines matching REGEX in the pane
-    wait_pane() { for _ in $(seq 150); do [ "$(tmux capture-pane -p -t "$S" | grep -c -- "$1")" -ge "$2" ] && return; sleep 0.1; done; }
-    tmux new-session -d -s "$S" -x 160 -y 50 "\"$Q\" chat -m \"$D\" -n 4 2>&1; echo CHAT-EXIT=\$?; sleep 20"
-    wait_pane '^> ' 1
-    tmux send-keys -t "$S" "/hlp" Left Left "e" Enter; wait_pane '^  /reset' 1
-    tmux send-keys -t "$S" Up Enter; wait_pane '^  /reset' 2
-    tmux send-keys -t "$S" C-c; wait_pane 'or Ctrl-D to quit' 1
-    tmux send-keys -t "$S" "/exit" Enter; wait_pane 'CHAT-EXIT' 1
-    pane=$(tmux capture-pane -p -t "$S")
-    tmux kill-session -t "$S" 2>/dev/null
-    check "chat (tty): the banner names the model" $(echo "$pane" | grep -q "model qwisp-default"; echo $?) "pane: $(echo "$pane" | head -2)"
-    check "chat (tty): cursor keys edit the line (/hlp <- <- e = /help)" \
-        $(echo "$pane" | grep -q '^  /reset' && ! echo "$pane" | grep -q 'unknown command'; echo $?) "pane: $(echo "$pane" | head -4)"
-    check "chat (tty): Up recalls the last line" $([ "$(echo "$pane" | grep -c '^  /reset')" -eq 2 ]; echo $?) \
-        "/help shown $(echo "$pane" | grep -c '^  /reset') times"
-    check "chat (tty): Ctrl-C at the prompt does not quit, /exit does" \
-        $(echo "$pane" | grep -q '(/exit or Ctrl-D to quit)' && echo "$pane" | grep -q 'CHAT-EXIT=0'; echo $?) "pane: $(echo "$pane" | tail -4)"
+    wait_pane() { for _ in $(seq 150); do [ "$("${TM[@]}" capture-pane -p -t "$S" | grep -c -- "$1")" -ge "$2" ] && return; sleep 0.1; done; }
+    if ! TERM=${TERM:-xterm} "${TM[@]}" new-session -d -s "$S" -x 160 -y 50 "\"$Q\" chat -m \"$D\" -n 4 2>&1; echo CHAT-EXIT=\$?; sleep 20"; then
+        echo "SKIP: chat (tty): tmux could not start a session here"
+    else
+        wait_pane '^> ' 1
+        "${TM[@]}" send-keys -t "$S" "/hlp" Left Left "e" Enter; wait_pane '^  /reset' 1
+        "${TM[@]}" send-keys -t "$S" Up Enter; wait_pane '^  /reset' 2
+        "${TM[@]}" send-keys -t "$S" C-c; wait_pane 'or Ctrl-D to quit' 1
+        "${TM[@]}" send-keys -t "$S" "/exit" Enter; wait_pane 'CHAT-EXIT' 1
+        pane=$("${TM[@]}" capture-pane -p -t "$S")
+        "${TM[@]}" kill-server 2>/dev/null
+        check "chat (tty): the banner names the model" $(echo "$pane" | grep -q "model qwisp-default"; echo $?) "pane: $(echo "$pane" | head -2)"
+        check "chat (tty): cursor keys edit the line (/hlp <- <- e = /help)" \
+            $(echo "$pane" | grep -q '^  /reset' && ! echo "$pane" | grep -q 'unknown command'; echo $?) "pane: $(echo "$pane" | head -4)"
+        check "chat (tty): Up recalls the last line" $([ "$(echo "$pane" | grep -c '^  /reset')" -eq 2 ]; echo $?) \
+            "/help shown $(echo "$pane" | grep -c '^  /reset') times"
+        check "chat (tty): Ctrl-C at the prompt does not quit, /exit does" \
+            $(echo "$pane" | grep -q '(/exit or Ctrl-D to quit)' && echo "$pane" | grep -q 'CHAT-EXIT=0'; echo $?) "pane: $(echo "$pane" | tail -4)"
+    fi
 else
     echo "SKIP: chat (tty): tmux not installed (scripts/setup.sh installs it)"
 fi
