@@ -373,6 +373,9 @@ int qw_cmd_chat(int argc, char **argv) {
         if (qw_gguf_get_str(m->gguf, "general.name", &name, &name_len) != 0 || !name_len) name = "(unnamed)";
         fprintf(stderr, "qwisp chat: model %.*s (%s), %d-token context.  /help for commands, /exit or Ctrl-D quits.\n",
                 (int)(name_len ? name_len : strlen(name)), name, path, qw_ctx_n_ctx(c));
+        if (m->hp.n_ctx_train > 0 && qw_ctx_n_ctx(c) > m->hp.n_ctx_train)
+            fprintf(stderr, "qwisp chat: note: the model was trained on %d tokens; a conversation longer than that "
+                            "may degrade (--ctx %d keeps within it)\n", m->hp.n_ctx_train, m->hp.n_ctx_train);
         rc = interactive(&se, &h, tty_in);
     }
     hist_free(&h);

@@ -86,6 +86,8 @@ check "chat: /help lists the commands" $([ "$rc" -eq 0 ] && echo "$out" | grep -
 check "chat: /help and /exit are not sent to the model" $([ "$(echo "$out" | grep -vc '^  \|^commands\|^Ctrl-C')" -eq 0 ]; echo $?) \
     "model text in: $(echo "$out" | grep -v '^  \|^commands\|^Ctrl-C' | head -2)"
 check "chat: the banner names the model" $(grep -q "model qwisp-default (models/default.gguf)" "$T/chat.err"; echo $?) "stderr: $(head -c 200 "$T/chat.err")"
+check "chat: the banner says when the context passes the trained length" \
+    $(grep -q "the model was trained on 2048 tokens" "$T/chat.err"; echo $?) "stderr: $(tail -c 200 "$T/chat.err")"
 out=$(printf '/frobnicate\n' | $TO "$Q" chat -m "$D" -i -n 4 2>/dev/null)
 check "chat: an unknown /command is refused, not sent" $(echo "$out" | grep -q "unknown command '/frobnicate'"; echo $?) "out: $out"
 out=$(printf 'In the beginning\n' | $TO "$Q" chat -m "$D" -i -n 4 --seed 5 2>/dev/null)
