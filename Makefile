@@ -5,6 +5,8 @@
 #   make asan       the same binaries under AddressSanitizer + UBSan in build-asan/
 #   make fuzz       libFuzzer targets in build-fuzz/ (clang)
 #   make bench      bench/vs_llamacpp.sh
+#   make install    build/qwisp to $(DESTDIR)$(PREFIX)/bin, the default model and LICENSE to
+#                   $(DESTDIR)$(PREFIX)/share/qwisp/ (PREFIX=/usr/local); make uninstall
 #   make models/synthetic.gguf a generated synthetic model (real Qwen3 tokenizer); models/default.gguf is committed
 #
 # Sources are found by wildcard: add a .c under src/ and it is built.  Files
@@ -18,6 +20,10 @@ SAN     ?=
 PKGS    := libpcre2-8 libcjson libmicrohttpd
 DEPCFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEPLIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lmicrohttpd)
+# libedit: line editing for `qwisp chat`, linked into the binary only (the
+# library and the tests do not use it).  Included as <editline/readline.h>.
+CLI_PKGS  := libedit
+CLI_LIBS  := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null || echo -ledit)
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread $(DEPCFLAGS) $(SAN)
 LDFLAGS += -pthread $(SAN)
@@ -29,6 +35,13 @@ ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -ma
 # own files, used only when the CPU has it (quant.c).
 ISA_AVX512VBMI := $(ISA_AVX512) -mavx512vbmi
 
+# `qwisp --version`: the release number and the commit built.  The stamp file
+# changes only when they do, so main.o is rebuilt after a commit, not always.
+VERSION   := 0.1.0
+GIT_REV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+VERSION_STAMP := $(BUILD)/version.txt
+$(shell mkdir -p $(BUILD) && (echo '$(VERSION) $(GIT_REV)' | cmp -s - $(VERSION_STAMP) || echo '$(VERSION) $(GIT_REV)' >$(VERSION_STAMP)))
+
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(shell find tests -name node_modules -prune -o -name 'test_*.c' -print | sort)
@@ -36,7 +49,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-.PHONY: all test asan fuzz bench clean tests-bin check-deps
+.PHONY: all test asan fuzz bench clean tests-bin check-deps install uninstall
 all: $(BUILD)/qwisp
 
 $(BUILD)/obj/%_avx2.o: ISA := $(ISA_AVX2)
@@ -47,12 +60,15 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/src/cli/main.o: $(VERSION_STAMP)
+$(BUILD)/obj/src/cli/main.o: CFLAGS += -DQW_VERSION='"$(VERSION)"' -DQW_GIT_REV='"$(GIT_REV)"'
+
 $(BUILD)/libqwisp.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/qwisp: $(CLI_OBJ) $(BUILD)/libqwisp.a
-	$(CC) $(LDFLAGS) $(CLI_OBJ) $(BUILD)/libqwisp.a $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(CLI_OBJ) $(BUILD)/libqwisp.a $(CLI_LIBS) $(LDLIBS) -o $@
 
 # Each tests/<dir>/test_x.c is one cmocka program.
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libqwisp.a
@@ -92,6 +108,20 @@ models/default.gguf:
 
 models/synthetic.gguf: $(BUILD)/qwisp
 	$(BUILD)/qwisp gen-model --preset default --tokenizer qwen3 -o $@
+
+# The installed binary finds the model at <bin>/../share/qwisp/default.gguf
+# (cli_common.c), so `qwisp run -p ...` works from any directory.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share/qwisp
+install: $(BUILD)/qwisp models/default.gguf
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)
+	install -m 755 $(BUILD)/qwisp $(DESTDIR)$(BINDIR)/qwisp
+	install -m 644 models/default.gguf LICENSE $(DESTDIR)$(DATADIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/qwisp $(DESTDIR)$(DATADIR)/default.gguf $(DESTDIR)$(DATADIR)/LICENSE
+	-rmdir $(DESTDIR)$(DATADIR) 2>/dev/null
 
 clean:
 	rm -rf build build-asan build-fuzz

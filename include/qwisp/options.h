@@ -19,6 +19,7 @@
 
 /* X(id, env name, alias or NULL, type, default text or NULL, min, max, help) */
 #define QW_OPTIONS(X)                                                                             \
+    X(LOG, "QWISP_LOG", NULL, ENUM, "warn", 0, 0, "log level on stderr: error|warn|info|debug (base.c also reads it before the table)") \
     X(MODEL, "QWISP_MODEL", NULL, STR, NULL, 0, 0, "model GGUF used when -m is not given")          \
     X(THREADS, "QWISP_THREADS", NULL, INT, "0", 0, 1024, "compute threads; 0 = all CPUs")           \
     X(CTX, "QWISP_CTX", NULL, INT, "4096", 16, 1048576, "context length (KV cache positions) for run/chat") \

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int qw_cli_flag(const char *cmd, int argc, char **argv, int *i, const char *flag, const char **val) {
@@ -117,6 +119,9 @@ const char *qw_cli_model_path(const char *cmd, const char *flag_value) {
             *slash = 0;
             snprintf(path, sizeof path, "%s/../models/default.gguf", exe);
             if (file_exists(path)) return path;
+            /* installed: PREFIX/bin/qwisp -> PREFIX/share/qwisp/default.gguf (make install) */
+            snprintf(path, sizeof path, "%s/../share/qwisp/default.gguf", exe);
+            if (file_exists(path)) return path;
         }
     }
     fprintf(stderr,
@@ -199,8 +204,57 @@ int32_t *qw_cli_parse_ids(const char *cmd, const char *s, size_t *n_out) {
 }
 
 char *qw_cli_read_file(const char *cmd, const char *path, size_t *len) {
+    /* A device such as /dev/zero or /dev/urandom never ends: reading it would
+     * grow the buffer until the OOM killer steps in.  Regular files and pipes
+     * (`--prompt-file <(cmd)`) are read, up to a cap far past any context. */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "qwisp %s: %s: cannot open: %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
+        fprintf(stderr, "qwisp %s: %s: not a regular file (%s); give a text file\n", cmd, path,
+                S_ISDIR(st.st_mode) ? "a directory" : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+        return NULL;
+    }
     qw_error err = {0};
-    char *buf = qw_read_file(path, 0, len, &err);
+    char *buf = qw_read_file(path, QW_CLI_MAX_FILE_BYTES, len, &err);
     if (!buf) fprintf(stderr, "qwisp %s: %s\n", cmd, err.msg);
     return buf;
+}
+
+uint64_t qw_cli_random_seed(void) {
+    /* 32 bits: the seed is printed in --json, where a number above 2^53
+     * would not survive a round trip through a double. */
+    uint32_t s = 0;
+    if (getrandom(&s, sizeof s, GRND_NONBLOCK) != (ssize_t)sizeof s)
+        s = (uint32_t)(qw_hash64(&s, sizeof s, (uint64_t)(qw_time_s() * 1e9)) ^ (uint64_t)getpid());
+    return s;
+}
+
+void qw_cli_piece(const qw_tokenizer *tok, int32_t id, qw_strbuf *out) {
+    char buf[256];
+    int n = qw_token_to_bytes(tok, id, buf, sizeof buf);
+    if (n < 0) n = 0;
+    if (n > (int)sizeof buf) n = (int)sizeof buf;
+    qw_utf8_sanitize(out, buf, (size_t)n);
+    qw_strbuf_add(out, "", 0); /* NUL-terminated even when empty */
+}
+
+void qw_cli_print_piece(FILE *f, const qw_tokenizer *tok, int32_t id) {
+    char buf[256];
+    int n = qw_token_to_bytes(tok, id, buf, sizeof buf);
+    if (n < 0) n = 0;
+    if (n > (int)sizeof buf) n = (int)sizeof buf;
+    fputc('"', f);
+    for (int i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
 }

@@ -1,13 +1,16 @@
 /* cli_common.h — helpers shared by subcommands: flag value parsing with clear
- * errors, default model lookup, thread count, natural-text prompts. */
+ * errors, default model lookup, thread count, natural-text prompts, bounded
+ * file reading, random seeds and printable token text. */
 #ifndef QWISP_CLI_COMMON_H
 #define QWISP_CLI_COMMON_H
 
 #include "qwisp/sampler.h"
 #include "qwisp/tokenizer.h"
+#include "serve/textout.h"
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* If argv[*i] is `flag`, stores the next argument in *val, advances *i and
  * returns 1; returns -1 (after printing "qwisp CMD: FLAG needs a value") when
@@ -30,8 +33,9 @@ int qw_cli_long(const char *cmd, const char *flag, const char *s, long min, long
 int qw_cli_float(const char *cmd, const char *flag, const char *s, double min, double max, float *out);
 int qw_cli_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
 
-/* -m given, else QWISP_MODEL, else models/default.gguf next to the working
- * directory or the binary.  Returns NULL (and prints why) if none exists. */
+/* -m given, else QWISP_MODEL, else models/default.gguf in the working
+ * directory or next to the binary (<bin>/../models/, or <bin>/../share/qwisp/
+ * for an installed binary).  Returns NULL (and prints why) if none exists. */
 const char *qw_cli_model_path(const char *cmd, const char *flag_value);
 
 /* Thread count: flag if > 0, else QWISP_THREADS if > 0, else all CPUs. */
@@ -43,7 +47,19 @@ int32_t *qw_cli_natural_prompt(const qw_tokenizer *tok, int32_t n);
 /* Parses "1,2,3" into a malloc'd array; prints an error and returns NULL on junk. */
 int32_t *qw_cli_parse_ids(const char *cmd, const char *s, size_t *n_out);
 
-/* Reads a whole file (NUL-terminated); prints an error and returns NULL on failure. */
+/* Reads a whole file (NUL-terminated); prints an error and returns NULL on
+ * failure.  Devices, directories and sockets are refused (/dev/zero never
+ * ends) and at most QW_CLI_MAX_FILE_BYTES are read (pipes are accepted). */
+#define QW_CLI_MAX_FILE_BYTES ((size_t)64 << 20)
 char *qw_cli_read_file(const char *cmd, const char *path, size_t *len);
+
+/* A fresh 32-bit sampling seed (getrandom), for runs given no --seed. */
+uint64_t qw_cli_random_seed(void);
+
+/* Token id's text for people: as valid UTF-8 into *out (NUL-terminated; a
+ * byte token that is part of a character becomes U+FFFD), or quoted with
+ * control bytes escaped on f. */
+void qw_cli_piece(const qw_tokenizer *tok, int32_t id, qw_strbuf *out);
+void qw_cli_print_piece(FILE *f, const qw_tokenizer *tok, int32_t id);
 
 #endif

@@ -1,7 +1,7 @@
 /* cmd_ab.c — `qwisp ab`: a paired A/B experiment with pre-registered kill
- * criteria (docs/ab.md; the library is src/ab/, include/qwisp/ab.h).  The
- * issue asked for tools/ab.c; qwisp's layout puts subcommands in
- * src/cli/cmd_<name>.c and the reusable parts in their own layer (src/ab/).
+ * criteria (docs/ab.md; the library is src/ab/, include/qwisp/ab.h).  Like
+ * every subcommand it lives in src/cli/cmd_<name>.c; the reusable parts are
+ * their own layer (src/ab/).
  *
  * Order of work, which is the point of the tool:
  *   1. parse flags and arms; reject unknown QWISP_* names (a typo would make
@@ -31,8 +31,6 @@
 
 extern char **environ;
 
-/* Present once `qwisp simulate` (issue #6) is linked in. */
-extern int qw_cmd_simulate(int argc, char **argv) __attribute__((weak));
 
 static const char *const g_knob_names[][2] = {
 #define QW_AB_KNOB(id, name, alias, ...) {name, alias},
@@ -51,7 +49,7 @@ static const char *usage_text =
     "  --reps R             rounds; each arm runs R times, balanced order (default 6)\n"
     "  --tier resident|streaming   resident sets QWISP_RAW_C=0; streaming needs --raw-c or --simulate\n"
     "  --raw-c N            streaming: QWISP_RAW_C=N for every arm\n"
-    "  --simulate NGB       run each trial under `qwisp simulate NGB --` (issue #6)\n"
+    "  --simulate NGB       run each trial under `qwisp simulate NGB --` (docs/tiers.md)\n"
     "  --sample-ms MS       footprint sampling interval from outside (default 25)\n"
     "  --out DIR            report directory (default ab-report)\n";
 
@@ -204,7 +202,7 @@ static bool knobs_match(const qw_ab_trial *t, char **env, bool simulated, char *
     for (int i = 0; env[i] && ok; i++) {
         size_t vl = var_len(env[i]);
         int ki = knob_index(env[i], vl);
-        if (ki < 0 || !strcmp(g_knob_names[ki][0], "QWISP_LOG")) continue; /* QWISP_LOG is read before the table */
+        if (ki < 0) continue;
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(k, g_knob_names[ki][0]);
         expected++;
         if (!cJSON_IsString(v)) {
@@ -215,7 +213,7 @@ static bool knobs_match(const qw_ab_trial *t, char **env, bool simulated, char *
             ok = false;
         }
     }
-    /* `qwisp simulate` exports QWISP_DEVICE_RAM to its command (issue #6) */
+    /* `qwisp simulate` exports QWISP_DEVICE_RAM to its command */
     if (simulated && cJSON_GetObjectItemCaseSensitive(k, "QWISP_DEVICE_RAM")) {
         bool in_env = false;
         for (int i = 0; env[i]; i++)
@@ -300,7 +298,7 @@ int qw_cmd_ab(int argc, char **argv) {
         if (have_rawc) common[n_common++] = "QWISP_RAW_C=0";
     } else {
         if (!have_rawc) {
-            fprintf(stderr, "qwisp ab: --tier streaming: this build has no streaming tier (QWISP_RAW_C, issue #6)\n");
+            fprintf(stderr, "qwisp ab: --tier streaming: this build has no streaming tier (no QWISP_RAW_C knob)\n");
             goto out;
         }
         if (raw_c < 0 && !simulate) {
@@ -311,10 +309,6 @@ int qw_cmd_ab(int argc, char **argv) {
             snprintf(rawc_buf, sizeof rawc_buf, "QWISP_RAW_C=%ld", raw_c);
             common[n_common++] = rawc_buf;
         }
-    }
-    if (simulate && !qw_cmd_simulate) {
-        fprintf(stderr, "qwisp ab: --simulate: this build has no `qwisp simulate` (issue #6)\n");
-        goto out;
     }
 
     /* 2. the criteria, before anything runs */

@@ -5,9 +5,13 @@
  * only the tokens past the common prefix with what the KV cache already
  * holds are evaluated, so a turn costs its new tokens, not the history.
  * Ctrl-C stops the reply being generated (the partial reply stays in the
- * history) and never quits; /exit, /quit or EOF (Ctrl-D) quit; /reset clears
- * the history.  When the history outgrows the context, the oldest turns are
- * dropped (a system message is kept).
+ * history) and never quits.  Lines are read with libedit (line editing,
+ * arrow-key history for the session) on a terminal, plainly otherwise.  A
+ * line starting with '/' is a command, never sent to the model: /help,
+ * /reset (clears the history), /exit or /quit (EOF, Ctrl-D, too); "//text"
+ * sends "/text".  The banner (stderr) names the model.  When the history
+ * outgrows the context, the oldest turns are dropped (a system message is
+ * kept).  Without --seed each session draws a random seed (shown by /help).
  * One-shot: `qwisp chat PROMPT…`, or a prompt piped on stdin (read to EOF):
  * one reply, printed, then exit.  -i keeps the multi-turn loop with a
  * non-terminal stdin (one message per line; no "> " prompts), for scripts.
@@ -22,6 +26,7 @@
 #include "qwisp/options.h"
 #include "serve/textout.h"
 
+#include <editline/readline.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,12 +37,14 @@
 static const char *k_usage =
     "usage: qwisp chat [-m FILE] [options] [PROMPT...]\n"
     "  With PROMPT (or text piped on stdin): one reply, then exit.  Otherwise an\n"
-    "  interactive chat: Ctrl-C stops a reply, /reset clears the history, /exit or Ctrl-D quits.\n"
+    "  interactive chat (line editing and history on a terminal): Ctrl-C stops a reply,\n"
+    "  /help lists the commands, /reset clears the history, /exit or Ctrl-D quits.\n"
     "  -m FILE            model GGUF (default: $QWISP_MODEL or models/default.gguf)\n"
     "  --system TEXT      system message\n"
     "  -n N               max tokens per reply (default: until the context is full)\n"
     "  --temp T           temperature (default 0.7; 0 = greedy)\n"
-    "  --top-k K, --top-p P, --min-p P, --seed S (defaults 20, 0.8, 0, 0)\n"
+    "  --top-k K, --top-p P, --min-p P (defaults 20, 0.8, 0)\n"
+    "  --seed S           sampling seed (default: random per session)\n"
     "  --threads K        compute threads (default: $QWISP_THREADS or all CPUs)\n"
     "  --ctx N            context length (default: $QWISP_CTX)\n"
     "  -i, --interactive  multi-turn even when stdin is not a terminal (one message per line)\n";
@@ -52,7 +59,7 @@ static void on_sigint(int sig) {
 typedef struct {
     const char *model, *system;
     long n_gen, threads, n_ctx;
-    bool interactive;
+    bool interactive, seed_given;
     qw_sampler_params sp;
     char *prompt; /* one-shot text (owned) */
 } chat_args;
@@ -107,7 +114,10 @@ static int parse_args(int argc, char **argv, chat_args *a) {
         else if (QW_CLI_FLAG("-n")) { if (r < 0 || qw_cli_long(C, "-n", v, 1, 1 << 24, &a->n_gen)) goto bad; }
         else if (QW_CLI_FLAG("--threads") || QW_CLI_FLAG("-t")) { if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &a->threads)) goto bad; }
         else if (QW_CLI_FLAG("--ctx") || QW_CLI_FLAG("-c")) { if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &a->n_ctx)) goto bad; }
-        else if ((r = qw_cli_sampler_flag(C, argc, argv, &i, &a->sp)) != 0) { if (r < 0) goto bad; }
+        else if ((r = qw_cli_sampler_flag(C, argc, argv, &i, &a->sp)) != 0) {
+            if (r < 0) goto bad;
+            if (!strcmp(argv[i - 1], "--seed")) a->seed_given = true;
+        }
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "qwisp chat: unknown option '%s' (see qwisp chat --help)\n", argv[i]);
             goto bad;
@@ -117,6 +127,7 @@ static int parse_args(int argc, char **argv, chat_args *a) {
         }
     }
     a->prompt = prompt.p;
+    if (!a->seed_given) a->sp.seed = qw_cli_random_seed();
     return 0;
 bad:
     qw_strbuf_free(&prompt);
@@ -239,40 +250,79 @@ static int reply(session *se, history *h, bool tty) {
     return rc;
 }
 
-static int interactive(session *se, history *h, bool tty) {
+static void print_help(const session *se) {
+    printf("commands (a line starting with '/'; never sent to the model):\n"
+           "  /help          this list\n"
+           "  /reset         clear the history (the system message stays)\n"
+           "  /exit, /quit   leave (Ctrl-D too)\n"
+           "  //text         send \"/text\" as a message\n"
+           "Ctrl-C stops a reply.  Sampling: temp %g, top-k %d, top-p %g, seed %llu.\n",
+           (double)se->a->sp.temp, se->a->sp.top_k, (double)se->a->sp.top_p,
+           (unsigned long long)se->a->sp.seed);
+    fflush(stdout);
+}
+
+/* One line from the user, without its newline (malloc'd); NULL at EOF.
+ * *again is set when a Ctrl-C interrupted the read (not EOF). */
+static char *read_line(bool tty, bool *again) {
+    *again = false;
+    g_interrupted = 0;
+    if (tty) {
+        char *line = readline("> ");
+        if (!line && g_interrupted) *again = true;
+        if (line && *line) add_history(line);
+        return line;
+    }
     char *line = NULL;
     size_t cap = 0;
-    if (tty) fprintf(stderr, "qwisp chat: Ctrl-C stops a reply, /reset clears the history, /exit or Ctrl-D quits\n");
-    for (;;) {
-        if (tty) {
-            fputs("> ", stdout);
-            fflush(stdout);
+    errno = 0;
+    ssize_t len = getline(&line, &cap, stdin);
+    if (len < 0) {
+        free(line);
+        if (g_interrupted || errno == EINTR) {
+            clearerr(stdin);
+            *again = true;
         }
-        g_interrupted = 0;
-        errno = 0;
-        ssize_t len = getline(&line, &cap, stdin);
-        if (len < 0) {
-            if (g_interrupted || errno == EINTR) {
-                clearerr(stdin);
+        return NULL;
+    }
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+    return line;
+}
+
+static int interactive(session *se, history *h, bool tty) {
+    if (tty) rl_readline_name = "qwisp"; /* ~/.editrc may hold qwisp: settings */
+    for (;;) {
+        bool again;
+        char *line = read_line(tty, &again);
+        if (!line) {
+            if (again) {
                 fputs("\n(/exit or Ctrl-D to quit)\n", stdout);
                 continue;
             }
             if (tty) fputc('\n', stdout);
             break;
         }
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        if (!len) continue;
-        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
-        if (!strcmp(line, "/reset")) {
-            size_t first = h->n && !strcmp(h->msgs[0].role, "system") ? 1 : 0;
-            while (h->n > first) hist_drop(h, h->n - 1);
-            fputs("(history cleared)\n", stdout);
+        const char *msg = line;
+        if (line[0] == '/' && line[1] == '/') msg = line + 1;
+        else if (line[0] == '/') {
+            bool quit = !strcmp(line, "/exit") || !strcmp(line, "/quit");
+            if (!strcmp(line, "/help") || !strcmp(line, "/?")) print_help(se);
+            else if (!strcmp(line, "/reset")) {
+                size_t first = h->n && !strcmp(h->msgs[0].role, "system") ? 1 : 0;
+                while (h->n > first) hist_drop(h, h->n - 1);
+                fputs("(history cleared)\n", stdout);
+            } else if (!quit) printf("unknown command '%s' (/help lists them; //text sends /text)\n", line);
+            fflush(stdout);
+            free(line);
+            if (quit) break;
             continue;
         }
-        hist_add(h, "user", line);
-        if (reply(se, h, tty)) hist_drop(h, h->n - 1);
+        if (*msg) {
+            hist_add(h, "user", msg);
+            if (reply(se, h, tty)) hist_drop(h, h->n - 1);
+        }
+        free(line);
     }
-    free(line);
     return 0;
 }
 
@@ -317,6 +367,15 @@ int qw_cmd_chat(int argc, char **argv) {
             rc = reply(&se, &h, isatty(STDOUT_FILENO)) ? 1 : 0;
         }
     } else {
+        /* The banner names the model, so a wrong QWISP_MODEL shows at once. */
+        const char *name = NULL;
+        size_t name_len = 0;
+        if (qw_gguf_get_str(m->gguf, "general.name", &name, &name_len) != 0 || !name_len) name = "(unnamed)";
+        fprintf(stderr, "qwisp chat: model %.*s (%s), %d-token context.  /help for commands, /exit or Ctrl-D quits.\n",
+                (int)(name_len ? name_len : strlen(name)), name, path, qw_ctx_n_ctx(c));
+        if (m->hp.n_ctx_train > 0 && qw_ctx_n_ctx(c) > m->hp.n_ctx_train)
+            fprintf(stderr, "qwisp chat: note: the model was trained on %d tokens; a conversation longer than that "
+                            "may degrade (--ctx %d keeps within it)\n", m->hp.n_ctx_train, m->hp.n_ctx_train);
         rc = interactive(&se, &h, tty_in);
     }
     hist_free(&h);

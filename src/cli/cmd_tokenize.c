@@ -5,6 +5,7 @@
  *
  *   qwisp tokenize [-m MODEL.gguf | --hf-tokenizer DIR_OR_tokenizer.json]
  *                  [--no-special] [-v]
+ *   (no -m and no --hf-tokenizer: the default model, as `qwisp run` finds it)
  *                  (-p TEXT | -f FILE | --lines FILE | --decode IDS | --decode-lines FILE)
  *
  *   -p / -f        one JSON array of ids for the whole text
@@ -13,7 +14,8 @@
  *   --decode-lines one JSON array of ids per line in; one JSON string out
  *   --no-special   do not match CONTROL tokens in the text (USER_DEFINED
  *                  tokens are still matched, as llama.cpp does)
- *   -v             load and encode times on stderr
+ *   -v             each token's id and text on stdout after its array (or
+ *                  after the decoded text), load and encode times on stderr
  * Exit codes: 0 ok, 1 runtime error, 2 usage error.
  */
 #include "cli/cli_common.h"
@@ -28,7 +30,21 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: qwisp tokenize [-m MODEL.gguf | --hf-tokenizer DIR_OR_tokenizer.json] [--no-special] [-v]\n"
-            "                      (-p TEXT | -f FILE | --lines FILE | --decode IDS | --decode-lines FILE)\n");
+            "                      (-p TEXT | -f FILE | --lines FILE | --decode IDS | --decode-lines FILE)\n"
+            "  -m FILE        model GGUF whose tokenizer is used (default: $QWISP_MODEL or models/default.gguf)\n"
+            "  -p / -f        one JSON array of ids for the text; --lines: one array per line\n"
+            "  --decode IDS   ids (1,2,3) to text; --decode-lines: one JSON string per line of ids\n"
+            "  --no-special   do not match control tokens (<|im_start|> …) in the text\n"
+            "  -v             also each token's id and text, one per line; timings on stderr\n");
+}
+
+/* -v: one "  ID  \"text\"" line per token, under the array it explains. */
+static void print_pieces(const qw_tokenizer *t, const int32_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        printf("%8d  ", ids[i]);
+        qw_cli_print_piece(stdout, t, ids[i]);
+        putchar('\n');
+    }
 }
 
 static void print_ids(const int32_t *ids, size_t n) {
@@ -75,7 +91,7 @@ static long parse_ids(const char *s, int32_t **out) {
     return (long)n;
 }
 
-static int encode_print(const qw_tokenizer *t, const char *s, size_t n, bool special, double *enc_s) {
+static int encode_print(const qw_tokenizer *t, const char *s, size_t n, bool special, bool verbose, double *enc_s) {
     size_t nids;
     double t0 = qw_time_s();
     int32_t *ids = qw_tokenize(t, s, n, special, &nids);
@@ -85,6 +101,7 @@ static int encode_print(const qw_tokenizer *t, const char *s, size_t n, bool spe
         return 1;
     }
     print_ids(ids, nids);
+    if (verbose) print_pieces(t, ids, nids);
     free(ids);
     return 0;
 }
@@ -118,12 +135,13 @@ int qw_cmd_tokenize(int argc, char **argv) {
         *dst = argv[++i];
     }
     int modes = !!text + !!file + !!lines + !!decode + !!decode_lines;
-    if ((!model == !hf) || modes != 1) {
-        fprintf(stderr, "qwisp tokenize: give exactly one of -m/--hf-tokenizer and one of "
+    if ((model && hf) || modes != 1) {
+        fprintf(stderr, "qwisp tokenize: give at most one of -m/--hf-tokenizer and exactly one of "
                         "-p/-f/--lines/--decode/--decode-lines\n");
         usage(stderr);
         return 2;
     }
+    if (!model && !hf && !(model = qw_cli_model_path("tokenize", NULL))) return 2;
 
     qw_error err = {0};
     double t0 = qw_time_s();
@@ -148,18 +166,18 @@ int qw_cmd_tokenize(int argc, char **argv) {
     char *buf = NULL;
 
     if (text) {
-        rc = encode_print(tok, text, strlen(text), special, &enc_s);
+        rc = encode_print(tok, text, strlen(text), special, verbose, &enc_s);
     } else if (file || lines || decode_lines) {
         buf = qw_cli_read_file("tokenize", file ? file : lines ? lines : decode_lines, &n);
         if (!buf) rc = 1;
-        else if (file) rc = encode_print(tok, buf, n, special, &enc_s);
+        else if (file) rc = encode_print(tok, buf, n, special, verbose, &enc_s);
         else {
             char *p = buf, *end = buf + n;
             while (p < end && rc == 0) {
                 char *nl = memchr(p, '\n', (size_t)(end - p));
                 size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
                 if (lines) {
-                    rc = encode_print(tok, p, len, special, &enc_s);
+                    rc = encode_print(tok, p, len, special, verbose, &enc_s);
                 } else {
                     p[len] = 0;
                     int32_t *ids;
@@ -197,6 +215,7 @@ int qw_cmd_tokenize(int argc, char **argv) {
                 fwrite(s, 1, strlen(s), stdout);
                 putchar('\n');
                 free(s);
+                if (verbose) print_pieces(tok, ids, (size_t)k);
             }
             free(ids);
         }

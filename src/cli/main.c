@@ -1,6 +1,7 @@
 /* main.c — the qwisp command line: a table of subcommands, each in its own
  * cmd_<name>.c.  Parses the knob table from the environment first so a bad
- * QWISP_* value is reported once, before any work. */
+ * QWISP_* value is reported once, before any work.  `--version` prints the
+ * release and the commit (QW_VERSION, QW_GIT_REV: set by the Makefile). */
 #include "commands.h"
 #include "qwisp/base.h"
 #include "qwisp/options.h"
@@ -8,6 +9,13 @@
 
 #include <stdio.h>
 #include <string.h>
+
+#ifndef QW_VERSION
+#define QW_VERSION "0.1.0"
+#endif
+#ifndef QW_GIT_REV
+#define QW_GIT_REV "unknown"
+#endif
 
 typedef struct {
     const char *name;
@@ -20,8 +28,8 @@ static const subcommand g_cmds[] = {
     {"logits", qw_cmd_logits, "teacher-forced next-token distributions (JSON)"},
     {"info", qw_cmd_info, "print a GGUF file's metadata and tensor table"},
     {"tokenize", qw_cmd_tokenize, "text to token ids and back"},
-    {"gen-model", qw_cmd_gen_model, "write a synthetic qwen3moe GGUF"},
-    {"convert", qw_cmd_convert, "Hugging Face Qwen3-MoE checkpoint (safetensors) to GGUF"},
+    {"gen-model", qw_cmd_gen_model, "write a synthetic qwen3moe or qwen35moe GGUF"},
+    {"convert", qw_cmd_convert, "Hugging Face Qwen3-MoE / Qwen3.5-MoE checkpoint (safetensors) to GGUF"},
     {"config", qw_cmd_config, "print every knob, its value and where it came from"},
     {"serve", qw_cmd_serve, "OpenAI-compatible HTTP server (chat/completions, SSE, /metrics)"},
     {"chat", qw_cmd_chat, "chat with the model in the terminal (or one-shot from args/stdin)"},
@@ -32,7 +40,7 @@ static const subcommand g_cmds[] = {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: qwisp <command> [options]\n\ncommands:\n");
+    fprintf(f, "usage: qwisp <command> [options]   (qwisp --version: the version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
         fprintf(f, "  %-10s %s\n", g_cmds[i].name, g_cmds[i].help);
     fprintf(f, "\n'qwisp <command> --help' for a command's options.\n");
@@ -42,6 +50,16 @@ int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
+        printf("qwisp %s (git %s, built with %s %s)\n", QW_VERSION, QW_GIT_REV,
+#ifdef __clang__
+               "clang",
+#else
+               "gcc",
+#endif
+               __VERSION__);
+        return 0;
     }
     qw_error err = {0};
     if (qw_options_init(&err)) {

@@ -66,10 +66,11 @@ if [ $rc = 1 ] && echo "$out" | grep -q "nope.json"; then
 else
     echo "FAIL: tokenizer missing file: rc=$rc out=$out"
 fi
-# Usage error: exit 2.
-"$BIN" tokenize -p x >/dev/null 2>&1; rc=$?
-if [ $rc = 2 ]; then echo "PASS: tokenize without a tokenizer -> usage exit 2"
-else echo "FAIL: tokenize without a tokenizer: rc=$rc (want 2)"; fi
+# Usage error: exit 2.  (Without -m/--hf-tokenizer the default model's
+# tokenizer is used, as for every command; two tokenizers is the error.)
+"$BIN" tokenize -m x.gguf --hf-tokenizer "$HF" -p x >/dev/null 2>&1; rc=$?
+if [ $rc = 2 ]; then echo "PASS: tokenize with two tokenizers -> usage exit 2"
+else echo "FAIL: tokenize with two tokenizers: rc=$rc (want 2)"; fi
 
 # llama.cpp itself (node-llama-cpp, vocab-only load) on a GGUF that carries the
 # same tokenizer: ids with and without special-token parsing, every line.
