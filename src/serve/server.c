@@ -108,7 +108,7 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
     s->created = (long)time(NULL);
     model_id_of(cfg->model_path, s->model_id, sizeof s->model_id);
 
-    s->bodies.limit = 4 * cfg->max_body;
+    s->bodies.limit = 4 * (cfg->max_body + 65536); /* four bodies at the limit, with their page rounding */
 
     struct sockaddr_storage ss;
     if (s->api_key && !s->api_key[0]) {
