@@ -137,6 +137,7 @@ if start_server "$T/auth.log" QWISP_API_KEY=s3cret -- --ctx 32768 --max-queue 0;
     # --max-queue 0: while one request runs, the next is refused with 429; a curl
     # that goes away mid-stream frees the path for the one after.
     K=(-H 'Authorization: Bearer s3cret' -H 'Content-Type: application/json')
+    rm -f "$T/longstream.txt" # a stale file from an earlier run would end the wait below at once
     curl -sN -m 60 "${K[@]}" "$BASE/v1/completions" \
         -d '{"prompt":"x","max_tokens":20000,"ignore_eos":true,"stream":true}' > "$T/longstream.txt" &
     LC=$!
