@@ -24,8 +24,10 @@ static void end_conn(qw_conn *c, double limit) {
                       "Content-Length: %d\r\n\r\n%s",
                       nj, js);
     /* Best effort, never blocking: a client that reads nothing loses the reply, not our thread. */
-    ssize_t w = send(c->fd, msg, (size_t)nm, MSG_DONTWAIT | MSG_NOSIGNAL);
-    (void)w;
+    if (!(c->phase == QW_CONN_HEADERS && c->served)) {
+        ssize_t w = send(c->fd, msg, (size_t)nm, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)w;
+    }
     /* libmicrohttpd's thread now reads end-of-stream, closes the connection and unregisters it. */
     shutdown(c->fd, SHUT_RDWR);
     c->ended = true;
@@ -47,7 +49,7 @@ static void *watchdog(void *arg) {
             double limit = c->phase == QW_CONN_HEADERS ? cs->header_timeout : cs->body_timeout;
             if (limit > 0 && now - c->since > limit) {
                 end_conn(c, limit);
-                atomic_fetch_add(&cs->timeouts, 1);
+                atomic_fetch_add(cs->timeouts, 1);
             }
         }
     }
@@ -55,14 +57,14 @@ static void *watchdog(void *arg) {
     return NULL;
 }
 
-int qw_conns_start(qw_conns *cs, double header_timeout, double body_timeout) {
+int qw_conns_start(qw_conns *cs, double header_timeout, double body_timeout, atomic_ullong *timeouts) {
     pthread_mutex_init(&cs->mu, NULL);
     pthread_cond_init(&cs->cv, NULL);
     cs->head = NULL;
     cs->header_timeout = header_timeout;
     cs->body_timeout = body_timeout;
     cs->stop = false;
-    atomic_store(&cs->timeouts, 0);
+    cs->timeouts = timeouts;
     if (pthread_create(&cs->thread, NULL, watchdog, cs)) return -1;
     cs->running = true;
     return 0;
@@ -109,6 +111,7 @@ bool qw_conns_set_phase(qw_conns *cs, qw_conn *c, qw_conn_phase phase) {
     pthread_mutex_lock(&cs->mu);
     bool ok = !c->ended;
     if (ok) {
+        if (phase == QW_CONN_HEADERS) c->served = true; /* HEADERS again only after a response */
         c->phase = phase;
         c->since = qw_time_s();
     }

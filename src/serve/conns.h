@@ -12,7 +12,10 @@
  *            no deadline).
  * A watchdog thread wakes 4 times a second and ends a connection that stayed
  * in HEADERS past header_timeout or in BODY past body_timeout: it writes a
- * 408 error object and shuts the socket down, which makes libmicrohttpd's
+ * 408 error object (not on a kept-alive connection idle since its last
+ * response: an unasked-for reply there would confuse a client that reuses it,
+ * so that one is closed silently, as idle keep-alives usually are) and
+ * shuts the socket down, which makes libmicrohttpd's
  * thread see the end of the stream and close it.  The mutex makes that and
  * the phase changes exclusive, so the watchdog never writes once a handler
  * may be answering, and never touches a socket libmicrohttpd has closed
@@ -33,6 +36,7 @@ typedef struct qw_conn {
     qw_conn_phase phase;
     double since; /* when the phase began (qw_time_s) */
     bool ended;   /* the watchdog ended it: its handler must not answer */
+    bool served;  /* a response was completed on it (now an idle keep-alive until more comes) */
 } qw_conn;
 
 typedef struct qw_conns {
@@ -42,11 +46,12 @@ typedef struct qw_conns {
     double header_timeout, body_timeout; /* seconds; <= 0: no deadline */
     bool running, stop;
     pthread_t thread;
-    atomic_ullong timeouts; /* connections ended by a deadline */
+    atomic_ullong *timeouts; /* counts connections ended by a deadline (the server's metric) */
 } qw_conns;
 
-/* Starts the watchdog.  0, or -1 if the thread could not start. */
-int qw_conns_start(qw_conns *cs, double header_timeout, double body_timeout);
+/* Starts the watchdog; timeouts (not NULL) counts what it ends.  0, or -1 if
+ * the thread could not start. */
+int qw_conns_start(qw_conns *cs, double header_timeout, double body_timeout, atomic_ullong *timeouts);
 /* Stops and joins the watchdog and frees its lock: call once the listener
  * is stopped (every connection unregistered).  NULL-safe; no-op if never started. */
 void qw_conns_stop(qw_conns *cs);

@@ -127,7 +127,7 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
     s->sched = cfg->lanes > 0 ? qw_sched_lanes_new(&sc, cfg->lanes, err) : qw_sched_serialize_new(&sc, err);
     if (!s->sched) goto fail;
 
-    if (qw_conns_start(&s->conns, cfg->header_timeout_s, cfg->body_timeout_s)) {
+    if (qw_conns_start(&s->conns, cfg->header_timeout_s, cfg->body_timeout_s, &s->metrics.request_timeouts)) {
         qw_fail(err, "cannot start the connection watchdog thread");
         goto fail;
     }

@@ -96,6 +96,9 @@ expect "assistant with tool_calls and no content is valid" 200
 "${PROBE[@]}" garbage "$PORT" 2
 "${PROBE[@]}" bodystall "$PORT" 2
 "${PROBE[@]}" slowloris "$PORT" 2
+n=$(curl -s -m 5 "$BASE/metrics" | sed -n 's/^qwisp_request_timeouts_total \([0-9]*\).*/\1/p')
+[ -n "$n" ] && [ "$n" -ge 10 ] && pass "metrics: qwisp_request_timeouts_total counts the ended connections ($n)" \
+    || fail "metrics: qwisp_request_timeouts_total" "'$n'"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
 # 1: the body budget (4 x --max-body) refuses with 429, then has room again
