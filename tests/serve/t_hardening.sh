@@ -1,12 +1,12 @@
 #!/bin/bash
 # t_hardening.sh — the adversarial probe's server cases (issue 21), kept as a
 # test: each check failed before its fix.  Loopback only (127.0.0.0/8, several
-# source addresses for the per-client cap), bounded in count and time (~40 s).
+# source addresses for the per-client cap), bounded in count and time (~30 s when it passes, ~70 s worst case).
 #   1  30 multi-MB bodies (200 and 400 replies) leave the footprint at baseline;
 #      concurrent bodies past the body budget get 429, and room comes back
 #   2  slowloris: per-client cap, /health and chat served, header deadline
 #      ends dripping connections; /health answered when the slots are full;
-#      a stalled body ends at the body deadline
+#      a stalled body ends at the body deadline; requests being answered are spared
 #   4  a completion prompt with \u0000 keeps its bytes after the NUL
 #   5  bytes after the JSON body -> 400
 #   6  logit_bias: malformed -> 400, a valid one is applied
@@ -110,6 +110,24 @@ if start_server "$T/budget.log" QWISP_LOG=warn -- --max-body 1048576 --body-time
     "${PROBE[@]}" budget "$PORT" 1048576
     kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 else fail "budget server starts" "$(tail -2 "$T/budget.log")"; fi
+
+# 2: the deadlines never end a request being answered: a slow generation (a throttled
+# streaming tier) and one queued behind it take longer than both deadlines and complete
+if start_server "$T/slow.log" QWISP_RAW_C=4 QWISP_SSD_THROTTLE_GBS=0.0002 -- --header-timeout 1 --body-timeout 1; then
+    BASE="http://127.0.0.1:$PORT"
+    t0=$(date +%s.%N)
+    curl -sN -m 30 "${C[@]}" "$BASE/v1/completions" -d '{"prompt":"hello","max_tokens":6,"ignore_eos":true,"stream":true}' > "$T/slow-sse.txt" &
+    SC=$!
+    sleep 0.2
+    post /v1/completions '{"prompt":"hello","max_tokens":6,"ignore_eos":true}'
+    wait "$SC"
+    dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}')
+    if [ "$ST" = 200 ] && grep -q '"completion_tokens":6' "$T/body" && grep -q 'data: \[DONE\]' "$T/slow-sse.txt" \
+        && awk -v d="$dt" 'BEGIN{exit !(d > 2)}'; then
+        pass "deadlines spare requests being answered (${dt%.*} s > 1 s deadlines, stream + queued)"
+    else fail "deadlines spare requests being answered" "status $ST, ${dt} s, $(head -c 150 "$T/body") | $(tail -c 100 "$T/slow-sse.txt")"; fi
+    kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+else fail "slow server starts" "$(tail -2 "$T/slow.log")"; fi
 
 # 10: auth scheme case, empty key
 if start_server "$T/auth.log" QWISP_API_KEY=s3cret -- ; then
