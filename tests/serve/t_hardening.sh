@@ -1,7 +1,9 @@
 #!/bin/bash
 # t_hardening.sh — the adversarial probe's server cases (issue 21), kept as a
-# test: each check failed before its fix.  Loopback only (127.0.0.0/8, several
-# source addresses for the per-client cap), bounded in count and time (~30 s when it passes, ~70 s worst case).
+# test: each case failed before its fix (the few controls beside them — valid
+# input still accepted, wrong keys still refused — passed before too).
+# Loopback only (127.0.0.0/8, several source addresses for the per-client
+# cap), bounded in count and time (~30 s when it passes, ~70 s at worst).
 #   1  30 multi-MB bodies (200 and 400 replies) leave the footprint at baseline;
 #      concurrent bodies past the body budget get 429, and room comes back
 #   2  slowloris: per-client cap, /health and chat served, header deadline
