@@ -1,9 +1,11 @@
 /* bodybuf.c — request body buffers in their own mappings under a byte
  * budget (see bodybuf.h for why they are not pool buffers).
  *
- * Growth: the first mapping is the announced Content-Length (+1 for the NUL)
- * when there is one, else 16 KiB; a chunked body doubles with mremap, which
- * moves pages instead of copying them.  The budget is reserved before a
+ * Growth: from 16 KiB, doubling with mremap (which moves pages instead of
+ * copying them), and never past the announced Content-Length (+1 for the
+ * NUL) when there is one, so a body ends in a mapping of its own size.  It
+ * grows with what has arrived, not with what was announced: a client that
+ * announces 8 MB and then trickles holds only what it has sent.  The budget is reserved before a
  * mapping grows (compare-and-swap, so concurrent uploads never pass it
  * together) and given back when it shrinks to nothing.
  */
@@ -28,8 +30,9 @@ static bool reserve(qw_body_budget *bud, size_t bytes) {
 
 int qw_bodybuf_append(qw_bodybuf *b, qw_body_budget *bud, const char *data, size_t n, size_t want_total) {
     if (b->n + n + 1 > b->cap) {
-        size_t need = b->n + n + 1, cap = b->cap ? b->cap : (want_total + 1 > need ? want_total + 1 : 16384);
+        size_t need = b->n + n + 1, cap = b->cap ? b->cap : 16384;
         while (cap < need) cap *= 2;
+        if (want_total + 1 >= need && cap > want_total + 1) cap = want_total + 1;
         cap = page_round(cap);
         if (!reserve(bud, cap - b->cap)) return -1;
         void *p = b->p ? mremap(b->p, b->cap, cap, MREMAP_MAYMOVE)

@@ -30,9 +30,9 @@ typedef struct qw_bodybuf {
     size_t n, cap;    /* cap: bytes mapped (page multiple) */
 } qw_bodybuf;
 
-/* Appends data[0..n).  want_total (0 = unknown) sizes the first mapping, so
- * a body with a Content-Length is mapped once.  0, or -1 when the budget has
- * no room or the OS refused memory (b keeps what it had). */
+/* Appends data[0..n).  want_total (the Content-Length; 0 = unknown) caps
+ * the growth, so the last mapping is the body's own size.  0, or -1 when the
+ * budget has no room or the OS refused memory (b keeps what it had). */
 int qw_bodybuf_append(qw_bodybuf *b, qw_body_budget *bud, const char *data, size_t n, size_t want_total);
 /* Unmaps the body and returns its bytes to the budget.  NULL-safe, idempotent. */
 void qw_bodybuf_release(qw_bodybuf *b, qw_body_budget *bud);

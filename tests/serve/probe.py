@@ -173,18 +173,31 @@ def bodystall(port, body_timeout):
 
 
 def budget(port, max_body):
-    """Four bodies of max_body each hold the whole budget (4 x max_body) while
-    they trickle; a fifth is refused with 429 server_busy; once they finish
-    the next is served."""
-    held = []
+    """Four bodies of about max_body, all but their last bytes sent, hold the
+    whole budget (4 x max_body) while they stall; a fifth is refused with 429
+    server_busy; once they are gone the next is served."""
     n = max_body - 100
+    big = b'{"prompt":"x","max_tokens":1,"pad":"' + b"p" * (n - 40) + b'"}'
+    # Announcing a size reserves nothing: eight clients that announce max_body
+    # and trickle hold only what they sent.
+    tricklers = []
+    for i in range(8):
+        s = socket.create_connection((HOST, port), timeout=5, source_address=(f"127.0.2.{i + 1}", 0))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Connection: close\r\nContent-Length: " + str(n).encode() + b"\r\n\r\n" + b" " * 1000)
+        tricklers.append(s)
+    time.sleep(0.5)
+    st, body = request(port, "POST", "/v1/completions", big, src="127.0.1.9", timeout=10)
+    check("body budget: announced sizes reserve nothing (a full body still served)", st == 200, f"{st} {body[:200]}")
+    for s in tricklers:
+        s.close()
+    held = []
     for i in range(4):
         s = socket.create_connection((HOST, port), timeout=5, source_address=(f"127.0.1.{i + 1}", 0))
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Connection: close\r\nContent-Length: " + str(n).encode() + b"\r\n\r\n" + b" " * 1000)
+                  b"Connection: close\r\nContent-Length: " + str(n).encode() + b"\r\n\r\n" + b" " * (n - 10))
         held.append(s)
-    time.sleep(0.5)
-    big = b'{"prompt":"x","max_tokens":1,"pad":"' + b"p" * (n - 40) + b'"}'
+    time.sleep(1)
     st, body = request(port, "POST", "/v1/completions", big, src="127.0.1.9", timeout=10)
     check("body budget full: the next body gets 429 server_busy", st == 429 and b"server_busy" in body, f"{st} {body[:200]}")
     for s in held:
