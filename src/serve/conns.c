@@ -13,6 +13,7 @@
 
 /* Ends one connection that missed its deadline (mutex held). */
 static void end_conn(qw_conn *c, double limit) {
+    bool idle = c->phase == QW_CONN_HEADERS && c->served; /* a kept-alive connection with nothing new */
     const char *what = c->phase == QW_CONN_HEADERS ? "request line and headers" : "request body";
     char js[320], msg[512];
     int nj = snprintf(js, sizeof js,
@@ -24,14 +25,15 @@ static void end_conn(qw_conn *c, double limit) {
                       "Content-Length: %d\r\n\r\n%s",
                       nj, js);
     /* Best effort, never blocking: a client that reads nothing loses the reply, not our thread. */
-    if (!(c->phase == QW_CONN_HEADERS && c->served)) {
+    if (!idle) {
         ssize_t w = send(c->fd, msg, (size_t)nm, MSG_DONTWAIT | MSG_NOSIGNAL);
         (void)w;
     }
     /* libmicrohttpd's thread now reads end-of-stream, closes the connection and unregisters it. */
     shutdown(c->fd, SHUT_RDWR);
     c->ended = true;
-    qw_log(QW_LOG_INFO, "serve: connection (fd %d) ended: %s not complete within %g s", c->fd, what, limit);
+    if (idle) qw_log(QW_LOG_DEBUG, "serve: idle keep-alive connection (fd %d) closed after %g s", c->fd, limit);
+    else qw_log(QW_LOG_INFO, "serve: connection (fd %d) ended with 408: %s not complete within %g s", c->fd, what, limit);
 }
 
 static void *watchdog(void *arg) {
