@@ -11,8 +11,9 @@
 #include <sys/socket.h>
 #include <time.h>
 
-/* Ends one connection that missed its deadline (mutex held). */
-static void end_conn(qw_conn *c, double limit) {
+/* Ends one connection that missed its deadline (mutex held).  true if it
+ * was a request that timed out (answered 408), false for an idle keep-alive. */
+static bool end_conn(qw_conn *c, double limit) {
     bool idle = c->phase == QW_CONN_HEADERS && c->served; /* a kept-alive connection with nothing new */
     const char *what = c->phase == QW_CONN_HEADERS ? "request line and headers" : "request body";
     char js[320], msg[512];
@@ -34,6 +35,7 @@ static void end_conn(qw_conn *c, double limit) {
     c->ended = true;
     if (idle) qw_log(QW_LOG_DEBUG, "serve: idle keep-alive connection (fd %d) closed after %g s", c->fd, limit);
     else qw_log(QW_LOG_INFO, "serve: connection (fd %d) ended with 408: %s not complete within %g s", c->fd, what, limit);
+    return !idle;
 }
 
 static void *watchdog(void *arg) {
@@ -49,10 +51,7 @@ static void *watchdog(void *arg) {
         for (qw_conn *c = cs->head; c; c = c->next) {
             if (c->ended || c->phase == QW_CONN_BUSY) continue;
             double limit = c->phase == QW_CONN_HEADERS ? cs->header_timeout : cs->body_timeout;
-            if (limit > 0 && now - c->since > limit) {
-                end_conn(c, limit);
-                atomic_fetch_add(cs->timeouts, 1);
-            }
+            if (limit > 0 && now - c->since > limit && end_conn(c, limit)) atomic_fetch_add(cs->timeouts, 1);
         }
     }
     pthread_mutex_unlock(&cs->mu);

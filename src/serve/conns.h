@@ -46,7 +46,7 @@ typedef struct qw_conns {
     double header_timeout, body_timeout; /* seconds; <= 0: no deadline */
     bool running, stop;
     pthread_t thread;
-    atomic_ullong *timeouts; /* counts connections ended by a deadline (the server's metric) */
+    atomic_ullong *timeouts; /* counts requests ended by a deadline with 408 (the server's metric) */
 } qw_conns;
 
 /* Starts the watchdog; timeouts (not NULL) counts what it ends.  0, or -1 if
