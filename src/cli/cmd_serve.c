@@ -31,7 +31,8 @@ static const char *k_usage =
     "  --body-timeout S   the request body within S seconds of its headers (default 60; else 408)\n"
     "  --max-queue N      queued requests before 429 (default 64)\n"
     "  --max-body BYTES   request body limit (default 8388608)\n"
-    "Auth: QWISP_API_KEY=KEY requires 'Authorization: Bearer KEY' on all endpoints but /health.\n"
+    "Auth: QWISP_API_KEY=KEY requires 'Authorization: Bearer KEY' on all endpoints but /health\n"
+    "(the scheme in any case; QWISP_API_KEY set but empty is refused).\n"
     "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
     "GET /metrics.  SIGINT/SIGTERM drain in-flight requests, then exit.  See docs/serve.md.\n";
 
