@@ -1,6 +1,6 @@
 /* sampler.h — turns a logits row into the next token id.
  *
- * Order (as llama.cpp's default chain): penalties (repetition, presence,
+ * Order (as llama.cpp's default chain): logit bias -> penalties (repetition, presence,
  * frequency over the last penalty_last_n tokens) -> top-k -> top-p -> min-p ->
  * temperature -> draw.  temp <= 0 means greedy (argmax, lowest id on ties).
  * The draw uses a private xoshiro/splitmix generator seeded from `seed`, so a
@@ -10,6 +10,14 @@
 #define QWISP_SAMPLER_H
 
 #include "qwisp/base.h"
+
+/* Most logit_bias entries one request may give (OpenAI's field). */
+#define QW_SAMPLER_MAX_BIAS 128
+
+typedef struct qw_logit_bias {
+    int32_t id;
+    float bias; /* added to the token's logit; -100 all but bans it, +100 all but forces it */
+} qw_logit_bias;
 
 typedef struct qw_sampler_params {
     float temp;              /* <= 0: greedy */
@@ -21,6 +29,8 @@ typedef struct qw_sampler_params {
     float frequency_penalty; /* 0: off */
     int32_t penalty_last_n;  /* window for penalties; 0 = off */
     uint64_t seed;
+    int32_t n_logit_bias;    /* 0: off; held inline so params stay a plain copyable value */
+    qw_logit_bias logit_bias[QW_SAMPLER_MAX_BIAS];
 } qw_sampler_params;
 
 /* Greedy, no penalties, seed 0. */

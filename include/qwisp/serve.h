@@ -26,10 +26,14 @@ typedef struct qw_serve_config {
     int port;           /* 0 = any free port (see qw_server_port) */
     int n_threads;      /* compute threads */
     int32_t n_ctx;      /* context per sequence */
-    int max_conns;      /* open connections beyond this get 429 */
+    int max_conns;      /* open connections beyond this get 429 (/health excepted) */
+    int max_conns_per_client; /* connections one client address may hold; more are closed at accept */
+    double header_timeout_s;  /* a request's headers must arrive within this (s) of the connection
+                                 opening or the previous response ending; else 408 and closed */
+    double body_timeout_s;    /* its body within this (s) of its headers; else 408 and closed */
     int max_queue;      /* requests waiting beyond the running one get 429 */
     size_t max_body;    /* request bodies beyond this get 413 */
-    const char *api_key; /* NULL = no auth; else Bearer KEY on all but /health */
+    const char *api_key; /* NULL = no auth; else Bearer KEY on all but /health ("" is refused) */
     int lanes;          /* 0 = serialize path; B > 0 = lanes path with B lanes */
 } qw_serve_config;
 

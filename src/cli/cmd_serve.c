@@ -4,12 +4,15 @@
  * QWISP_CTX, QWISP_API_KEY, QWISP_LANES), blocks SIGINT/SIGTERM in every
  * thread before any is created, starts the server, prints the URL, and waits
  * in sigwait; the first signal drains in-flight requests and exits 0.
+ * QWISP_API_KEY set but empty is refused (exit 2): the knob table reads an
+ * empty variable as unset, which here would silently serve without auth.
  */
 #include "cli_common.h"
 #include "commands.h"
 #include "qwisp/options.h"
 #include "qwisp/serve.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,16 +25,21 @@ static const char *k_usage =
     "  --host H           address to bind (default 127.0.0.1; 0.0.0.0 or :: to widen on purpose)\n"
     "  --threads K        compute threads (default: $QWISP_THREADS or all CPUs)\n"
     "  --ctx N            context per request, prompt + completion (default: $QWISP_CTX)\n"
-    "  --max-conns N      open connections before 429 (default 64)\n"
+    "  --max-conns N      open connections before 429 (default 64; /health is always answered)\n"
+    "  --max-conns-per-client N  connections one client address may hold (default 16; more are closed)\n"
+    "  --header-timeout S request headers must arrive within S seconds (default 10; else 408)\n"
+    "  --body-timeout S   the request body within S seconds of its headers (default 60; else 408)\n"
     "  --max-queue N      queued requests before 429 (default 64)\n"
     "  --max-body BYTES   request body limit (default 8388608)\n"
-    "Auth: QWISP_API_KEY=KEY requires 'Authorization: Bearer KEY' on all endpoints but /health.\n"
+    "Auth: QWISP_API_KEY=KEY requires 'Authorization: Bearer KEY' on all endpoints but /health\n"
+    "(the scheme in any case; QWISP_API_KEY set but empty is refused).\n"
     "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
     "GET /metrics.  SIGINT/SIGTERM drain in-flight requests, then exit.  See docs/serve.md.\n";
 
 int qw_cmd_serve(int argc, char **argv) {
     const char *C = "serve", *model = NULL, *host = "127.0.0.1";
     long port = -1, threads = 0, n_ctx = 0, max_conns = 64, max_queue = 64, max_body = 8L << 20;
+    long per_client = 16, header_to = 10, body_to = 60;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -44,12 +52,21 @@ int qw_cmd_serve(int argc, char **argv) {
         else if (QW_CLI_FLAG("--threads") || QW_CLI_FLAG("-t")) { if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &threads)) return 2; }
         else if (QW_CLI_FLAG("--ctx") || QW_CLI_FLAG("-c")) { if (r < 0 || qw_cli_long(C, "--ctx", v, 16, 1 << 24, &n_ctx)) return 2; }
         else if (QW_CLI_FLAG("--max-conns")) { if (r < 0 || qw_cli_long(C, "--max-conns", v, 1, 100000, &max_conns)) return 2; }
+        else if (QW_CLI_FLAG("--max-conns-per-client")) { if (r < 0 || qw_cli_long(C, "--max-conns-per-client", v, 1, 100000, &per_client)) return 2; }
+        else if (QW_CLI_FLAG("--header-timeout")) { if (r < 0 || qw_cli_long(C, "--header-timeout", v, 1, 3600, &header_to)) return 2; }
+        else if (QW_CLI_FLAG("--body-timeout")) { if (r < 0 || qw_cli_long(C, "--body-timeout", v, 1, 3600, &body_to)) return 2; }
         else if (QW_CLI_FLAG("--max-queue")) { if (r < 0 || qw_cli_long(C, "--max-queue", v, 0, 1000000, &max_queue)) return 2; }
         else if (QW_CLI_FLAG("--max-body")) { if (r < 0 || qw_cli_long(C, "--max-body", v, 1024, 1L << 31, &max_body)) return 2; }
         else {
             fprintf(stderr, "qwisp serve: unknown option '%s' (see qwisp serve --help)\n", argv[i]);
             return 2;
         }
+    }
+    const char *key_env = getenv("QWISP_API_KEY");
+    if (key_env && !key_env[0]) {
+        fprintf(stderr, "qwisp serve: QWISP_API_KEY is set but empty, which would serve without auth; "
+                        "set a key, or unset QWISP_API_KEY to serve without one on purpose\n");
+        return 2;
     }
     const char *path = qw_cli_model_path(C, model);
     if (!path) return 2;
@@ -61,9 +78,19 @@ int qw_cmd_serve(int argc, char **argv) {
     cfg.n_threads = qw_cli_threads(threads);
     cfg.n_ctx = (int32_t)(n_ctx ? n_ctx : qw_opt_int(QW_OPT_CTX));
     cfg.max_conns = (int)max_conns;
+    cfg.max_conns_per_client = (int)per_client;
+    cfg.header_timeout_s = (double)header_to;
+    cfg.body_timeout_s = (double)body_to;
     cfg.max_queue = (int)max_queue;
     cfg.max_body = (size_t)max_body;
     cfg.api_key = qw_opt_str(QW_OPT_API_KEY);
+
+    /* Large malloc blocks (a request's multi-MB JSON strings, parsed by cJSON)
+     * go back to the OS when freed.  glibc's default raises its mmap threshold
+     * to the largest block freed so far, after which such blocks come from an
+     * arena that keeps them: a server whose clients send 8 MB bodies kept
+     * ~8 MB per connection thread's arena for good (issue 21, item 1). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
 
     /* Block the shutdown signals before any thread exists, so only sigwait sees them. */
     sigset_t set;

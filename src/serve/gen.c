@@ -8,9 +8,16 @@
  * to stop once a stop string or end-of-generation token ends the text.
  *
  * Cancellation: while waiting for tokens the pump wakes every 100 ms and
- * peeks at the client's socket; a closed socket (or, when streaming, a failed
+ * peeks at the client's socket; a reset socket (or, when streaming, a failed
  * write, which makes MHD call the free callback) cancels the job, so the
  * execution path stops within one token and moves to the next request.
+ * End-of-file alone is not a disconnect: HTTP lets a client half-close
+ * (shutdown(SHUT_WR)) once its request is sent and still read the answer,
+ * so a client that closed without a reset is noticed when its response is
+ * written.
+ *
+ * A generation that fails answers 500 with the request number only; the
+ * cause (which may name files on the server) goes to the log.
  * Every request ends with one log line on stderr:
  *   qwisp serve: #7 chat 200 prompt=23 prefill=812.0 tok/s gen=16 ttft=31 ms
  *   decode=95.2 tok/s queue=0 ms finish=stop
@@ -45,11 +52,20 @@ typedef struct gen {
     qw_job_result res;
 } gen;
 
+/* Gone = the socket reports an error (a reset).  0 (end-of-file) is a
+ * half-close, which HTTP allows: see the header. */
 static bool peer_gone(int fd) {
     if (fd < 0) return false;
     char b;
     ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+/* The 500 a failed generation answers: no internal detail, which is logged. */
+static void generation_failed(const gen *g, qw_oai_error *e) {
+    fprintf(stderr, "qwisp serve: #%llu generation failed: %s\n", g->num, g->res.error);
+    qw_oai_fail(e, 500, "server_error", "generation_failed", NULL,
+                "generation failed (request #%llu); the server log has the cause", g->num);
 }
 
 static const char *finish_reason(const gen *g) {
@@ -131,7 +147,7 @@ static void emit_deltas(gen *g) {
 static void emit_end(gen *g) {
     if (g->res.finish == QW_FINISH_ERROR) {
         qw_oai_error e;
-        qw_oai_fail(&e, 500, "server_error", "generation_failed", NULL, "generation failed: %s", g->res.error);
+        generation_failed(g, &e);
         char *js = qw_oai_error_json(&e);
         qw_strbuf_add(&g->sse, "data: ", 6);
         qw_strbuf_add(&g->sse, js, strlen(js));
@@ -197,7 +213,7 @@ static int32_t *prompt_ids(qw_server *s, const qw_oai_request *rq, size_t *n) {
         memcpy(ids, rq->prompt_ids, rq->n_prompt_ids * sizeof(int32_t));
         return ids;
     }
-    return qw_tokenize(s->tok, rq->prompt_text, strlen(rq->prompt_text), true, n);
+    return qw_tokenize(s->tok, rq->prompt_text, rq->prompt_len, true, n);
 }
 
 enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const char *body, size_t n) {
@@ -289,7 +305,7 @@ enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoin
     g->finished = true;
     enum MHD_Result ok;
     if (g->res.finish == QW_FINISH_ERROR) {
-        qw_oai_fail(&e, 500, "server_error", "generation_failed", NULL, "generation failed: %s", g->res.error);
+        generation_failed(g, &e);
         log_line(g, 500, "error");
         ok = qw_http_send_error(s, c, ep, &e);
     } else {

@@ -2,21 +2,26 @@
  * limit, the connection limit, bearer auth, routing and the small endpoints.
  *
  * MHD calls the handler several times per request: first with no body (we
- * allocate the request state and may refuse at once: too many connections,
- * a Content-Length over the limit, bad auth — refusing before the body is
- * read saves reading it), then once per body piece (appended to a pool
- * buffer, or dropped once over the limit, so memory stays bounded even for
+ * allocate the request state and may refuse at once: a method that is not
+ * an HTTP token, too many connections, a Content-Length over the limit, bad
+ * auth — refusing before the body is read saves reading it), then once per
+ * body piece (appended to the request's body buffer, or dropped once over
+ * the limit or the server's body budget, so memory stays bounded even for
  * chunked uploads without a length), then a last time to answer.  Every
  * refusal is an OpenAI-style error object; the server keeps serving.
- * The body buffer goes back to the pool in qw_http_completed, whatever way
- * the request ended.
+ * The body buffer is unmapped in qw_http_completed, whatever way the request
+ * ended (bodybuf.h says why bodies are not pool buffers).
+ *
+ * Each call also moves the connection's watchdog phase (conns.h): headers
+ * in -> BODY, answering -> BUSY, response done -> HEADERS for the next
+ * request.  /health skips the connection-count refusal: a load balancer or
+ * operator must see the server alive precisely when every slot is taken.
  */
 #include "server.h"
 
-#include "qwisp/pool.h"
-
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum MHD_Result qw_http_send(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, int status,
                              const char *ctype, char *body) {
@@ -48,12 +53,15 @@ static qw_endpoint route(const char *url) {
     return QW_EP_OTHER;
 }
 
-/* Constant-time comparison of the Authorization header with "Bearer KEY". */
+/* Constant-time comparison of the Authorization header with "Bearer KEY".
+ * The scheme name is case-insensitive (RFC 7235 §2.1: "bearer" is Bearer);
+ * the key is not. */
 static bool auth_ok(const qw_server *s, struct MHD_Connection *c) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
-    h += 7;
+    if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return false;
+    h += 6;
+    while (*h == ' ' || *h == '\t') h++;
     size_t a = strlen(h), b = strlen(s->api_key);
     unsigned diff = (unsigned)(a != b);
     for (size_t i = 0; i < b; i++) diff |= (unsigned)(unsigned char)s->api_key[i] ^ (unsigned char)(i < a ? h[i] : 0);
@@ -73,10 +81,26 @@ static enum MHD_Result small_endpoint(qw_server *s, struct MHD_Connection *c, qw
     return qw_http_send(s, c, ep, 200, "text/plain; version=0.0.4; charset=utf-8", b.p);
 }
 
+/* An HTTP method is a token (RFC 9110 §5.6.2): libmicrohttpd passes on
+ * whatever came before the first space, binary bytes included. */
+static bool method_ok(const char *m) {
+    if (!*m) return false;
+    for (; *m; m++)
+        if (!((*m >= 'A' && *m <= 'Z') || (*m >= 'a' && *m <= 'z') || (*m >= '0' && *m <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", *m)))
+            return false;
+    return true;
+}
+
 /* First call: refusals that do not need the body. */
-static enum MHD_Result first_call(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const char *method) {
+static enum MHD_Result first_call(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const char *method,
+                                  qw_http_req *r) {
     qw_oai_error e;
-    if (atomic_load(&s->metrics.open_conns) > s->cfg.max_conns) {
+    if (!method_ok(method)) {
+        qw_oai_fail(&e, 400, "invalid_request_error", "bad_request", NULL, "the request line is not HTTP");
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    if (ep != QW_EP_HEALTH && atomic_load(&s->metrics.open_conns) > s->cfg.max_conns) {
         qw_oai_fail(&e, 429, "rate_limit_error", "too_many_connections", NULL,
                     "too many concurrent connections (limit %d); retry later", s->cfg.max_conns);
         return qw_http_send_error(s, c, ep, &e);
@@ -89,10 +113,10 @@ static enum MHD_Result first_call(qw_server *s, struct MHD_Connection *c, qw_end
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
         qw_oai_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                    "request body of %s bytes exceeds the limit of %zu bytes", cl, s->cfg.max_body);
+                    "request body of %.20s bytes exceeds the limit of %zu bytes", cl, s->cfg.max_body);
         return qw_http_send_error(s, c, ep, &e);
     }
-    (void)method;
+    r->announced = cl ? (size_t)strtoull(cl, NULL, 10) : 0;
     return MHD_YES;
 }
 
@@ -102,6 +126,12 @@ static enum MHD_Result answer(qw_server *s, struct MHD_Connection *c, qw_endpoin
     if (r->too_big) {
         qw_oai_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
                     "request body exceeds the limit of %zu bytes", s->cfg.max_body);
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    if (r->no_room) {
+        qw_oai_fail(&e, 429, "rate_limit_error", "server_busy", NULL,
+                    "request bodies in flight already use the server's limit of %zu bytes; retry later",
+                    s->bodies.limit);
         return qw_http_send_error(s, c, ep, &e);
     }
     bool post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
@@ -120,7 +150,12 @@ static enum MHD_Result answer(qw_server *s, struct MHD_Connection *c, qw_endpoin
         qw_oai_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         return qw_http_send_error(s, c, ep, &e);
     }
-    return qw_gen_handle(s, c, ep, r->body ? r->body : "", r->n);
+    return qw_gen_handle(s, c, ep, r->body.p ? r->body.p : "", r->body.n);
+}
+
+static qw_conn *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
 }
 
 enum MHD_Result qw_http_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -133,40 +168,39 @@ enum MHD_Result qw_http_handler(void *cls, struct MHD_Connection *c, const char 
         r = calloc(1, sizeof *r);
         if (!r) return MHD_NO;
         r->t0 = qw_time_s();
+        r->conn = conn_of(c);
         *req_cls = r;
-        return first_call(s, c, ep, method);
+        /* false: the watchdog ended the connection a moment ago; it has answered 408 */
+        if (!qw_conns_set_phase(&s->conns, r->conn, QW_CONN_BODY)) return MHD_NO;
+        return first_call(s, c, ep, method, r);
     }
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (r->too_big || r->n + n > s->cfg.max_body) {
-            r->too_big = true; /* keep reading, drop the bytes: memory stays bounded */
+        if (r->too_big || r->no_room) return MHD_YES; /* keep reading, drop the bytes */
+        if (r->body.n + n > s->cfg.max_body) {
+            r->too_big = true;
+            qw_bodybuf_release(&r->body, &s->bodies);
             return MHD_YES;
         }
-        if (r->n + n + 1 > r->cap) {
-            size_t cap = r->cap ? r->cap : 4096;
-            while (cap < r->n + n + 1) cap *= 2;
-            char *p = r->body ? qw_pool_realloc(r->body, cap) : qw_pool_alloc(cap);
-            if (!p) {
-                r->too_big = true;
-                return MHD_YES;
-            }
-            r->body = p;
-            r->cap = cap;
+        if (qw_bodybuf_append(&r->body, &s->bodies, upload, n, r->announced)) {
+            r->no_room = true;
+            qw_bodybuf_release(&r->body, &s->bodies);
         }
-        memcpy(r->body + r->n, upload, n);
-        r->n += n;
-        r->body[r->n] = 0;
         return MHD_YES;
     }
+    if (!qw_conns_set_phase(&s->conns, r->conn, QW_CONN_BUSY)) return MHD_NO;
     return answer(s, c, ep, url, method, r);
 }
 
 void qw_http_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe) {
+    qw_server *s = cls;
     qw_http_req *r = *req_cls;
-    (void)cls, (void)c, (void)toe;
+    (void)toe;
     if (!r) return;
-    if (r->body) qw_pool_free(r->body);
+    qw_bodybuf_release(&r->body, &s->bodies);
+    /* A kept-alive connection now waits for its next request's headers: the deadline runs again. */
+    qw_conns_set_phase(&s->conns, r->conn ? r->conn : conn_of(c), QW_CONN_HEADERS);
     free(r);
     *req_cls = NULL;
 }

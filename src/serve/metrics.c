@@ -1,7 +1,7 @@
 /* metrics.c — /metrics in the Prometheus text format (version 0.0.4).
  *
  * Families (all prefixed qwisp_): requests_total{endpoint,code},
- * client_disconnects_total, stop_strings_total, open_connections,
+ * client_disconnects_total, request_timeouts_total, stop_strings_total, open_connections,
  * requests_in_flight, queue_depth, requests_running, jobs_total{result},
  * prompt_tokens_total, generated_tokens_total, prefill_seconds_total,
  * decode_seconds_total, prefill_tokens_per_second / decode_tokens_per_second
@@ -61,6 +61,8 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, qw
                  (unsigned long long)atomic_load(&m->requests[e][c]));
     one(o, "client_disconnects_total", "counter", "clients that went away before their response ended (generation cancelled)",
         (double)atomic_load(&m->disconnects));
+    one(o, "request_timeouts_total", "counter", "connections closed with 408: headers or body slower than their deadline",
+        (double)atomic_load(&m->request_timeouts));
     one(o, "stop_strings_total", "counter", "generations ended by a stop string", (double)atomic_load(&m->stop_strings));
     one(o, "open_connections", "gauge", "open HTTP connections", atomic_load(&m->open_conns));
     one(o, "requests_in_flight", "gauge", "generation requests admitted whose response has not ended",

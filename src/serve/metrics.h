@@ -26,6 +26,7 @@ typedef enum qw_endpoint {
 typedef struct qw_metrics {
     atomic_ullong requests[QW_EP_COUNT][3]; /* [endpoint][2xx, 4xx, 5xx] */
     atomic_ullong disconnects;              /* clients gone before their response ended */
+    atomic_ullong request_timeouts;         /* connections ended by the header/body deadlines (conns.c) */
     atomic_ullong stop_strings;             /* generations ended by a stop string */
     atomic_int open_conns;
     atomic_int in_flight;                   /* generation requests admitted, response not done */

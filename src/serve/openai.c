@@ -6,12 +6,18 @@
  * own server does for most).  Fields honoured: model, messages / prompt,
  * max_tokens (alias max_completion_tokens), temperature, top_p, seed, stop,
  * presence_penalty, frequency_penalty, stream, stream_options.include_usage,
- * n (must be 1); llama.cpp-style extensions: top_k, min_p, repeat_penalty,
- * return_tokens (the generated ids in the choice), ignore_eos.  Defaults follow OpenAI: temperature 1, top_p 1; no seed
- * means a fresh one per request.
+ * n (must be 1), logit_bias; llama.cpp-style extensions: top_k, min_p,
+ * repeat_penalty, return_tokens (the generated ids in the choice), ignore_eos.
+ * Defaults follow OpenAI: temperature 1, top_p 1; no seed means a fresh one
+ * per request.
+ *
+ * The body must be one JSON value and nothing else (trailing bytes are a
+ * 400, not ignored); a completion prompt keeps its exact bytes, NULs
+ * included (jsonstr.c), since cJSON's strings end at the first NUL.
  */
 #include "openai.h"
 
+#include "jsonstr.h"
 #include "qwisp/tokenizer.h"
 
 #include <cjson/cJSON.h>
@@ -80,12 +86,21 @@ static int get_bool(const cJSON *o, const char *name, bool *out, qw_oai_error *e
     return 1;
 }
 
-/* A message's content: a string, null, or an array of {"type":"text","text":…} parts. */
-static char *message_content(const cJSON *m, int i, qw_oai_error *e) {
+/* A message's content: a string or an array of {"type":"text","text":…}
+ * parts.  Null or missing only on an assistant message that carries
+ * tool_calls (as OpenAI's API: every other message must say something). */
+static char *message_content(const cJSON *m, int i, const char *role, qw_oai_error *e) {
     char param[48];
     snprintf(param, sizeof param, "messages[%d].content", i);
     const cJSON *c = field(m, "content");
-    if (!c) return qw_xstrdup("");
+    if (!c) {
+        if (!strcmp(role, "assistant") && field(m, "tool_calls")) return qw_xstrdup("");
+        bool missing = !cJSON_GetObjectItemCaseSensitive(m, "content");
+        qw_oai_fail(e, 400, "invalid_request_error", missing ? "missing_required_parameter" : "invalid_value", param,
+                    "'%s' is %s; a %s message needs content (only an assistant message with tool_calls may omit it)",
+                    param, missing ? "missing" : "null", role);
+        return NULL;
+    }
     if (cJSON_IsString(c)) return qw_xstrdup(c->valuestring);
     if (!cJSON_IsArray(c)) {
         BAD(param, "'%s' must be a string or an array of text parts", param);
@@ -134,7 +149,7 @@ static int parse_messages(const cJSON *root, const qw_gguf *g, qw_oai_request *r
                      role->valuestring);
             break;
         }
-        owned[i] = message_content(m, i, e);
+        owned[i] = message_content(m, i, rs, e);
         if (!owned[i]) { rc = -1; break; }
         msgs[i] = (qw_chat_msg){rs, owned[i]};
         i++;
@@ -154,20 +169,24 @@ static int parse_messages(const cJSON *root, const qw_gguf *g, qw_oai_request *r
          * makes the output start inside it. */
         size_t l = strlen(r->prompt_text);
         const char *t = r->prompt_text;
+        r->prompt_len = l;
         while (l && (t[l - 1] == '\n' || t[l - 1] == ' ')) l--;
         r->think = l >= 7 && !memcmp(t + l - 7, "<think>", 7) ? QW_THINK_OPEN : QW_THINK_SPLIT;
     }
     return rc;
 }
 
-static int parse_prompt(const cJSON *root, int32_t n_vocab, qw_oai_request *r, qw_oai_error *e) {
+static int parse_prompt(const cJSON *root, const char *body, size_t len, int32_t n_vocab, qw_oai_request *r,
+                        qw_oai_error *e) {
     const cJSON *p = field(root, "prompt");
     if (!p) return qw_oai_fail(e, 400, "invalid_request_error", "missing_required_parameter", "prompt",
                                "'prompt' is required");
     if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
         p = cJSON_GetArrayItem(p, 0);
     if (cJSON_IsString(p)) {
-        r->prompt_text = qw_xstrdup(p->valuestring);
+        /* the exact bytes: p->valuestring would end at a "\u0000" */
+        r->prompt_text = qw_json_member_string(body, len, "prompt", &r->prompt_len);
+        if (!r->prompt_text) return BAD("prompt", "'prompt' could not be decoded");
         r->think = QW_THINK_NONE;
         return 0;
     }
@@ -202,6 +221,28 @@ static int parse_stop(const cJSON *root, qw_oai_request *r, qw_oai_error *e) {
     return 0;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100], …}, as OpenAI's API. */
+static int parse_logit_bias(const cJSON *root, int32_t n_vocab, qw_oai_request *r, qw_oai_error *e) {
+    const cJSON *lb = field(root, "logit_bias");
+    if (!lb) return 0;
+    if (!cJSON_IsObject(lb))
+        return BAD("logit_bias", "'logit_bias' must be an object mapping token ids to biases in [-100, 100]");
+    if (cJSON_GetArraySize(lb) > QW_SAMPLER_MAX_BIAS)
+        return BAD("logit_bias", "'logit_bias' has %d entries; at most %d", cJSON_GetArraySize(lb), QW_SAMPLER_MAX_BIAS);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, lb) {
+        char *end = NULL;
+        const char *k = x->string;
+        long id = k && *k >= '0' && *k <= '9' ? strtol(k, &end, 10) : -1;
+        if (id < 0 || !end || *end || id >= n_vocab)
+            return BAD("logit_bias", "'logit_bias' key '%.40s' is not a token id in [0, %d)", k ? k : "", n_vocab);
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < -100 || x->valuedouble > 100)
+            return BAD("logit_bias", "'logit_bias' value for token %ld must be a number in [-100, 100]", id);
+        r->sp.logit_bias[r->sp.n_logit_bias++] = (qw_logit_bias){(int32_t)id, (float)x->valuedouble};
+    }
+    return 0;
+}
+
 static uint64_t fresh_seed(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -214,15 +255,20 @@ int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *
     *r = (qw_oai_request){.kind = kind, .max_tokens = -1, .sp = qw_sampler_default_params()};
     r->sp.temp = 1.0f;
     r->sp.seed = fresh_seed();
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at && at >= body && at <= body + len ? (long)(at - body) : -1;
+    const char *at = NULL; /* where parsing stopped: the error, or the end of the value */
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &at, 0);
+    long off = at && at >= body && at <= body + len ? (long)(at - body) : -1;
+    if (!root)
         return qw_oai_fail(e, 400, "invalid_request_error", "invalid_json", NULL,
                            "the request body is not valid JSON (near byte %ld)", off);
-    }
     int rc = -1;
     double v;
+    while (at && at < body + len && (*at == ' ' || *at == '\t' || *at == '\n' || *at == '\r')) at++;
+    if (at != body + len) {
+        qw_oai_fail(e, 400, "invalid_request_error", "invalid_json", NULL,
+                    "the request body has data after its JSON value (at byte %ld)", off);
+        goto out;
+    }
     if (!cJSON_IsObject(root)) {
         BAD(NULL, "the request body must be a JSON object");
         goto out;
@@ -275,7 +321,8 @@ int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *
     if (r->sp.presence_penalty != 0 || r->sp.frequency_penalty != 0 || r->sp.repeat_penalty != 1)
         r->sp.penalty_last_n = 64; /* as `qwisp run`'s penalty flags */
     if (parse_stop(root, r, e)) goto out;
-    if (kind == QW_OAI_CHAT ? parse_messages(root, g, r, e) : parse_prompt(root, n_vocab, r, e)) goto out;
+    if (parse_logit_bias(root, n_vocab, r, e)) goto out;
+    if (kind == QW_OAI_CHAT ? parse_messages(root, g, r, e) : parse_prompt(root, body, len, n_vocab, r, e)) goto out;
     rc = 0;
 out:
     cJSON_Delete(root);

@@ -33,6 +33,7 @@ typedef struct qw_oai_request {
     qw_oai_kind kind;
     bool stream, include_usage, return_tokens, ignore_eos;
     char *prompt_text;     /* chat: the rendered template; completion: the prompt (NULL with ids) */
+    size_t prompt_len;     /* bytes of prompt_text (a completion prompt may hold NULs) */
     int32_t *prompt_ids;   /* completion given as token ids */
     size_t n_prompt_ids;
     int32_t max_tokens;    /* -1: until the context is full */

@@ -8,9 +8,15 @@
  * job without stalling other clients.  Connections are cheap compared to a
  * forward pass, and the execution path, not the HTTP layer, bounds the work.
  *
- * Limits: MHD refuses connections beyond max_conns + 16 at accept; between
- * max_conns and that, the handler answers 429 with an error object, so a
- * client sees why.  Shutdown order: mark draining (new generation requests
+ * Limits: MHD refuses connections beyond max_conns + 16 at accept, and a
+ * client address's connections beyond max_conns_per_client (so one client
+ * cannot take every slot); between max_conns and max_conns + 16, the handler
+ * answers 429 with an error object, so a client sees why — except /health,
+ * answered whatever the count.  Every connection is registered with the
+ * deadline watchdog (conns.h), which closes the ones whose headers or body
+ * drip in too slowly.  Request bodies map at most 4 x max_body together
+ * (bodybuf.h).  An empty API key is refused rather than read as "no auth".
+ * Shutdown order: mark draining (new generation requests
  * get 503, /health says "draining"), stop accepting (quiesce), let the
  * execution path finish every admitted job, wait (bounded) until their
  * responses are sent, stop MHD (joins connection threads), free.
@@ -33,15 +39,26 @@ qw_serve_config qw_serve_default_config(void) {
                              .n_threads = 1,
                              .n_ctx = 4096,
                              .max_conns = 64,
+                             .max_conns_per_client = 16,
+                             .header_timeout_s = 10,
+                             .body_timeout_s = 60,
                              .max_queue = 64,
                              .max_body = (size_t)8 << 20};
 }
 
+/* MHD notifies a close before it closes the descriptor, so the watchdog
+ * never sees a descriptor that may have been reused. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode code) {
     qw_server *s = cls;
-    (void)c, (void)socket_ctx;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->metrics.open_conns, 1);
-    else atomic_fetch_sub(&s->metrics.open_conns, 1);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&s->metrics.open_conns, 1);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_ctx = ci ? qw_conns_add(&s->conns, ci->connect_fd) : NULL;
+    } else {
+        atomic_fetch_sub(&s->metrics.open_conns, 1);
+        qw_conns_remove(&s->conns, *socket_ctx);
+        *socket_ctx = NULL;
+    }
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -83,7 +100,7 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
     s->cfg = *cfg;
     s->host = qw_xstrdup(cfg->host ? cfg->host : "127.0.0.1");
     s->model_path = qw_xstrdup(cfg->model_path);
-    s->api_key = cfg->api_key && cfg->api_key[0] ? qw_xstrdup(cfg->api_key) : NULL;
+    s->api_key = cfg->api_key ? qw_xstrdup(cfg->api_key) : NULL;
     s->cfg.host = s->host;
     s->cfg.model_path = s->model_path;
     s->cfg.api_key = s->api_key;
@@ -91,7 +108,14 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
     s->created = (long)time(NULL);
     model_id_of(cfg->model_path, s->model_id, sizeof s->model_id);
 
+    s->bodies.limit = 4 * (cfg->max_body + 65536); /* four bodies at the limit, with their page rounding */
+
     struct sockaddr_storage ss;
+    if (s->api_key && !s->api_key[0]) {
+        /* "" would compare equal to an empty Bearer token: say so instead of serving open or half-open */
+        qw_fail(err, "the API key is empty; give a key, or none to serve without auth");
+        goto fail;
+    }
     if (resolve(s->host, cfg->port, &ss, err)) goto fail;
     s->model = qw_model_load(cfg->model_path, err);
     if (!s->model) goto fail;
@@ -103,11 +127,17 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
     s->sched = cfg->lanes > 0 ? qw_sched_lanes_new(&sc, cfg->lanes, err) : qw_sched_serialize_new(&sc, err);
     if (!s->sched) goto fail;
 
+    if (qw_conns_start(&s->conns, cfg->header_timeout_s, cfg->body_timeout_s, &s->metrics.request_timeouts)) {
+        qw_fail(err, "cannot start the connection watchdog thread");
+        goto fail;
+    }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, qw_http_handler, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_conns + 16),
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned)(cfg->max_conns_per_client > 0 ? cfg->max_conns_per_client : 0),
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_NOTIFY_COMPLETED, qw_http_completed, s,
@@ -139,6 +169,7 @@ void qw_server_shutdown(qw_server *s) {
     /* Jobs are done; give their responses up to 10 s to reach the clients. */
     for (int i = 0; i < 1000 && atomic_load(&s->metrics.in_flight) > 0; i++) usleep(10000);
     if (s->d) MHD_stop_daemon(s->d);
+    qw_conns_stop(&s->conns);
     qw_sched_free(s->sched);
     qw_tokenizer_free(s->tok);
     qw_model_free(s->model);

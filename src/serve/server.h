@@ -4,11 +4,15 @@
  *             libmicrohttpd daemon, connection accounting, drain + stop;
  *   http.c    the request handler: body intake, limits, auth, routing, the
  *             small endpoints (/health, /v1/models, /metrics), error replies;
- *   gen.c     the two generation endpoints: prompt -> job -> JSON or SSE.
+ *   gen.c     the two generation endpoints: prompt -> job -> JSON or SSE;
+ *   conns.c   connection phases and the header/body deadline watchdog;
+ *   bodybuf.c request bodies (own mappings under a byte budget).
  */
 #ifndef QWISP_SERVE_SERVER_H
 #define QWISP_SERVE_SERVER_H
 
+#include "bodybuf.h"
+#include "conns.h"
 #include "metrics.h"
 #include "openai.h"
 #include "qwisp/model.h"
@@ -33,14 +37,18 @@ struct qw_server {
     atomic_bool draining;
     atomic_ullong next_id;
     qw_metrics metrics;
+    qw_conns conns;          /* open connections' phases + the deadline watchdog */
+    qw_body_budget bodies;   /* what all request bodies in flight may map */
 };
 
 /* One HTTP request's state between the handler's calls (MHD's req_cls). */
 typedef struct qw_http_req {
-    char *body; /* pool buffer */
-    size_t n, cap;
-    bool too_big;
+    qw_bodybuf body;  /* unmapped in qw_http_completed */
+    size_t announced; /* Content-Length, 0 if none */
+    bool too_big;     /* over --max-body: the rest is read and dropped */
+    bool no_room;     /* the server's body budget was full: read and dropped */
     double t0;
+    qw_conn *conn;    /* the connection's watchdog entry (NULL: unwatched) */
 } qw_http_req;
 
 /* http.c */

@@ -2,6 +2,8 @@
  * include/qwisp/sampler.h.
  *
  * Chain (llama.cpp's semantics for each stage):
+ *   logit bias  each listed token's bias is added to its logit (OpenAI's
+ *               logit_bias; llama.cpp applies it first too).
  *   penalties   for each token seen in the last penalty_last_n accepted tokens
  *               (count c > 0): logit /= repeat if logit > 0 else *= repeat,
  *               then logit -= c * frequency + presence.
@@ -10,7 +12,7 @@
  *               shortest highest-first prefix whose mass reaches p (>= 1 token).
  *   min-p       keep logits >= max + log(min_p), i.e. p_i >= min_p * p_max.
  *   temperature logits /= temp, softmax, draw one.
- * temp <= 0 is greedy: argmax after penalties (lowest id on ties).
+ * temp <= 0 is greedy: argmax after bias and penalties (lowest id on ties).
  *
  * Cost: the vocabulary is ~150k, so nothing sorts it whole unless it must.
  * top-k selects with a size-k heap; top-p first sorts only the best 256 and
@@ -83,6 +85,7 @@ qw_sampler *qw_sampler_new(const qw_sampler_params *p, int32_t n_vocab) {
     s->p = *p;
     s->n_vocab = n_vocab;
     if (s->p.penalty_last_n < 0) s->p.penalty_last_n = 0;
+    if (s->p.n_logit_bias < 0 || s->p.n_logit_bias > QW_SAMPLER_MAX_BIAS) s->p.n_logit_bias = 0;
     s->c = malloc((size_t)n_vocab * sizeof *s->c);
     s->tmp = malloc((size_t)n_vocab * sizeof *s->tmp);
     s->save = malloc((size_t)n_vocab * sizeof *s->save);
@@ -178,6 +181,15 @@ static void apply_penalties(qw_sampler *s, cand *c) {
     }
 }
 
+/* Adds each logit_bias entry to its token's logit; ids outside the
+ * vocabulary are skipped (the server rejects them before they get here). */
+static void apply_logit_bias(const qw_sampler *s, cand *c) {
+    for (int32_t i = 0; i < s->p.n_logit_bias; i++) {
+        int32_t id = s->p.logit_bias[i].id;
+        if (id >= 0 && id < s->n_vocab) c[id].logit += s->p.logit_bias[i].bias;
+    }
+}
+
 /* Moves the best k of c[0..n) to c[0..k), sorted best first: a size-k heap
  * whose root is the worst kept (over tmp), then one sort of the k. */
 static int32_t select_top(qw_sampler *s, cand *c, int32_t n, int32_t k) {
@@ -251,11 +263,12 @@ static int32_t min_p(qw_sampler *s, cand *c, int32_t n) {
 
 int32_t qw_sampler_sample(qw_sampler *s, const float *logits) {
     const int32_t nv = s->n_vocab;
-    bool pen = penalties_on(s);
-    if (s->p.temp <= 0 && !pen) return qw_argmax(logits, nv);
+    bool pen = penalties_on(s), bias = s->p.n_logit_bias > 0;
+    if (s->p.temp <= 0 && !pen && !bias) return qw_argmax(logits, nv);
 
     cand *c = s->c;
     for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, logits[i], 0};
+    if (bias) apply_logit_bias(s, c);
     if (pen) apply_penalties(s, c);
     int32_t n = nv;
     if (s->p.temp <= 0) {

@@ -6,7 +6,7 @@
 //   MODE api      the OpenAI client: non-streaming + streaming chat, completions,
 //                 usage counts, finish_reason, stop strings, models
 //   MODE greedy   RUN_JSON: greedy chat equals `qwisp run --chat` (tokens and text)
-//   MODE conns    MAX_CONNS: more idle connections than the limit -> 429, then fine
+//   MODE conns    MAX_CONNS: more idle connections than the limit -> 429 (/health 200), then fine
 //   MODE abort    a streaming client that goes away mid-stream
 //   MODE load     N C: N requests over C concurrent connections, no errors
 import net from "node:net";
@@ -114,17 +114,22 @@ async function greedy(runJsonPath) {
 }
 
 async function conns(maxConns) {
+  // Idle connections from four other loopback addresses (one address may hold
+  // only --max-conns-per-client of them), so the checks below come from a
+  // client that is not over its own cap.
   const socks = [];
   for (let i = 0; i < maxConns + 2; i++) {
-    const s = net.connect(new URL(base).port, "127.0.0.1");
+    const s = net.connect({ port: Number(new URL(base).port), host: "127.0.0.1", localAddress: `127.0.0.${2 + (i % 4)}` });
     s.on("error", () => {});
     socks.push(s);
     await new Promise((res) => s.once("connect", res));
   }
   await new Promise((res) => setTimeout(res, 300));
-  const r = await fetch(base + "/health");
+  const r = await fetch(base + "/v1/models");
   const j = await r.json().catch(() => ({}));
   check("too many connections: 429 with an error object", r.status === 429 && j.error && j.error.code === "too_many_connections", `${r.status} ${JSON.stringify(j)}`);
+  const h = await fetch(base + "/health");
+  check("too many connections: /health still answered", h.status === 200, `${h.status}`);
   socks.forEach((s) => s.destroy());
   await new Promise((res) => setTimeout(res, 500));
   const ok = await client.chat.completions.create({ model: "tiny", messages: msgs("Hi"), max_tokens: 2, temperature: 0 });
