@@ -39,7 +39,9 @@ enum {
  *               for NORMAL/BYTE tokens, the raw text for CONTROL/USER_DEFINED.
  *   merges[r]   "left right" (byte-level forms, one space), rank = r.
  *   pre         pre-tokenizer: "qwen2" (also "deepseek-r1-qwen", "megrez"),
- *               "gpt2" or "default" (both the GPT-2 regex).  NULL = "default". */
+ *               "qwen35" (Qwen3.5/3.6: Qwen2's regex with combining marks
+ *               \p{M} kept in letter runs), "gpt2" or "default" (both the
+ *               GPT-2 regex).  NULL = "default". */
 typedef struct qw_tokenizer_spec {
     const char *model;              /* must be "gpt2" (byte-level BPE); NULL = "gpt2" */
     const char *pre;
@@ -68,8 +70,8 @@ qw_tokenizer *qw_tokenizer_new(const qw_tokenizer_spec *spec, qw_error *err);
  * ("<|...|>") -> CONTROL, other added tokens -> USER_DEFINED, the rest NORMAL.
  * bos/eos/pad ids come from tokenizer_config.json's bos_token/eos_token/
  * pad_token strings, add_bos from add_bos_token, chat_template is copied.
- * pre is detected from the pre_tokenizer ("qwen2" for the Qwen2 Split regex,
- * "gpt2" for a plain ByteLevel with use_regex).  Free with
+ * pre is detected from the pre_tokenizer ("qwen2" / "qwen35" for the Qwen2 /
+ * Qwen3.5 Split regex, "gpt2" for a plain ByteLevel with use_regex).  Free with
  * qw_tokenizer_spec_free.  NULL + err on unreadable/unsupported input. */
 qw_tokenizer_spec *qw_tokenizer_spec_from_hf_json(const char *tokenizer_json_path,
                                                   const char *tokenizer_config_path,
@@ -79,7 +81,8 @@ void qw_tokenizer_spec_free(qw_tokenizer_spec *spec);
 
 /* Builds the tokenizer from tokenizer.ggml.{model,pre,tokens,token_type,merges,
  * bos/eos/padding ids, add_bos_token}.  Supports model "gpt2" with pre
- * "qwen2" (and "default"/gpt2 regex as fallback).  NULL + err otherwise. */
+ * "qwen2", "qwen35" (and "default"/gpt2 regex as fallback).  NULL + err
+ * otherwise. */
 qw_tokenizer *qw_tokenizer_from_gguf(const qw_gguf *g, qw_error *err);
 void qw_tokenizer_free(qw_tokenizer *t);
 
