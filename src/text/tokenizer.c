@@ -17,11 +17,15 @@
  *   - the pre-tokenizer regex (tokenizer.ggml.pre: gpt2, qwen2, qwen35),
  *     compiled with PCRE2 (UTF + UCP, JIT).
  *
- * Encode (qw_tokenize):
+ * Encode (qw_tokenize, qw_tokenize_segments):
  *   1. Partition the text on special tokens: each special token in turn
  *      (longest first) splits every still-raw fragment at each occurrence.
- *      CONTROL/UNKNOWN tokens take part only with parse_special; USER_DEFINED
- *      ones always (llama.cpp's rule, after HF tokenizers).
+ *      CONTROL/UNKNOWN tokens take part only with parse_special, or, given
+ *      segments, only where the occurrence lies inside a markup segment (a
+ *      chat template's own text: message content never turns into control
+ *      tokens); USER_DEFINED ones always (llama.cpp's rule, after HF
+ *      tokenizers).  Steps 2-3 do not see segments, so a prompt whose content
+ *      holds no control-token text gets exactly qw_tokenize(text, true)'s ids.
  *   2. Each raw fragment is split by the regex; text between matches (if the
  *      regex leaves any) is a piece of its own.  \s in the patterns is spelled
  *      out as Unicode White_Space (the set llama.cpp and Rust's regex use; PCRE2's
@@ -630,14 +634,43 @@ static void encode_raw(const qw_tokenizer *t, bpe_ctx *c, pcre2_match_data *md, 
 
 typedef struct frag { size_t off, len; int32_t id; } frag;
 
-int32_t *qw_tokenize(const qw_tokenizer *t, const char *text, size_t len, bool parse_special,
-                     size_t *n_out) {
+/* Whether an occurrence of special token sid at text[at, at + sl) becomes that
+ * token.  USER_DEFINED tokens always do (llama.cpp's rule).  CONTROL/UNKNOWN
+ * ones: with segments, only when the occurrence lies wholly inside one markup
+ * segment (segments are in order, so a binary search finds the one holding
+ * `at`); without, when parse_special. */
+static bool special_here(const qw_tokenizer *t, int32_t sid, bool parse_special, const qw_text_seg *segs,
+                         size_t n_segs, size_t at, size_t sl) {
+    if (t->type[sid] == QW_TOKEN_USER_DEFINED) return true;
+    if (!segs) return parse_special;
+    size_t lo = 0, hi = n_segs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (segs[mid].off <= at) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return false;
+    const qw_text_seg *g = &segs[lo - 1];
+    return g->markup && at + sl <= g->off + g->len;
+}
+
+/* qw_tokenize and qw_tokenize_segments: segs == NULL means parse_special
+ * decides for the whole text. */
+static int32_t *encode(const qw_tokenizer *t, const char *text, size_t len, bool parse_special,
+                       const qw_text_seg *segs, size_t n_segs, size_t *n_out) {
     ivec out = {0};
     bpe_ctx c = {0};
     frag *fr = NULL, *nf = NULL;
     size_t nfr = 0, cap = 0;
     pcre2_match_data *md = NULL;
     *n_out = 0;
+
+    /* With segments, CONTROL tokens take part only if some markup exists. */
+    bool any_control = parse_special;
+    if (segs) {
+        any_control = false;
+        for (size_t i = 0; i < n_segs && !any_control; i++) any_control = segs[i].markup && segs[i].len > 0;
+    }
 
     if (qw_tokenizer_add_bos(t)) ivec_push(&out, t->bos);
 
@@ -648,7 +681,7 @@ int32_t *qw_tokenize(const qw_tokenizer *t, const char *text, size_t len, bool p
     if (len > 0) fr[nfr++] = (frag){0, len, -1};
     for (int32_t k = 0; k < t->n_special && nfr > 0; k++) {
         int32_t sid = t->special[k];
-        if (!parse_special && t->type[sid] != QW_TOKEN_USER_DEFINED) continue;
+        if (!any_control && t->type[sid] != QW_TOKEN_USER_DEFINED) continue;
         size_t sl;
         const char *st = tok_text(t, sid, &sl);
         size_t nn = 0, ncap = nfr + 16;
@@ -656,10 +689,15 @@ int32_t *qw_tokenize(const qw_tokenizer *t, const char *text, size_t len, bool p
         if (!nf) goto oom;
         for (size_t i = 0; i < nfr; i++) {
             frag f = fr[i];
-            while (f.id < 0 && f.len >= sl) {
-                const char *hit = memmem(text + f.off, f.len, st, sl);
+            size_t from = f.off; /* search start: past occurrences not taken */
+            while (f.id < 0 && f.off + f.len - from >= sl) {
+                const char *hit = memmem(text + from, f.off + f.len - from, st, sl);
                 if (!hit) break;
                 size_t at = (size_t)(hit - text);
+                if (!special_here(t, sid, parse_special, segs, n_segs, at, sl)) {
+                    from = at + 1; /* stays text; a later occurrence may still count */
+                    continue;
+                }
                 if (nn + 3 > ncap) {
                     ncap = ncap * 2 + 3;
                     frag *q = realloc(nf, ncap * sizeof *q);
@@ -670,6 +708,7 @@ int32_t *qw_tokenize(const qw_tokenizer *t, const char *text, size_t len, bool p
                 nf[nn++] = (frag){at, sl, sid};
                 f.len -= at + sl - f.off;
                 f.off = at + sl;
+                from = f.off;
             }
             if (f.len > 0 || f.id >= 0) {
                 if (nn + 1 > ncap) {
@@ -709,6 +748,17 @@ oom:
     if (md) pcre2_match_data_free(md);
     free(fr); free(nf); free(c.s); free(c.h); free(out.v);
     return NULL;
+}
+
+int32_t *qw_tokenize(const qw_tokenizer *t, const char *text, size_t len, bool parse_special,
+                     size_t *n_out) {
+    return encode(t, text, len, parse_special, NULL, 0, n_out);
+}
+
+int32_t *qw_tokenize_segments(const qw_tokenizer *t, const char *text, size_t len, const qw_text_seg *segs,
+                              size_t n_segs, size_t *n_out) {
+    static const qw_text_seg none = {0, 0, false}; /* no segments: all plain text */
+    return encode(t, text, len, false, n_segs ? segs : &none, n_segs ? n_segs : 1, n_out);
 }
 
 /* ---- decode ---- */
