@@ -4,8 +4,10 @@
  * Build (qw_tokenizer_new), everything sized once:
  *   - token texts in one blob + offsets; an open-addressing hash map
  *     text -> id (FNV-1a, power-of-two table, load <= 0.5, the hash's high
- *     half kept in the slot so a probe rarely touches another token's text:
- *     loading is dominated by these lookups, ~0.1 s for 152k tokens);
+ *     half kept in the slot so a probe rarely touches another token's text);
+ *     loading is these lookups (three per merge) at random places in tables
+ *     of several MB, so the build loops hash and prefetch 16 items ahead:
+ *     ~0.1 s of CPU for a 248k vocabulary, about half what it was without;
  *   - merges as a map (left id, right id) -> (rank, merged id).  Merging on ids
  *     instead of strings needs every merge's result to be a vocab token, which
  *     holds for any well-formed vocab; a merge whose parts or result are not in
@@ -161,11 +163,15 @@ static int utf8_seq(const unsigned char *s, size_t n, uint32_t *cp) {
 
 /* ---- hash maps ---- */
 
-static uint64_t fnv(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
+#define FNV_BASIS 1469598103934665603ull
+
+/* FNV-1a continued over s[n]: fnv_more(fnv(a), b) is the hash of a then b. */
+static inline uint64_t fnv_more(uint64_t h, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return h;
 }
+
+static inline uint64_t fnv(const char *s, size_t n) { return fnv_more(FNV_BASIS, s, n); }
 
 static size_t pow2_at_least(size_t n) {
     size_t c = 16;
@@ -178,27 +184,31 @@ static const char *tok_text(const qw_tokenizer *t, int32_t id, size_t *len) {
     return t->text_blob + t->text_off[id];
 }
 
-/* Each slot keeps the text's hash beside the id, so a probe that meets
- * another text is almost always rejected without touching the token blob
- * (two cache misses saved per probe; loading a 248k vocab does ~750k
- * lookups). */
-static int32_t smap_find(const qw_tokenizer *t, const char *s, size_t n) {
-    uint64_t h = fnv(s, n);
+/* Id of the token whose text is a[la] followed by b[lb] (lb may be 0), h
+ * being that text's hash; -1 if none.  Each slot keeps the hash's high half
+ * beside the id, so a probe that meets another text is rejected without
+ * touching the token blob. */
+static int32_t smap_find_h(const qw_tokenizer *t, uint64_t h, const char *a, size_t la, const char *b,
+                           size_t lb) {
     for (size_t i = h & t->smask;; i = (i + 1) & t->smask) {
         const smap_ent *e = &t->smap[i];
         if (e->id < 0) return -1;
         if (e->h != (uint32_t)(h >> 32)) continue;
         size_t l;
         const char *x = tok_text(t, e->id, &l);
-        if (l == n && memcmp(x, s, n) == 0) return e->id;
+        if (l == la + lb && memcmp(x, a, la) == 0 && memcmp(x + la, b, lb) == 0) return e->id;
     }
 }
 
-/* Later ids replace earlier ones with the same text (llama.cpp's map does the same). */
-static void smap_put(qw_tokenizer *t, int32_t id) {
+static int32_t smap_find(const qw_tokenizer *t, const char *s, size_t n) {
+    return smap_find_h(t, fnv(s, n), s, n, "", 0);
+}
+
+/* Later ids replace earlier ones with the same text (llama.cpp's map does the
+ * same).  h: the hash of the token's text. */
+static void smap_put(qw_tokenizer *t, int32_t id, uint64_t h) {
     size_t n;
     const char *s = tok_text(t, id, &n);
-    uint64_t h = fnv(s, n);
     for (size_t i = h & t->smask;; i = (i + 1) & t->smask) {
         smap_ent *e = &t->smap[i];
         if (e->id < 0) { *e = (smap_ent){id, (uint32_t)(h >> 32)}; return; }
@@ -207,6 +217,38 @@ static void smap_put(qw_tokenizer *t, int32_t id) {
         const char *x = tok_text(t, e->id, &l);
         if (l == n && memcmp(x, s, n) == 0) { e->id = id; return; }
     }
+}
+
+/* Loading is a few hundred thousand lookups at random places in tables of
+ * several MB, each a cache miss.  The build loops therefore work AHEAD items
+ * in advance: hash the item, prefetch its slot, and use it AHEAD iterations
+ * later, so the misses overlap instead of queueing. */
+enum { AHEAD = 16 };
+
+static void smap_prefetch(const qw_tokenizer *t, uint64_t h) { __builtin_prefetch(&t->smap[h & t->smask]); }
+
+/* A merge "a b", split and hashed ahead of its lookups. */
+typedef struct merge_pre {
+    const char *a, *b;
+    size_t la, lb;
+    uint64_t ha, hb, hab; /* hashes of a, b and a+b */
+    bool ok;              /* false: malformed, never fires */
+} merge_pre;
+
+static void merge_prep(const qw_tokenizer *t, const char *m, merge_pre *p) {
+    const char *sp1 = m ? strchr(m, ' ') : NULL;
+    p->ok = sp1 && sp1 != m && sp1[1];
+    if (!p->ok) return;
+    p->a = m;
+    p->la = (size_t)(sp1 - m);
+    p->b = sp1 + 1;
+    p->lb = strlen(p->b);
+    p->ha = fnv(p->a, p->la);
+    p->hb = fnv(p->b, p->lb);
+    p->hab = fnv_more(p->ha, p->b, p->lb);
+    smap_prefetch(t, p->ha);
+    smap_prefetch(t, p->hb);
+    smap_prefetch(t, p->hab);
 }
 
 static inline uint64_t mkey(int32_t a, int32_t b) {
@@ -363,7 +405,23 @@ qw_tokenizer *qw_tokenizer_new(const qw_tokenizer_spec *sp, qw_error *err) {
     t->smask = pow2_at_least((size_t)nv * 2) - 1;
     t->smap = qw_xmalloc((t->smask + 1) * sizeof *t->smap);
     memset(t->smap, 0xff, (t->smask + 1) * sizeof *t->smap); /* id -1 everywhere */
-    for (int32_t i = 0; i < nv; i++) smap_put(t, i);
+    uint64_t hr[AHEAD];
+    for (int32_t i = 0; i < nv && i < AHEAD; i++) {
+        size_t l;
+        const char *x = tok_text(t, i, &l);
+        hr[i] = fnv(x, l);
+        smap_prefetch(t, hr[i]);
+    }
+    for (int32_t i = 0; i < nv; i++) {
+        uint64_t h = hr[i % AHEAD];
+        if (i + AHEAD < nv) {
+            size_t l;
+            const char *x = tok_text(t, i + AHEAD, &l);
+            hr[i % AHEAD] = fnv(x, l);
+            smap_prefetch(t, hr[i % AHEAD]);
+        }
+        smap_put(t, i, h);
+    }
 
     uint32_t b2cp[256];
     int16_t cp2b[512];
@@ -378,23 +436,35 @@ qw_tokenizer *qw_tokenizer_new(const qw_tokenizer_spec *sp, qw_error *err) {
     int32_t nm = sp->merges ? sp->n_merges : 0;
     t->mmask = pow2_at_least((size_t)(nm > 0 ? nm : 1) * 2) - 1;
     t->mmap = qw_xcalloc(t->mmask + 1, sizeof *t->mmap);
-    char *cat = NULL;
-    size_t catcap = 0;
+    /* two stages AHEAD apart: split + hash + prefetch the text slots; then
+     * look the ids up and prefetch the merge slot, inserted AHEAD later
+     * (in rank order, so a repeated pair still keeps its first rank) */
+    merge_pre ring[AHEAD];
+    merge_ent found[AHEAD];
+    size_t nfound = 0, fhead = 0;
+    for (int32_t r = 0; r < nm && r < AHEAD; r++) merge_prep(t, sp->merges[r], &ring[r]);
     for (int32_t r = 0; r < nm; r++) {
-        const char *m = sp->merges[r];
-        const char *sp1 = m ? strchr(m, ' ') : NULL;
-        if (!sp1 || sp1 == m || !sp1[1]) continue; /* malformed: never fires */
-        size_t la = (size_t)(sp1 - m), lb = strlen(sp1 + 1);
-        int32_t a = smap_find(t, m, la), b = smap_find(t, sp1 + 1, lb);
+        merge_pre p = ring[r % AHEAD];
+        if (r + AHEAD < nm) merge_prep(t, sp->merges[r + AHEAD], &ring[r % AHEAD]);
+        if (!p.ok) continue;
+        int32_t a = smap_find_h(t, p.ha, p.a, p.la, "", 0), b = smap_find_h(t, p.hb, p.b, p.lb, "", 0);
         if (a < 0 || b < 0) continue;
-        if (la + lb > catcap) { catcap = (la + lb) * 2; cat = qw_xrealloc(cat, catcap); }
-        memcpy(cat, m, la);
-        memcpy(cat + la, sp1 + 1, lb);
-        int32_t res = smap_find(t, cat, la + lb);
+        int32_t res = smap_find_h(t, p.hab, p.a, p.la, p.b, p.lb);
         if (res < 0) continue;
-        mmap_put(t, a, b, r, res);
+        if (nfound == AHEAD) {
+            merge_ent *e = &found[fhead];
+            mmap_put(t, (int32_t)(e->key >> 32) - 1, (int32_t)(uint32_t)e->key - 1, e->rank, e->result);
+            fhead = (fhead + 1) % AHEAD;
+            nfound--;
+        }
+        uint64_t k = mkey(a, b);
+        __builtin_prefetch(&t->mmap[mhash(k) & t->mmask]);
+        found[(fhead + nfound++) % AHEAD] = (merge_ent){k, r, res};
     }
-    free(cat);
+    for (; nfound > 0; nfound--, fhead = (fhead + 1) % AHEAD) {
+        merge_ent *e = &found[fhead];
+        mmap_put(t, (int32_t)(e->key >> 32) - 1, (int32_t)(uint32_t)e->key - 1, e->rank, e->result);
+    }
 
     /* special tokens, EOG */
     t->special = qw_xmalloc((size_t)nv * sizeof *t->special);
