@@ -53,13 +53,37 @@
 
 /* ---- regexes ----
  * WS is Unicode White_Space.  The Qwen2 pattern is tokenizer.json's with the
- * case-insensitive contraction group written as explicit classes. */
+ * case-insensitive contraction group written as explicit classes.
+ *
+ * \p{L}, \p{M}, \p{N} are written as classes L, M, N: PCRE2's property plus
+ * the letters, marks and numbers Unicode 15.0 and 15.1 added (CJK Ext. H and
+ * I, Kawi, Nag Mundari, Kaktovik numerals, …).  llama.cpp classifies code
+ * points with its own Unicode 15.1 tables; Debian's PCRE2 10.42 knows Unicode
+ * 14, where these are unassigned, so without them a Kawi word would be cut
+ * into punctuation pieces llama.cpp does not make.  The ranges were found by
+ * comparing the two over every code point and checked against ICU's (Node's)
+ * categories.  A PCRE2 with Unicode 15+ finds them in its own property too;
+ * one with Unicode 16+ would add letters llama.cpp's tables do not have yet. */
 #define WS "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define L15 \
+    "\\x{1123F}-\\x{11240}\\x{11F02}\\x{11F04}-\\x{11F10}\\x{11F12}-\\x{11F33}" \
+    "\\x{1342F}\\x{13441}-\\x{13446}\\x{1B132}\\x{1B155}\\x{1DF25}-\\x{1DF2A}" \
+    "\\x{1E030}-\\x{1E06D}\\x{1E4D0}-\\x{1E4EB}\\x{2B739}\\x{2EBF0}-\\x{2EE5D}" \
+    "\\x{31350}-\\x{323AF}"
+#define M15 \
+    "\\x{CF3}\\x{ECE}\\x{10EFD}-\\x{10EFF}\\x{11241}\\x{11F00}-\\x{11F01}\\x{11F03}" \
+    "\\x{11F34}-\\x{11F3A}\\x{11F3E}-\\x{11F42}\\x{13440}\\x{13447}-\\x{13455}" \
+    "\\x{1E08F}\\x{1E4EC}-\\x{1E4EF}"
+#define N15 \
+    "\\x{11F50}-\\x{11F59}\\x{1D2C0}-\\x{1D2D3}\\x{1E4F0}-\\x{1E4F9}"
+#define L "\\p{L}" L15
+#define M "\\p{M}" M15
+#define N "\\p{N}" N15
 static const char RE_QWEN2[] =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-    "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
-    "|\\p{N}"
-    "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*"
+    "|[^\\r\\n" L N "]?[" L "]+"
+    "|[" N "]"
+    "| ?[^" WS L N "]+[\\r\\n]*"
     "|[" WS "]*[\\r\\n]+"
     "|[" WS "]+(?![^" WS "])"
     "|[" WS "]+";
@@ -67,18 +91,21 @@ static const char RE_QWEN2[] =
  * and leaving the punctuation class, so "e" + U+0301 stays one piece. */
 static const char RE_QWEN35[] =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+"
-    "|\\p{N}"
-    "| ?[^" WS "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*"
+    "|[^\\r\\n" L N "]?[" L M "]+"
+    "|[" N "]"
+    "| ?[^" WS L M N "]+[\\r\\n]*"
     "|[" WS "]*[\\r\\n]+"
     "|[" WS "]+(?![^" WS "])"
     "|[" WS "]+";
 static const char RE_GPT2[] =
     "'s|'t|'re|'ve|'m|'ll|'d"
-    "| ?\\p{L}+| ?\\p{N}+"
-    "| ?[^" WS "\\p{L}\\p{N}]+"
+    "| ?[" L "]+| ?[" N "]+"
+    "| ?[^" WS L N "]+"
     "|[" WS "]+(?![^" WS "])"
     "|[" WS "]+";
+#undef L
+#undef M
+#undef N
 
 typedef struct smap_ent {
     int32_t id;  /* -1 = empty slot */

@@ -16,6 +16,8 @@
 #     reference of t_tokenizer_corpus.sh applies NFC and llama.cpp does not),
 #     ids per line with and without special-token parsing == llama.cpp
 #     (node-llama-cpp, vocab-only), and decode(encode(line)) == line;
+#   - 3000 lines of random code points (random_lines.mjs, fixed seed) ==
+#     llama.cpp, with and without special-token parsing;
 #   - start-up: vocab load time of qwisp and llama.cpp on this file and on a
 #     copy widened to the real Qwen3.5 size, 248,320 tokens (widen_vocab.mjs;
 #     ggml-vocab-qwen35.gguf itself holds Qwen2's 151,936).  Times are INFO;
@@ -93,7 +95,23 @@ console.log(dec.length === lines.length && bad.length === 0
     : `FAIL: qwen35 corpus decode round trip: ${bad.length} of ${lines.length} lines differ, first ${JSON.stringify((bad[0] || "").slice(0, 60))}`);
 ' "$TMP/corpus.txt" "$TMP/dec.jsonl"
 
-# 4. start-up: vocab load, qwisp (best of 3, `tokenize -v`) vs llama.cpp
+# 4. random code points (seeded), with and without special-token parsing
+node tests/text/random_lines.mjs "$TMP/random.txt" 3000 20261203
+if node tests/text/tokenize_llamacpp.mjs "$PEERS" "$VOCAB" "$TMP/random.txt" "$TMP/rl.jsonl" "$TMP/rl_ns.jsonl" \
+        >"$TMP/rl.log" 2>&1; then
+    "$BIN" tokenize -m "$VOCAB" --lines "$TMP/random.txt" >"$TMP/rq.jsonl" 2>"$TMP/err"
+    "$BIN" tokenize -m "$VOCAB" --no-special --lines "$TMP/random.txt" >"$TMP/rq_ns.jsonl" 2>>"$TMP/err"
+    d1=$(diff "$TMP/rl.jsonl" "$TMP/rq.jsonl" | grep -c '^<'); d2=$(diff "$TMP/rl_ns.jsonl" "$TMP/rq_ns.jsonl" | grep -c '^<')
+    if [ "$(wc -l <"$TMP/rq.jsonl")" = 3000 ] && [ "$d1" = 0 ] && [ "$d2" = 0 ]; then
+        echo "PASS: qwen35 random code points: 3000 lines agree with llama.cpp"
+    else
+        echo "FAIL: qwen35 random code points: $d1 / $d2 (--no-special) of 3000 lines differ $(head -c 200 "$TMP/err")"
+    fi
+else
+    echo "FAIL: qwen35 random code points: node-llama-cpp failed: $(tail -c 300 "$TMP/rl.log")"
+fi
+
+# 5. start-up: vocab load, qwisp (best of 3, `tokenize -v`) vs llama.cpp
 qload() {
     local best="" ms
     for _ in 1 2 3; do
