@@ -176,11 +176,35 @@ static void test_segment_rules(void **state) {
     free(plain);
 }
 
+static void test_render_prompt_errors(void **state) {
+    (void)state;
+    qw_error err = {0};
+    qw_chat_prompt p = {(char *)"x", 1, NULL, 7}; /* garbage in: zeroed on error */
+    const qw_chat_msg msgs[] = {{"user", "hi"}};
+    assert_int_equal(qw_chat_render_template_prompt("[INST] {{ m }} [/INST]", msgs, 1, true, &p, &err), -1);
+    assert_non_null(strstr(err.msg, "mistral"));
+    assert_null(p.text);
+    assert_null(p.segs);
+    assert_int_equal(p.n_segs, 0);
+    qw_chat_prompt_free(&p); /* a zeroed prompt is fine */
+    const qw_chat_msg bad[] = {{"user", NULL}};
+    assert_int_equal(qw_chat_render_prompt(NULL, bad, 1, true, &p, &err), -1);
+    assert_non_null(strstr(err.msg, "content"));
+    assert_null(p.text);
+    /* no messages, generation prompt only: one markup segment */
+    assert_int_equal(qw_chat_render_prompt(NULL, msgs, 0, true, &p, &err), 0);
+    assert_string_equal(p.text, "<|im_start|>assistant\n");
+    assert_int_equal(p.n_segs, 1);
+    assert_true(p.segs[0].markup);
+    qw_chat_prompt_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forged_turn_stays_text),
         cmocka_unit_test(test_benign_ids_unchanged),
         cmocka_unit_test(test_segment_rules),
+        cmocka_unit_test(test_render_prompt_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
