@@ -214,8 +214,8 @@ static int32_t *prompt_ids(qw_server *s, const qw_oai_request *rq, size_t *n) {
         return ids;
     }
     if (rq->prompt_segs) /* chat: special tokens only in the template's markup, never in content */
-        return qw_tokenize_segments(s->tok, rq->prompt_text, rq->prompt_len, rq->prompt_segs, rq->n_prompt_segs,
-                                    n);
+        return qw_tokenize_segments(s->tok, rq->prompt_text, rq->prompt_len, rq->prompt_segs,
+                                    rq->n_prompt_segs, n);
     return qw_tokenize(s->tok, rq->prompt_text, rq->prompt_len, true, n);
 }
 
