@@ -123,7 +123,7 @@ qload() {
 }
 lc_ms=$(sed -n 's/^load_ms //p' "$TMP/lc.log")
 q_ms=$(qload "$VOCAB")
-echo "INFO: vocab load, 151,936 tokens: qwisp ${q_ms:-?} ms (best of 3), llama.cpp ${lc_ms:-?} ms (node-llama-cpp vocabOnly)"
+echo "INFO: vocab load, 151,936 tokens: qwisp ${q_ms:-?} ms (best of 3), llama.cpp ${lc_ms:-?} ms (node-llama-cpp loadModel vocabOnly, its JS GGUF read included)"
 printf 'x\n' >"$TMP/one.txt"
 if node tests/text/widen_vocab.mjs "$VOCAB" "$TMP/v248k.gguf" 248320 >"$TMP/widen.log" 2>&1 &&
    node tests/text/tokenize_llamacpp.mjs "$PEERS" "$TMP/v248k.gguf" "$TMP/one.txt" "$TMP/w1" "$TMP/w2" >"$TMP/lcw.log" 2>&1; then
