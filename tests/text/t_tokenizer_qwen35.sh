@@ -20,9 +20,9 @@
 #     llama.cpp, with and without special-token parsing;
 #   - start-up: vocab load time of qwisp and llama.cpp on this file and on a
 #     copy widened to the real Qwen3.5 size, 248,320 tokens (widen_vocab.mjs;
-#     ggml-vocab-qwen35.gguf itself holds Qwen2's 151,936).  Times are INFO;
-#     the one assertion is that qwisp loads the 248k vocab faster than
-#     llama.cpp does (it is ~10x faster, so machine load does not flip it).
+#     ggml-vocab-qwen35.gguf itself holds Qwen2's 151,936).  Times are INFO
+#     only (speed is measured, never asserted in a test); the check is that
+#     the 248k vocabulary loads and tokenizes.
 # Peers missing is a FAIL, not a SKIP.  Env: QWISP_BIN, QWISP_TEST_TMP.
 set -u
 BIN=${QWISP_BIN:-$PWD/build/qwisp}
@@ -130,11 +130,8 @@ if node tests/text/widen_vocab.mjs "$VOCAB" "$TMP/v248k.gguf" 248320 >"$TMP/wide
     lcw_ms=$(sed -n 's/^load_ms //p' "$TMP/lcw.log")
     qw_ms=$(qload "$TMP/v248k.gguf")
     echo "INFO: vocab load, 248,320 tokens: qwisp ${qw_ms:-?} ms (best of 3), llama.cpp ${lcw_ms:-?} ms"
-    if [ -n "$qw_ms" ] && [ -n "$lcw_ms" ] && awk "BEGIN{exit !($qw_ms < $lcw_ms)}"; then
-        echo "PASS: qwen35 248k vocab loads faster than llama.cpp's (${qw_ms} vs ${lcw_ms} ms)"
-    else
-        echo "FAIL: qwen35 248k vocab load: qwisp ${qw_ms:-?} ms, llama.cpp ${lcw_ms:-?} ms"
-    fi
+    if [ -n "$qw_ms" ]; then echo "PASS: qwen35 248k vocab loads and tokenizes"
+    else echo "FAIL: qwen35 248k vocab: qwisp tokenize -v gave no load time: $("$BIN" tokenize -m "$TMP/v248k.gguf" -p x 2>&1 | tail -1)"; fi
 else
     echo "FAIL: qwen35 248k vocab: $(tail -c 300 "$TMP/widen.log" "$TMP/lcw.log" 2>/dev/null)"
 fi
