@@ -26,7 +26,8 @@ typedef struct qw_tensor {
     size_t matrix_bytes; /* bytes of one ne[0]×ne[1] matrix (3-D expert tensors) */
 } qw_tensor;
 
-/* Architectures one forward pass runs (qwen3moe.c + deltanet.c). */
+/* Architectures one forward pass runs (src/model/forward.c: a layer's flags, not
+ * this id, pick its blocks). */
 typedef enum {
     QW_ARCH_QWEN3MOE = 0,  /* attention + routed MoE, every layer */
     QW_ARCH_QWEN35MOE = 1, /* Gated DeltaNet / gated attention + routed MoE + shared expert */

@@ -4,7 +4,7 @@
  * qw_tensor points into the read-only mapping owned by the qw_gguf handle.
  *
  * Architectures: qwen3moe (here) and qwen35moe (its keys and tensors:
- * qwen35moe_load.c); one forward pass runs both (qwen3moe.c + deltanet.c).
+ * qwen35moe_load.c); one forward pass runs both (forward.c and its blocks).
  * Anything else is refused with the architecture's name.
  */
 #include "model_load.h"
