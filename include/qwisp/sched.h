@@ -126,7 +126,8 @@ struct qw_sched {
 };
 
 typedef struct qw_sched_config {
-    const qw_model *model;
+    qw_model *model;   /* experts placed by the constructor for its real contexts
+                        * (n_ctx, times n_lanes for lanes) unless already placed */
     const qw_tokenizer *tok;
     int32_t n_ctx;     /* context of the (each) sequence */
     int n_threads;

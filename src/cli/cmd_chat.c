@@ -21,6 +21,7 @@
  */
 #include "cli_common.h"
 #include "commands.h"
+#include "qwisp/place.h"
 #include "qwisp/generate.h"
 #include "qwisp/model.h"
 #include "qwisp/options.h"
@@ -342,7 +343,7 @@ int qw_cmd_chat(int argc, char **argv) {
     qw_model *m = qw_model_load(path, &err);
     qw_tokenizer *tok = m ? qw_tokenizer_from_gguf(m->gguf, &err) : NULL;
     long n_ctx = a.n_ctx ? a.n_ctx : (long)qw_opt_int(QW_OPT_CTX);
-    qw_ctx *c = tok ? qw_ctx_new(m, (int32_t)n_ctx, qw_cli_threads(a.threads), &err) : NULL;
+    qw_ctx *c = tok ? qw_ctx_new_placed(m, (int32_t)n_ctx, qw_cli_threads(a.threads), &err) : NULL;
     if (!c) {
         fprintf(stderr, "qwisp chat: %s\n", err.msg);
         qw_tokenizer_free(tok);

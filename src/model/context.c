@@ -103,6 +103,11 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
         qw_fail(err, "head_dim %d exceeds the supported 1024", hp->head_dim);
         return NULL;
     }
+    if (!m->experts) {
+        qw_fail(err, "%s: the experts are not placed (the loader leaves the tier to its caller: qw_place_experts)",
+                qw_gguf_path(m->gguf));
+        return NULL;
+    }
     qw_ctx *c = qw_xcalloc(1, sizeof *c);
     c->m = m;
     c->n_ctx = n_ctx;
