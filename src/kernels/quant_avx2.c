@@ -292,4 +292,6 @@ const qw_kernel_table qw_kernels_avx2 = {
     .dot_f32v = dot_f32v,
     .axpy_f32 = axpy_f32,
     .axpy_f16 = axpy_f16,
+    .kq = &qw_kq_dots_avx2,
+    .delta_step = qw_ref_delta_step,
 };

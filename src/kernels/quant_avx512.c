@@ -124,7 +124,7 @@ static inline float scale1(uint16_t dw, uint16_t dx) { return _cvtsh_ss(dw) * _c
  * llama.cpp's bits; any other (two accumulators, 16 lanes) differs in the
  * last bit, and on Q8_0 models such last-bit differences flip the rounding
  * of a later Q8_0 / f16 conversion now and then, which grows to 1e-2 in the
- * logprobs.  The tiles in gemm_avx512.c keep this order too. */
+ * logprobs.  The tiles in q8_0_avx512.c keep this order too. */
 static void dot_q8_0(int64_t n, float *s, const void *wv, const void *xv) {
     const qw_block_q8_0 *w = wv, *x = xv;
     const int64_t nb = n / QW_QK8_0;
@@ -271,4 +271,8 @@ const qw_kernel_table qw_kernels_avx512 = {
     .gemv_q8_0 = qw_avx512_gemv_q8_0,
     .gemv_q4_0 = qw_avx512_gemv_q4_0,
     .axpy_f16 = axpy_f16,
+    .kq = &qw_kq_dots_avx512,
+    .attn_scores_f16 = qw_avx512_attn_scores_f16,
+    .attn_values_f16 = qw_avx512_attn_values_f16,
+    .delta_step = qw_avx512_delta_step,
 };

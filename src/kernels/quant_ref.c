@@ -288,4 +288,6 @@ const qw_kernel_table qw_kernels_ref = {
     .dot_f32v = qw_ref_dot_f32v,
     .axpy_f32 = qw_ref_axpy_f32,
     .axpy_f16 = qw_ref_axpy_f16,
+    .kq = &qw_kq_dots_ref,
+    .delta_step = qw_ref_delta_step,
 };

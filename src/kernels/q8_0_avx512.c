@@ -1,4 +1,4 @@
-/* gemm_avx512.c — register-blocked Q8_0×Q8_0 tiles (AVX-512 VNNI) for prefill
+/* q8_0_avx512.c — register-blocked Q8_0×Q8_0 tiles (AVX-512 VNNI) for prefill
  * matmuls (4 tokens × a block of rows) and decode (1 token, row by row).
  * (Q4_0's tiles are in q4_0_avx512vbmi.c.)
  *
