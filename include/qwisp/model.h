@@ -16,7 +16,7 @@
 #include "qwisp/base.h"
 #include "qwisp/experts.h"
 #include "qwisp/gguf.h"
-#include "qwisp/quant.h"
+#include "qwisp/ops.h" /* the kernels seam: qw_type and the math the forward pass uses */
 
 /* A view of one weight tensor in the mapping.  ne[0] is the row length. */
 typedef struct qw_tensor {

@@ -20,7 +20,6 @@
 #include "qwisp/ops.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
-#include "qwisp/threadpool.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #define QWISP_MODEL_CONTEXT_H
 
 #include "qwisp/model.h"
-#include "qwisp/threadpool.h"
+#include "qwisp/ops.h"
 
 enum { DEFAULT_CHUNK = 512, KV_INITIAL = 256 };
 
