@@ -15,7 +15,7 @@
  * One-shot: `qwisp chat PROMPT…`, or a prompt piped on stdin (read to EOF):
  * one reply, printed, then exit.  -i keeps the multi-turn loop with a
  * non-terminal stdin (one message per line; no "> " prompts), for scripts.
- * Replies go through the same text assembler as the server (serve/textout.c):
+ * Replies go through the same text assembler as the server (text/textout.c):
  * end-of-generation tokens are not printed, Qwen3 <think> content is shown
  * dimmed on a terminal and left out otherwise.
  */
@@ -25,7 +25,7 @@
 #include "qwisp/generate.h"
 #include "qwisp/model.h"
 #include "qwisp/options.h"
-#include "serve/textout.h"
+#include "text/textout.h"
 
 #include <editline/readline.h>
 #include <errno.h>

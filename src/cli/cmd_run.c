@@ -20,7 +20,7 @@
 #include "qwisp/options.h"
 #include "qwisp/run_memory.h"
 #include "qwisp/tokenizer.h"
-#include "serve/textout.h"
+#include "text/textout.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
