@@ -22,19 +22,7 @@
 #include <string.h>
 
 #include "kernels/quant_impl.h"
-
-static inline uint16_t load_u16(const void *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline float hsum8(__m256 v) {
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    return _mm_cvtss_f32(t);
-}
+#include "kernels/simd_x86.h"
 
 static inline __mmask16 tail16(int64_t r) { return (__mmask16)((1u << r) - 1u); }
 static inline __mmask32 tail32(int64_t r) { return (__mmask32)(r >= 32 ? 0xffffffffu : (1u << r) - 1u); }
