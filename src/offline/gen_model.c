@@ -264,26 +264,18 @@ int qw_gen_model_validate(const qw_gen_model_params *p, qw_error *err) {
     if (p->n_expert_used > p->n_expert)
         return qw_fail(err, "--n-expert-used %d: must be <= --n-expert %d", p->n_expert_used,
                        p->n_expert);
-    if (qw_gen_is_block_type(p->type)) {
-        if (p->n_embd % 32 != 0)
-            return qw_fail(err, "--n-embd %d: must be a multiple of 32 for type %s", p->n_embd,
+    /* every matrix row is whole blocks: 32 elements (q8_0, q4_0), or 256-element
+     * super-blocks (K-quants) */
+    const int32_t blk = qw_gen_is_block_type(p->type) ? 32 : qw_gen_is_kquant(p->type) ? 256 : 1;
+    if (blk > 1) {
+        if (p->n_embd % blk != 0)
+            return qw_fail(err, "--n-embd %d: must be a multiple of %d for type %s", p->n_embd, blk,
                            qw_gen_type_name(p->type));
-        if ((p->n_head * p->head_dim) % 32 != 0)
-            return qw_fail(err, "--head-dim %d: n_head*head_dim (%d) must be a multiple of 32 for type %s",
-                           p->head_dim, p->n_head * p->head_dim, qw_gen_type_name(p->type));
-        if (p->n_ff_exp % 32 != 0)
-            return qw_fail(err, "--n-ff-exp %d: must be a multiple of 32 for type %s", p->n_ff_exp,
-                           qw_gen_type_name(p->type));
-    }
-    if (qw_gen_is_kquant(p->type)) { /* K-quants: every matrix row is whole 256-element super-blocks */
-        if (p->n_embd % 256 != 0)
-            return qw_fail(err, "--n-embd %d: must be a multiple of 256 for type %s", p->n_embd,
-                           qw_gen_type_name(p->type));
-        if ((p->n_head * p->head_dim) % 256 != 0)
-            return qw_fail(err, "--head-dim %d: n_head*head_dim (%d) must be a multiple of 256 for type %s",
-                           p->head_dim, p->n_head * p->head_dim, qw_gen_type_name(p->type));
-        if (p->n_ff_exp % 256 != 0)
-            return qw_fail(err, "--n-ff-exp %d: must be a multiple of 256 for type %s", p->n_ff_exp,
+        if ((p->n_head * p->head_dim) % blk != 0)
+            return qw_fail(err, "--head-dim %d: n_head*head_dim (%d) must be a multiple of %d for type %s",
+                           p->head_dim, p->n_head * p->head_dim, blk, qw_gen_type_name(p->type));
+        if (p->n_ff_exp % blk != 0)
+            return qw_fail(err, "--n-ff-exp %d: must be a multiple of %d for type %s", p->n_ff_exp, blk,
                            qw_gen_type_name(p->type));
     }
     if (qw_gen_is_kquant(p->embd_type) && p->n_embd % 256 != 0)
