@@ -65,7 +65,7 @@
 #include "qwisp/gguf.h"
 #include "qwisp/quant.h"
 #include "qwisp/tokenizer.h"
-#include "qwisp/qwen3moe_meta.h"
+#include "qwisp/gguf_meta.h"
 
 /* ------------------------------------------------------------------------ */
 /* GEN_SCALES (principles in the header comment).  Measured with llama.cpp
@@ -395,7 +395,7 @@ static int gen_fill(void *vctx, int index, void *dst, size_t nbytes, qw_error *e
 
 /* ---- metadata + write ---------------------------------------------------- */
 
-/* The keys themselves are written by qwen3moe_meta.c, shared with the HF
+/* The keys themselves are written by gguf_meta.c, shared with the HF
  * converter; only qwisp.gen.seed is ours. */
 static void set_metadata(qw_gguf_writer *w, const qw_gen_model_params *p, const gen_vocab *v) {
     qw_qwen3moe_hparams hp = {

@@ -31,7 +31,7 @@ declare -A HEADER_LAYER=(
     [pool.h]=memory [footprint.h]=memory [memdbg.h]=memory [sysmem.h]=memory
     [tokenizer.h]=text [sampler.h]=text [textout.h]=text
     [model.h]=model [experts.h]=experts
-    [convert.h]=offline [gen_model.h]=offline [qwen3moe_meta.h]=offline
+    [convert.h]=offline [gen_model.h]=offline [gguf_meta.h]=offline
     [generate.h]=runtime [sched.h]=runtime [run_memory.h]=runtime [place.h]=runtime
     [serve.h]=serve [ab.h]=ab
 )
