@@ -10,7 +10,7 @@
  *              demand from the GGUF file with pread by reader threads.  An
  *              expert is three contiguous slices, one of each merged tensor.
  *
- * Protocol for one layer of one chunk (moe_block):
+ * Protocol for one layer of one chunk (qw_moe_block, src/model/moe.c):
  *
  *     qw_experts_need(x, il, sel, n * k);     // hint: the chunk's chosen experts
  *     for each group of <= qw_experts_max_pinned(x) experts (ascending id):

@@ -26,7 +26,7 @@
  *
  * Cache policy.  Per layer: where[e] -> slot.  A slot is EMPTY, LOADING,
  * READY or FAILED.  need(il, sel) marks the chunk's needed experts with their
- * processing rank (ascending id, the order moe_block uses) and *reserves*
+ * processing rank (ascending id, the order qw_moe_block, model/moe.c, uses) and *reserves*
  * those already cached; then it starts loads for the first missing ones into
  * free slots.  get(il, e) pins e (loading it if absent, plus prefetching the
  * next missing needed experts into further free slots) and waits for it.

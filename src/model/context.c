@@ -90,7 +90,7 @@ int qw_ctx_alloc_chunk_bufs(qw_ctx *c, int32_t C) {
 }
 
 void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk) {
-    /* Buffers follow on the next eval (eval_spans grows them when needed). */
+    /* Buffers follow on the next eval (forward.c's eval_spans grows them when needed). */
     c->chunk = chunk < 1 ? 1 : chunk;
 }
 

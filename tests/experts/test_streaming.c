@@ -3,7 +3,7 @@
  *
  * A generated model (16 experts, top-4, 3 layers, Q8_0) runs a 40-token
  * prompt in chunks of 16 (a chunk routes to more distinct experts than C, so
- * moe_block must work in groups of <= C pinned experts) and 12 greedy decode
+ * qw_moe_block must work in groups of <= C pinned experts) and 12 greedy decode
  * steps; every step's logits must be bit-identical to the resident tier's at
  * C = 4 (= top-k, the minimum), 7, 15 and 16.  Faults: QWISP_FAULT_READ=N
  * fails the N-th read with EIO — the eval fails with a message naming the
