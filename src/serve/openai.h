@@ -8,7 +8,7 @@
 
 #include "qwisp/gguf.h"
 #include "qwisp/sampler.h"
-#include "textout.h"
+#include "text/textout.h"
 
 /* An OpenAI-style error: {"error":{"message","type","param","code"}}. */
 typedef struct qw_oai_error {
