@@ -61,5 +61,7 @@ const char *qw_opt_name(qw_opt id);
 
 /* One line per option: name, value, source, help. */
 void qw_options_print(FILE *f);
+/* The table (name, alias, default, values, help) as a Markdown table. */
+void qw_options_print_markdown(FILE *f);
 
 #endif

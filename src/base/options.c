@@ -145,3 +145,35 @@ void qw_options_print(FILE *f) {
         fputc('\n', f);
     }
 }
+
+/* The table as Markdown, for docs/knobs.md (tests/cli/t_knobs_doc.sh checks
+ * that the file holds exactly this, so the page cannot drift from the code). */
+void qw_options_print_markdown(FILE *f) {
+    fprintf(f, "| knob | default | values | meaning |\n|---|---|---|---|\n");
+    for (int i = 0; i < QW_OPT_COUNT; i++) {
+        const opt_def *d = &g_defs[i];
+        fprintf(f, "| `%s`", d->name);
+        if (d->alias) fprintf(f, " (alias `%s`)", d->alias);
+        fprintf(f, " | %s | ", d->def ? d->def : "unset");
+        switch (d->type) {
+        case T_INT: fprintf(f, "integer %lld..%lld", (long long)d->min, (long long)d->max); break;
+        case T_SIZE: fprintf(f, "size (K/M/G suffixes)"); break;
+        case T_ENUM: /* one of the words, comma-separated: a '|' would split the cell */
+            for (const char *w = enum_words((qw_opt)i); *w;) {
+                const size_t n = strcspn(w, "|");
+                fprintf(f, "%s`%.*s`", w == enum_words((qw_opt)i) ? "" : ", ", (int)n, w);
+                w += n + (w[n] == '|');
+            }
+            break;
+        case T_SECRET: fprintf(f, "text (shown as `(hidden)`)"); break;
+        default: fprintf(f, "text"); break;
+        }
+        /* a '|' inside the help text would end the cell */
+        fputs(" | ", f);
+        for (const char *c = d->help; *c; c++) {
+            if (*c == '|') fputs("\\|", f);
+            else fputc(*c, f);
+        }
+        fputs(" |\n", f);
+    }
+}

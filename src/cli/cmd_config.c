@@ -1,5 +1,6 @@
 /* cmd_config.c — `qwisp config`: prints the knob table with each value and
- * its source (default, env, env alias). */
+ * its source (default, env, env alias); `--markdown` prints the table itself
+ * as Markdown, the generated part of docs/knobs.md. */
 #include "commands.h"
 #include "qwisp/options.h"
 #include "qwisp/quant.h"
@@ -9,7 +10,12 @@
 
 int qw_cmd_config(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: qwisp config\nPrints every QWISP_* knob, its value and its source.\n");
+        printf("usage: qwisp config [--markdown]\nPrints every QWISP_* knob, its value and its source;\n"
+               "--markdown prints the knob table (defaults, values, meaning) for docs/knobs.md.\n");
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--markdown")) {
+        qw_options_print_markdown(stdout);
         return 0;
     }
     if (argc > 1) {

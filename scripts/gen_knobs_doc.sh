@@ -1,0 +1,15 @@
+#!/bin/sh
+# gen_knobs_doc.sh [BUILD] — rewrites the generated knob table in docs/knobs.md
+# from `qwisp config --markdown` (tests/cli/t_knobs_doc.sh checks they agree).
+set -eu
+cd "$(dirname "$0")/.."
+BIN=${1:-build}/qwisp
+tmp=$(mktemp)
+"$BIN" config --markdown >"$tmp.table"
+awk -v table="$tmp.table" '
+    /^<!-- BEGIN generated/ { print; while ((getline l < table) > 0) print l; skip = 1; next }
+    /^<!-- END generated/ { skip = 0 }
+    !skip { print }' docs/knobs.md >"$tmp"
+mv "$tmp" docs/knobs.md
+rm -f "$tmp.table"
+echo "gen_knobs_doc: docs/knobs.md table regenerated"
