@@ -151,6 +151,13 @@ expect "--version" 0 "^qwisp [0-9]+\.[0-9]+\.[0-9]+ \(git [0-9a-f]+" -- "$Q" --v
 out=$($TO "$Q" bench -m "$T/tiny.gguf" -p 0 -n 8 -r 1 --bw-mb 32 --threads 1 2>&1)
 check "bench: a model inside the cache gets a note on the roofline share" \
     $(echo "$out" | grep -q "^note: the active weights .* fit in the last-level cache"; echo $?) "out: $(echo "$out" | tail -2)"
+out=$($TO "$Q" bench -m "$T/tiny.gguf" -p 0 -n 4 -r 1 --bw-mb 32 --threads 1 --json 2>/dev/null | tail -1)
+check "bench --json: the roofline uses the best of four bandwidth probes" $(echo "$out" | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read()); p = j["mem_read_probes_gb_s"]
+ok = set(p) == {"plain", "prefetch", "4-streams", "4-streams+prefetch"} and all(v > 0 for v in p.values())
+ok = ok and abs(j["mem_read_gb_s"] - max(p.values())) < 1e-9 and p[j["mem_read_probe"]] == max(p.values())
+sys.exit(0 if ok else 1)'; echo $?) "out: $out"
 expect "bench --help explains shares over 100 %" 0 "pass 100 % and a note says why" -- "$Q" bench --help
 
 # ---- config lists QWISP_LOG; help and docs carry no internal history ----
