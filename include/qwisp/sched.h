@@ -54,7 +54,10 @@ typedef struct qw_job_params {
     int32_t n_prompt;      /* >= 1 */
     int32_t max_tokens;    /* >= 0 */
     bool ignore_eos;       /* keep going past end-of-generation tokens */
-    qw_sampler_params sampler;
+    bool logprobs;         /* record each token's qw_token_logprobs (qw_job_read_logprobs) */
+    int32_t top_logprobs;  /* alternatives per record, 0..QW_SAMPLER_MAX_TOP_LOGPROBS */
+    qw_sampler_params sampler; /* sampler.constraint, if any, is owned by the job once
+                                  qw_job_new succeeds, and freed with it */
 } qw_job_params;
 
 typedef struct qw_job_result {
@@ -82,6 +85,9 @@ void qw_job_cancel(qw_job *j);
  * up to cap of them to out and advances *cursor.  *done becomes true once the
  * job has finished and every token was read.  Returns the number copied. */
 int qw_job_read(qw_job *j, int32_t *cursor, int32_t *out, int32_t cap, double timeout_s, bool *done);
+/* Copies the logprobs records of tokens [from, from + n) (already read with
+ * qw_job_read) to out; returns how many were copied (0 without params.logprobs). */
+int32_t qw_job_read_logprobs(qw_job *j, int32_t from, int32_t n, qw_token_logprobs *out);
 /* The result; finish is QW_FINISH_NONE until the job ended. */
 void qw_job_get_result(qw_job *j, qw_job_result *out);
 const qw_job_params *qw_job_params_of(const qw_job *j);
@@ -90,6 +96,9 @@ const qw_job_params *qw_job_params_of(const qw_job *j);
 void qw_job_mark_started(qw_job *j);
 /* Appends a token; returns false when the job was stopped or cancelled. */
 bool qw_job_push(qw_job *j, int32_t id);
+/* The same, given the logits row the token was drawn from: records its
+ * logprobs first when the job asked for them (params.logprobs). */
+bool qw_job_push_logits(qw_job *j, int32_t id, const float *logits, int32_t n_vocab);
 bool qw_job_should_end(const qw_job *j);
 bool qw_job_is_cancelled(const qw_job *j);
 bool qw_job_is_stopped(const qw_job *j);

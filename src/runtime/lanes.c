@@ -113,7 +113,7 @@ static void sample_next(lanes *s, lane *l) {
     if (l->n_gen == 0) l->t_first = qw_time_s();
     l->n_gen++;
     l->last = id;
-    bool more = qw_job_push(l->job, id);
+    bool more = qw_job_push_logits(l->job, id, qw_ctx_logits(l->ctx), qw_tokenizer_n_vocab(s->cfg.tok));
     if (qw_job_is_cancelled(l->job)) release(s, l, QW_FINISH_CANCELLED, NULL);
     else if (!more || qw_job_is_stopped(l->job)) release(s, l, QW_FINISH_STOPPED, NULL);
     else if (qw_tokenizer_is_eog(s->cfg.tok, id) && !p->ignore_eos) release(s, l, QW_FINISH_EOS, NULL);

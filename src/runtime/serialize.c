@@ -31,7 +31,17 @@ typedef struct serial {
     qw_job_queue q;
 } serial;
 
-static bool on_token(void *user, int32_t id) { return qw_job_push(user, id); }
+typedef struct tok_sink {
+    serial *s;
+    qw_job *j;
+} tok_sink;
+
+/* Called before the next forward pass, so the context's logits are still the
+ * row the token was drawn from (for the job's logprobs). */
+static bool on_token(void *user, int32_t id) {
+    tok_sink *k = user;
+    return qw_job_push_logits(k->j, id, qw_ctx_logits(k->s->ctx), qw_tokenizer_n_vocab(k->s->cfg.tok));
+}
 
 /* Runs one job to its end and fills r (finish, timings, n_prompt, n_gen);
  * the caller publishes it with qw_job_finish after accounting. */
@@ -53,7 +63,8 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
                          .sampler = p->sampler};
     qw_gen_result res = {0};
     qw_error err = {0};
-    int rc = p->max_tokens > 0 ? qw_generate(s->ctx, s->cfg.tok, &rq, on_token, j, &res, &err)
+    tok_sink sink = {s, j};
+    int rc = p->max_tokens > 0 ? qw_generate(s->ctx, s->cfg.tok, &rq, on_token, &sink, &res, &err)
                                : qw_ctx_eval(s->ctx, p->prompt, p->n_prompt, QW_LOGITS_NONE, &err);
     r.prefill_s = res.prefill_s;
     r.decode_s = res.decode_s;
