@@ -13,7 +13,8 @@
  *
  * The language generated is a subset of what the schema validates: object
  * keys come in the order `properties` lists them (optional ones may be left
- * out), no keys beyond `properties`, at most 16 whitespace bytes in a row,
+ * out), no keys beyond `properties`, whitespace between tokens only as one space
+ * or a newline plus an indent of up to two spaces per level,
  * numbers at most 24 characters.  Every complete output validates.
  *
  *     qw_json_schema *sc = qw_json_schema_compile(text, len, &err); // or qw_json_schema_any_object()

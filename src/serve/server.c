@@ -121,6 +121,11 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
     if (!s->model) goto fail;
     s->tok = qw_tokenizer_from_gguf(s->model->gguf, err);
     if (!s->tok) goto fail;
+    s->json_vocab = qw_json_vocab_new(s->tok);
+    if (!s->json_vocab) {
+        qw_fail(err, "out of memory building the token table for response_format");
+        goto fail;
+    }
     s->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : s->model->hp.n_ctx_train;
     qw_sched_config sc = {.model = s->model, .tok = s->tok, .n_ctx = s->n_ctx, .n_threads = cfg->n_threads,
                           .max_queue = cfg->max_queue};
@@ -171,6 +176,7 @@ void qw_server_shutdown(qw_server *s) {
     if (s->d) MHD_stop_daemon(s->d);
     qw_conns_stop(&s->conns);
     qw_sched_free(s->sched);
+    qw_json_vocab_free(s->json_vocab);
     qw_tokenizer_free(s->tok);
     qw_model_free(s->model);
     free(s->host);

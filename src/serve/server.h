@@ -28,6 +28,7 @@ struct qw_server {
     char *host, *api_key, *model_path; /* owned copies */
     qw_model *model;
     qw_tokenizer *tok;
+    qw_json_vocab *json_vocab; /* every token's bytes, for response_format constraints */
     qw_sched *sched;
     char model_id[256];
     long created;

@@ -18,7 +18,8 @@
  * a few milliseconds per token, small next to a forward pass of a real
  * model.
  *
- * Termination: whitespace runs are capped (16 bytes), numbers are capped
+ * Termination: whitespace runs are bounded (one space, or a newline and an
+ * indent of up to two spaces per level), numbers are capped
  * (24 characters), arrays honour maxItems and strings maxLength; when the
  * root value is complete only end-of-generation tokens are allowed, so the
  * output ends there.  Strings without maxLength can still run to max_tokens
@@ -448,11 +449,25 @@ static bool is_ws(unsigned char b) { return b == ' ' || b == '\n' || b == '\t' |
 static bool is_digit(unsigned char b) { return b >= '0' && b <= '9'; }
 static bool is_hex(unsigned char b) { return is_digit(b) || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'); }
 
+/* Whitespace between tokens: one space, or one newline followed by up to
+ * two spaces per nesting level (pretty-printing with a 2-space indent).
+ * Bounded so a model cannot fill its budget with it. ws counts the run:
+ * 0 none, 1 a space, 2 + k a newline and k spaces. */
 static bool take_ws(state *S, unsigned char b) {
-    if (S->ws >= MAX_WS) return false;
-    S->ws++;
-    (void)b;
-    return true;
+    if (b == '\n' && S->ws == 0) {
+        S->ws = 2;
+        return true;
+    }
+    if (b != ' ') return false;
+    if (S->ws == 0) {
+        S->ws = 1;
+        return true;
+    }
+    if (S->ws >= 2 && S->ws - 2 < 2 * S->depth && S->ws - 2 < MAX_WS) {
+        S->ws++;
+        return true;
+    }
+    return false;
 }
 
 static char *k_tfn[] = {"true", "false", "null"};

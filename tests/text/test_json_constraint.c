@@ -47,6 +47,9 @@ static void test_any_object(void **state) {
     qw_json_schema *sc = qw_json_schema_any_object();
     check(sc, "{}", true);
     check(sc, "{\"a\": [1, -2.5e3, true, null, \"x\\u00e9\\n\"], \"b\": {\"c\": {}}}", true);
+    check(sc, "{\n  \"a\": [\n    1\n  ]\n}", true);
+    check(sc, "{\n\n}", false);
+    check(sc, "{\t}", false);
     check(sc, "[1]", false);   /* the root must be an object */
     check(sc, " {}", false);   /* no leading whitespace */
     check(sc, "{\"a\":1,}", false);
