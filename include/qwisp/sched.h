@@ -114,6 +114,8 @@ typedef struct qw_sched_stats {
     uint64_t prompt_tokens, gen_tokens; /* of finished jobs */
     double prefill_s, decode_s;         /* summed over finished jobs */
     double last_prefill_tok_s, last_decode_tok_s; /* of the last finished job that had them */
+    int64_t kv_used_tokens;     /* KV positions held by running jobs (all sequences) */
+    int64_t kv_capacity_tokens; /* KV positions the path can hold (n_ctx x sequences) */
 } qw_sched_stats;
 
 typedef struct qw_sched qw_sched;

@@ -164,6 +164,14 @@ static void step(lanes *s) {
     }
 }
 
+/* KV positions the busy lanes hold, for the kv-cache gauge. */
+static void publish_kv(lanes *s) {
+    int64_t used = 0;
+    for (int i = 0; i < s->n_lanes; i++)
+        if (s->lane[i].job) used += qw_ctx_n_past(s->lane[i].ctx);
+    qw_jq_set_kv(&s->q, used);
+}
+
 static uint64_t kv_bytes(const lanes *s) {
     uint64_t b = 0;
     for (int i = 0; i < s->n_lanes; i++) b += qw_ctx_kv_bytes(s->lane[i].ctx) + qw_ctx_state_bytes(s->lane[i].ctx);
@@ -187,6 +195,7 @@ static void *worker_main(void *arg) {
             admit(s, &s->lane[i], j);
         }
         step(s);
+        publish_kv(s);
     }
     return NULL;
 }
@@ -250,6 +259,7 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
     }
     qw_memdbg_init(&s->md, "lane", (int)qw_opt_int(QW_OPT_LANE_MEMDBG), 1, stderr);
     qw_jq_init(&s->q, cfg->max_queue, n_lanes);
+    s->q.kv_capacity = (int64_t)cfg->n_ctx * n_lanes;
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
         qw_jq_destroy(&s->q);
         free_lanes(s);

@@ -40,6 +40,7 @@ typedef struct tok_sink {
  * row the token was drawn from (for the job's logprobs). */
 static bool on_token(void *user, int32_t id) {
     tok_sink *k = user;
+    qw_jq_set_kv(&k->s->q, qw_ctx_n_past(k->s->ctx));
     return qw_job_push_logits(k->j, id, qw_ctx_logits(k->s->ctx), qw_tokenizer_n_vocab(k->s->cfg.tok));
 }
 
@@ -87,6 +88,7 @@ static void *worker_main(void *arg) {
     while ((j = qw_jq_pop(&s->q, true)) != NULL) {
         qw_job_result r;
         run_job(s, j, &r);
+        qw_jq_set_kv(&s->q, 0); /* the next job starts from an empty cache */
         qw_jq_finish(&s->q, j, &r);
     }
     return NULL;
@@ -124,6 +126,7 @@ qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
         return NULL;
     }
     qw_jq_init(&s->q, cfg->max_queue, 1);
+    s->q.kv_capacity = cfg->n_ctx;
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
         qw_ctx_free(s->ctx);
         qw_jq_destroy(&s->q);
