@@ -50,7 +50,8 @@ fi
 BASE="http://127.0.0.1:$PORT"
 
 # 1: footprint after 30 bodies of ~8 MB (under --max-body), half answered 400
-python3 -c "import sys;sys.stdout.write('{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,\"x\":\"'+'a'*8192000+'\"}')" > "$T/big.json"
+# ("user": a field the server deliberately ignores; an unknown one would be a 400)
+python3 -c "import sys;sys.stdout.write('{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,\"user\":\"'+'a'*8192000+'\"}')" > "$T/big.json"
 { cat "$T/big.json"; printf 'garbage'; } > "$T/big-bad.json"
 post /v1/chat/completions '{"messages":[{"role":"user","content":"warm up"}],"max_tokens":2}'
 f0=$(fp_mib "$SPID")
