@@ -7,7 +7,7 @@
 #     OpenAI's shapes, checked against `qwisp logits` (features_client.mjs);
 #   response_format json_object / json_schema: every output validated against
 #     its schema with the openai client (features_client.mjs), unsupported
-#     schema features a 400 naming them;
+#     schema features a 400 naming them; both again on the lanes path;
 #   /health, /ready and the router gauges: while the model loads (a FIFO as
 #     the model file holds the load), with requests queued over
 #     QWISP_READY_MAX_QUEUE, and the KV-cache gauge while a request runs.
@@ -77,6 +77,15 @@ else
         || fail "qwisp logits for the reference"
     node "$DIR/features_client.mjs" "$BASE" logprobs "$T/logits.json"
     node "$DIR/features_client.mjs" "$BASE" json
+fi
+
+# the same on the lanes path (the constraint and the logprobs ride on the job's sampler)
+if [ -d tests/peers/node_modules/openai ]; then
+    if start_server "$T/lanes.log" QWISP_LOG=warn QWISP_LANES=2 -- --ctx 4096; then
+        node "$DIR/features_client.mjs" "http://127.0.0.1:$PORT" logprobs "$T/logits.json" | sed 's/^\(PASS\|FAIL\): /\1: lanes: /'
+        node "$DIR/features_client.mjs" "http://127.0.0.1:$PORT" json | sed 's/^\(PASS\|FAIL\): /\1: lanes: /'
+        kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+    else fail "lanes server starts" "$(tail -3 "$T/lanes.log")"; fi
 fi
 
 # ---- item 4: health, readiness, gauges ----
