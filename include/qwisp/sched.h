@@ -116,6 +116,8 @@ typedef struct qw_sched_stats {
     double last_prefill_tok_s, last_decode_tok_s; /* of the last finished job that had them */
     int64_t kv_used_tokens;     /* KV positions held by running jobs (all sequences) */
     int64_t kv_capacity_tokens; /* KV positions the path can hold (n_ctx x sequences) */
+    bool prefix_reuse;          /* the path reuses a shared prompt prefix's KV (QWISP_PREFIX_REUSE) */
+    uint64_t prefix_queried_tokens, prefix_hit_tokens; /* prompt tokens of started jobs / of those reused */
 } qw_sched_stats;
 
 typedef struct qw_sched qw_sched;

@@ -13,6 +13,8 @@ int qw_generate(qw_ctx *c, const qw_tokenizer *tok, const qw_gen_request *rq, qw
                 void *user, qw_gen_result *res, qw_error *err) {
     *res = (qw_gen_result){0};
     if (rq->n_prompt <= 0) return qw_fail(err, "empty prompt");
+    if (rq->n_cached < 0 || rq->n_cached >= rq->n_prompt)
+        return qw_fail(err, "n_cached = %d: need 0 <= n_cached < n_prompt (%d)", rq->n_cached, rq->n_prompt);
     const int32_t n_vocab = qw_tokenizer_n_vocab(tok);
     int32_t cap = rq->max_tokens > 0 ? rq->max_tokens : 0;
     res->tokens = malloc((size_t)(cap ? cap : 1) * sizeof(int32_t));
@@ -22,7 +24,7 @@ int qw_generate(qw_ctx *c, const qw_tokenizer *tok, const qw_gen_request *rq, qw
     for (int32_t i = 0; i < rq->n_prompt; i++) qw_sampler_accept(s, rq->prompt[i]);
 
     const double t0 = qw_time_s();
-    int rc = qw_ctx_eval(c, rq->prompt, rq->n_prompt, QW_LOGITS_LAST, err);
+    int rc = qw_ctx_eval(c, rq->prompt + rq->n_cached, rq->n_prompt - rq->n_cached, QW_LOGITS_LAST, err);
     res->prefill_s = qw_time_s() - t0;
     double t_decode = 0.0;
     while (rc == 0 && res->n_tokens < cap) {

@@ -31,6 +31,8 @@ typedef struct qw_job_queue {
     qw_sched_stats st;
     _Atomic int64_t kv_used; /* published by the worker (qw_jq_set_kv), read by stats */
     int64_t kv_capacity;
+    bool prefix_reuse;                  /* set once at start by a path that reuses prefixes */
+    _Atomic uint64_t prefix_queried, prefix_hit; /* prompt tokens looked up / found in the KV */
 } qw_job_queue;
 
 void qw_jq_init(qw_job_queue *q, int32_t max_queue, int32_t capacity);

@@ -2,7 +2,20 @@
  * and run one at a time on a single context by one worker thread.
  *
  * Per job: the KV cache is emptied (qw_ctx_truncate(c, 0)), the prompt is
- * prefilled and tokens decoded by qw_generate; after every token the job's
+ * prefilled and tokens decoded by qw_generate;
+ * with QWISP_PREFIX_REUSE=1 the cache is instead cut back to the longest
+ * token prefix the new prompt shares with what it holds (the previous job's
+ * prompt and output), and only the rest is prefilled — the agent / chat case
+ * where every turn resends the same system prompt and history.  One entry:
+ * the context's own KV, so it costs no memory beyond what the context
+ * already holds (the pool counts it).  A prefix is matched by token ids
+ * from position 0, so a request only ever reuses KV computed for exactly
+ * its own leading tokens; a model with recurrent layers (qwen35moe) cannot
+ * rewind, so there only a prompt that extends the whole cached sequence
+ * reuses it (qw_ctx_truncate).  At least one prompt token is always
+ * evaluated, for the logits.  The KV rows reused were computed in another
+ * chunking (or by decode steps), so logits may differ from a cold prefill
+ * in the last bits, as with llama.cpp's prompt cache; hence off by default; after every token the job's
  * stop/cancel flags are checked, so an abandoned request stops within one
  * token and a job cancelled while still queued never runs.  The pool's
  * serialize-path policy (QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT) is applied
@@ -15,6 +28,7 @@
  */
 #include "job_queue.h"
 #include "qwisp/generate.h"
+#include "qwisp/options.h"
 #include "qwisp/pool.h"
 #include "qwisp/sched.h"
 
@@ -29,6 +43,9 @@ typedef struct serial {
     qw_ctx *ctx;
     pthread_t worker;
     qw_job_queue q;
+    bool reuse;       /* QWISP_PREFIX_REUSE */
+    int32_t *hist;    /* [n_ctx] the token at each KV position of ctx */
+    int32_t n_hist;
 } serial;
 
 typedef struct tok_sink {
@@ -40,7 +57,10 @@ typedef struct tok_sink {
  * row the token was drawn from (for the job's logprobs). */
 static bool on_token(void *user, int32_t id) {
     tok_sink *k = user;
-    qw_jq_set_kv(&k->s->q, qw_ctx_n_past(k->s->ctx));
+    serial *s = k->s;
+    qw_jq_set_kv(&s->q, qw_ctx_n_past(s->ctx));
+    /* the token is evaluated next (if the job goes on): record it at its position */
+    if (s->hist && s->n_hist < qw_ctx_n_ctx(s->ctx)) s->hist[s->n_hist++] = id;
     return qw_job_push_logits(k->j, id, qw_ctx_logits(k->s->ctx), qw_tokenizer_n_vocab(k->s->cfg.tok));
 }
 
@@ -56,9 +76,21 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
     }
     qw_job_mark_started(j);
     const qw_job_params *p = qw_job_params_of(j);
-    qw_ctx_truncate(s->ctx, 0);
+    int32_t keep = 0;
+    if (s->hist) {
+        /* the shared prefix, cut so at least one prompt token is evaluated */
+        int32_t lim = s->n_hist < qw_ctx_n_past(s->ctx) ? s->n_hist : qw_ctx_n_past(s->ctx);
+        if (lim > p->n_prompt - 1) lim = p->n_prompt - 1;
+        while (keep < lim && s->hist[keep] == p->prompt[keep]) keep++;
+        keep = qw_ctx_truncate(s->ctx, keep); /* recurrent layers: 0 unless nothing is dropped */
+        atomic_fetch_add(&s->q.prefix_queried, (uint64_t)p->n_prompt);
+        atomic_fetch_add(&s->q.prefix_hit, (uint64_t)keep);
+        memcpy(s->hist + keep, p->prompt + keep, (size_t)(p->n_prompt - keep) * sizeof(int32_t));
+        s->n_hist = p->n_prompt;
+    } else qw_ctx_truncate(s->ctx, 0);
     qw_gen_request rq = {.prompt = p->prompt,
                          .n_prompt = p->n_prompt,
+                         .n_cached = keep,
                          .max_tokens = p->max_tokens,
                          .ignore_eos = p->ignore_eos,
                          .sampler = p->sampler};
@@ -66,11 +98,18 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
     qw_error err = {0};
     tok_sink sink = {s, j};
     int rc = p->max_tokens > 0 ? qw_generate(s->ctx, s->cfg.tok, &rq, on_token, &sink, &res, &err)
-                               : qw_ctx_eval(s->ctx, p->prompt, p->n_prompt, QW_LOGITS_NONE, &err);
+                               : qw_ctx_eval(s->ctx, p->prompt + keep, p->n_prompt - keep, QW_LOGITS_NONE, &err);
     r.prefill_s = res.prefill_s;
     r.decode_s = res.decode_s;
     r.ttft_s = res.ttft_s;
     r.n_gen = res.n_tokens;
+    if (s->hist) {
+        /* what the KV holds now: the prompt and every generated token but the last */
+        int32_t n = qw_ctx_n_past(s->ctx);
+        if (rc || n > s->n_hist) n = 0; /* a failed eval leaves the cache unknown: start over */
+        if (n == 0) qw_ctx_truncate(s->ctx, 0);
+        s->n_hist = n;
+    }
     if (rc) {
         r.finish = QW_FINISH_ERROR;
         snprintf(r.error, sizeof r.error, "%s", err.msg);
@@ -105,6 +144,7 @@ static void ser_free(qw_sched *b) {
     pthread_join(s->worker, NULL);
     qw_ctx_free(s->ctx);
     qw_jq_destroy(&s->q);
+    free(s->hist);
     free(s);
 }
 
@@ -127,6 +167,17 @@ qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
     }
     qw_jq_init(&s->q, cfg->max_queue, 1);
     s->q.kv_capacity = cfg->n_ctx;
+    if (qw_opt_int(QW_OPT_PREFIX_REUSE)) {
+        s->hist = malloc((size_t)qw_ctx_n_ctx(s->ctx) * sizeof(int32_t));
+        if (!s->hist) {
+            qw_ctx_free(s->ctx);
+            qw_jq_destroy(&s->q);
+            free(s);
+            qw_fail(err, "out of memory for the prefix-reuse token list");
+            return NULL;
+        }
+        s->q.prefix_reuse = true;
+    }
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
         qw_ctx_free(s->ctx);
         qw_jq_destroy(&s->q);

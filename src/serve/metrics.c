@@ -15,8 +15,10 @@
  * routers read: vllm:num_requests_waiting (= queue_depth),
  * vllm:num_requests_running (= requests_running), vllm:kv_cache_usage_perc
  * and its older name vllm:gpu_cache_usage_perc (= kv_cache_usage_ratio, a
- * fraction 0..1 as vLLM's despite "perc").  No prefix cache is built yet, so
- * there is no prefix-cache family.  Each family is written by one helper, so a name appears
+ * fraction 0..1 as vLLM's despite "perc").  With prefix reuse on
+ * (QWISP_PREFIX_REUSE, serialize path): prefix_cache_{queried,hit}_tokens_total
+ * and prefix_cache_hit_ratio, also as vllm:prefix_cache_{queries,hits}_total
+ * (tokens, as vLLM counts them).  Each family is written by one helper, so a name appears
  * once with its HELP/TYPE lines.
  */
 #include "metrics.h"
@@ -109,6 +111,14 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bo
     foreign(o, "vllm:num_requests_running", "gauge", "vLLM name: requests running (= qwisp_requests_running)", st.running);
     foreign(o, "vllm:kv_cache_usage_perc", "gauge", "vLLM name: KV cache usage, 0..1 (= qwisp_kv_cache_usage_ratio)", kv);
     foreign(o, "vllm:gpu_cache_usage_perc", "gauge", "vLLM's older name of vllm:kv_cache_usage_perc (same value)", kv);
+    if (st.prefix_reuse) {
+        double q = (double)st.prefix_queried_tokens, h = (double)st.prefix_hit_tokens;
+        one(o, "prefix_cache_queried_tokens_total", "counter", "prompt tokens of started requests (prefix reuse on)", q);
+        one(o, "prefix_cache_hit_tokens_total", "counter", "prompt tokens whose KV was reused, not prefilled", h);
+        one(o, "prefix_cache_hit_ratio", "gauge", "prefix_cache_hit_tokens_total / prefix_cache_queried_tokens_total", q > 0 ? h / q : 0);
+        foreign(o, "vllm:prefix_cache_queries_total", "counter", "vLLM name: prompt tokens looked up (= qwisp_prefix_cache_queried_tokens_total)", q);
+        foreign(o, "vllm:prefix_cache_hits_total", "counter", "vLLM name: prompt tokens reused (= qwisp_prefix_cache_hit_tokens_total)", h);
+    }
     }
 
     qw_pool_stats ps = qw_pool_get_stats();
