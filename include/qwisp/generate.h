@@ -20,6 +20,8 @@ typedef struct qw_gen_request {
     bool ignore_eos; /* keep going past end-of-generation tokens (benchmarks, parity) */
     int32_t n_cached; /* the first n_cached prompt tokens are already in the context's KV cache
                          (prefix reuse): only the rest is evaluated, all of them feed the penalties */
+    qw_ctx *ws;       /* NULL: c computes; else c is a sequence context (one thread) and ws the
+                         workspace that computes for it (qw_batch_eval, chunks of <= 512 tokens) */
     qw_sampler_params sampler;
 } qw_gen_request;
 

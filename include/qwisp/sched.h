@@ -116,8 +116,11 @@ typedef struct qw_sched_stats {
     double last_prefill_tok_s, last_decode_tok_s; /* of the last finished job that had them */
     int64_t kv_used_tokens;     /* KV positions held by running jobs (all sequences) */
     int64_t kv_capacity_tokens; /* KV positions the path can hold (n_ctx x sequences) */
-    bool prefix_reuse;          /* the path reuses a shared prompt prefix's KV (QWISP_PREFIX_REUSE) */
+    bool prefix_reuse;          /* the path has a prefix cache (QWISP_PREFIX_CACHE_MB) */
     uint64_t prefix_queried_tokens, prefix_hit_tokens; /* prompt tokens of started jobs / of those reused */
+    uint64_t prefix_bytes, prefix_budget_bytes;        /* KV bytes the cache's entries hold / may hold */
+    int32_t prefix_entries;
+    uint64_t prefix_evictions;
 } qw_sched_stats;
 
 typedef struct qw_sched qw_sched;

@@ -230,6 +230,12 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
         qw_fail(err, "lanes path: need at least 1 lane, got %d", n_lanes);
         return NULL;
     }
+    if (qw_opt_int(QW_OPT_PREFIX_CACHE_MB) > 0) {
+        /* said, not ignored: the prefix cache exists on the serialize path only */
+        qw_fail(err, "QWISP_PREFIX_CACHE_MB is set, but the prefix cache runs on the serialize path only, "
+                     "not with QWISP_LANES; unset one of them");
+        return NULL;
+    }
     if (qw_pool_apply_path(QW_POOL_PATH_LANES, err)) return NULL;
     lanes *s = calloc(1, sizeof *s);
     if (!s) {

@@ -1,32 +1,30 @@
 /* serialize.c — the serialize execution path (the default): jobs queue FIFO
- * and run one at a time on a single context by one worker thread.
+ * and run one at a time by one worker thread.
  *
  * Per job: the KV cache is emptied (qw_ctx_truncate(c, 0)), the prompt is
- * prefilled and tokens decoded by qw_generate;
- * with QWISP_PREFIX_REUSE=1 the cache is instead cut back to the longest
- * token prefix the new prompt shares with what it holds (the previous job's
- * prompt and output), and only the rest is prefilled — the agent / chat case
- * where every turn resends the same system prompt and history.  One entry:
- * the context's own KV, so it costs no memory beyond what the context
- * already holds (the pool counts it).  A prefix is matched by token ids
- * from position 0, so a request only ever reuses KV computed for exactly
- * its own leading tokens; a model with recurrent layers (qwen35moe) cannot
- * rewind, so there only a prompt that extends the whole cached sequence
- * reuses it (qw_ctx_truncate).  At least one prompt token is always
- * evaluated, for the logits.  The KV rows reused were computed in another
- * chunking (or by decode steps), so logits may differ from a cold prefill
- * in the last bits, as with llama.cpp's prompt cache; hence off by default; after every token the job's
+ * prefilled and tokens decoded by qw_generate; after every token the job's
  * stop/cancel flags are checked, so an abandoned request stops within one
  * token and a job cancelled while still queued never runs.  The pool's
  * serialize-path policy (QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT) is applied
  * once when the path starts — it is the only path in the process.
  *
+ * With QWISP_PREFIX_CACHE_MB > 0 a job instead runs on a prefix-cache entry
+ * (prefix_cache.h): a sequence context kept from earlier requests whose KV
+ * already holds the longest token prefix the prompt shares with it, so only
+ * the rest is prefilled — the agent / chat case where every turn resends
+ * the same system prompt and history.  The path's own context is then the
+ * workspace that computes for the entry (qw_batch_eval, one sequence), as
+ * the lanes path does.  KV rows reused were computed in another chunking
+ * (or by decode steps), so logits may differ from a cold prefill in the last
+ * bits, as with llama.cpp's prompt cache; the tests find greedy tokens equal.
+ *
  * Invariants: at most one job is running; queued + running <= max_queue + 1
  * (submit refuses beyond that);
  * after drain returns, the queue is empty and nothing runs; the worker is the
- * only thread that touches the context.
+ * only thread that touches the contexts.
  */
 #include "job_queue.h"
+#include "prefix_cache.h"
 #include "qwisp/generate.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
@@ -40,16 +38,15 @@
 typedef struct serial {
     qw_sched base;
     qw_sched_config cfg;
-    qw_ctx *ctx;
+    qw_ctx *ctx;    /* the context (without a prefix cache), or the workspace (with) */
+    qw_pcache *pc;  /* QWISP_PREFIX_CACHE_MB > 0, else NULL */
     pthread_t worker;
     qw_job_queue q;
-    bool reuse;       /* QWISP_PREFIX_REUSE */
-    int32_t *hist;    /* [n_ctx] the token at each KV position of ctx */
-    int32_t n_hist;
 } serial;
 
 typedef struct tok_sink {
     serial *s;
+    qw_ctx *c; /* the sequence the job runs on */
     qw_job *j;
 } tok_sink;
 
@@ -57,11 +54,8 @@ typedef struct tok_sink {
  * row the token was drawn from (for the job's logprobs). */
 static bool on_token(void *user, int32_t id) {
     tok_sink *k = user;
-    serial *s = k->s;
-    qw_jq_set_kv(&s->q, qw_ctx_n_past(s->ctx));
-    /* the token is evaluated next (if the job goes on): record it at its position */
-    if (s->hist && s->n_hist < qw_ctx_n_ctx(s->ctx)) s->hist[s->n_hist++] = id;
-    return qw_job_push_logits(k->j, id, qw_ctx_logits(k->s->ctx), qw_tokenizer_n_vocab(k->s->cfg.tok));
+    qw_jq_set_kv(&k->s->q, qw_ctx_n_past(k->c));
+    return qw_job_push_logits(k->j, id, qw_ctx_logits(k->c), qw_tokenizer_n_vocab(k->s->cfg.tok));
 }
 
 /* Runs one job to its end and fills r (finish, timings, n_prompt, n_gen);
@@ -76,40 +70,41 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
     }
     qw_job_mark_started(j);
     const qw_job_params *p = qw_job_params_of(j);
+    qw_error err = {0};
     int32_t keep = 0;
-    if (s->hist) {
-        /* the shared prefix, cut so at least one prompt token is evaluated */
-        int32_t lim = s->n_hist < qw_ctx_n_past(s->ctx) ? s->n_hist : qw_ctx_n_past(s->ctx);
-        if (lim > p->n_prompt - 1) lim = p->n_prompt - 1;
-        while (keep < lim && s->hist[keep] == p->prompt[keep]) keep++;
-        keep = qw_ctx_truncate(s->ctx, keep); /* recurrent layers: 0 unless nothing is dropped */
+    qw_ctx *c = s->ctx;
+    if (s->pc) {
+        c = qw_pcache_acquire(s->pc, p->prompt, p->n_prompt, &keep, &err);
+        if (!c) {
+            r.finish = QW_FINISH_ERROR;
+            snprintf(r.error, sizeof r.error, "%s", err.msg);
+            *out = r;
+            return;
+        }
         atomic_fetch_add(&s->q.prefix_queried, (uint64_t)p->n_prompt);
         atomic_fetch_add(&s->q.prefix_hit, (uint64_t)keep);
-        memcpy(s->hist + keep, p->prompt + keep, (size_t)(p->n_prompt - keep) * sizeof(int32_t));
-        s->n_hist = p->n_prompt;
-    } else qw_ctx_truncate(s->ctx, 0);
+    } else qw_ctx_truncate(c, 0);
     qw_gen_request rq = {.prompt = p->prompt,
                          .n_prompt = p->n_prompt,
                          .n_cached = keep,
+                         .ws = s->pc ? s->ctx : NULL,
                          .max_tokens = p->max_tokens,
                          .ignore_eos = p->ignore_eos,
                          .sampler = p->sampler};
     qw_gen_result res = {0};
-    qw_error err = {0};
-    tok_sink sink = {s, j};
-    int rc = p->max_tokens > 0 ? qw_generate(s->ctx, s->cfg.tok, &rq, on_token, &sink, &res, &err)
-                               : qw_ctx_eval(s->ctx, p->prompt + keep, p->n_prompt - keep, QW_LOGITS_NONE, &err);
+    tok_sink sink = {s, c, j};
+    int rc;
+    if (p->max_tokens > 0) rc = qw_generate(c, s->cfg.tok, &rq, on_token, &sink, &res, &err);
+    else if (!s->pc) rc = qw_ctx_eval(c, p->prompt, p->n_prompt, QW_LOGITS_NONE, &err);
+    else {
+        qw_batch_seq sq = {.ctx = c, .tokens = p->prompt + keep, .n = p->n_prompt - keep};
+        rc = qw_batch_eval(s->ctx, &sq, 1, &err);
+    }
     r.prefill_s = res.prefill_s;
     r.decode_s = res.decode_s;
     r.ttft_s = res.ttft_s;
     r.n_gen = res.n_tokens;
-    if (s->hist) {
-        /* what the KV holds now: the prompt and every generated token but the last */
-        int32_t n = qw_ctx_n_past(s->ctx);
-        if (rc || n > s->n_hist) n = 0; /* a failed eval leaves the cache unknown: start over */
-        if (n == 0) qw_ctx_truncate(s->ctx, 0);
-        s->n_hist = n;
-    }
+    if (s->pc) qw_pcache_record(s->pc, c, p->prompt, p->n_prompt, res.tokens, res.n_tokens, rc == 0);
     if (rc) {
         r.finish = QW_FINISH_ERROR;
         snprintf(r.error, sizeof r.error, "%s", err.msg);
@@ -135,7 +130,18 @@ static void *worker_main(void *arg) {
 
 static int ser_submit(qw_sched *b, qw_job *j, qw_error *err) { return qw_jq_submit(&((serial *)b)->q, j, err); }
 static void ser_drain(qw_sched *b) { qw_jq_drain(&((serial *)b)->q); }
-static void ser_stats(qw_sched *b, qw_sched_stats *out) { qw_jq_stats(&((serial *)b)->q, out); }
+static void ser_stats(qw_sched *b, qw_sched_stats *out) {
+    serial *s = (serial *)b;
+    qw_jq_stats(&s->q, out);
+    if (s->pc) {
+        qw_pcache_stats ps;
+        qw_pcache_get_stats(s->pc, &ps);
+        out->prefix_bytes = ps.bytes;
+        out->prefix_budget_bytes = ps.budget_bytes;
+        out->prefix_entries = ps.entries;
+        out->prefix_evictions = ps.evictions;
+    }
+}
 
 static void ser_free(qw_sched *b) {
     serial *s = (serial *)b;
@@ -144,7 +150,7 @@ static void ser_free(qw_sched *b) {
     pthread_join(s->worker, NULL);
     qw_ctx_free(s->ctx);
     qw_jq_destroy(&s->q);
-    free(s->hist);
+    qw_pcache_free(s->pc);
     free(s);
 }
 
@@ -167,13 +173,13 @@ qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
     }
     qw_jq_init(&s->q, cfg->max_queue, 1);
     s->q.kv_capacity = cfg->n_ctx;
-    if (qw_opt_int(QW_OPT_PREFIX_REUSE)) {
-        s->hist = malloc((size_t)qw_ctx_n_ctx(s->ctx) * sizeof(int32_t));
-        if (!s->hist) {
+    int64_t mb = qw_opt_int(QW_OPT_PREFIX_CACHE_MB);
+    if (mb > 0) {
+        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)mb << 20, err);
+        if (!s->pc) {
             qw_ctx_free(s->ctx);
             qw_jq_destroy(&s->q);
             free(s);
-            qw_fail(err, "out of memory for the prefix-reuse token list");
             return NULL;
         }
         s->q.prefix_reuse = true;

@@ -15,10 +15,11 @@
  * routers read: vllm:num_requests_waiting (= queue_depth),
  * vllm:num_requests_running (= requests_running), vllm:kv_cache_usage_perc
  * and its older name vllm:gpu_cache_usage_perc (= kv_cache_usage_ratio, a
- * fraction 0..1 as vLLM's despite "perc").  With prefix reuse on
- * (QWISP_PREFIX_REUSE, serialize path): prefix_cache_{queried,hit}_tokens_total
- * and prefix_cache_hit_ratio, also as vllm:prefix_cache_{queries,hits}_total
- * (tokens, as vLLM counts them).  Each family is written by one helper, so a name appears
+ * fraction 0..1 as vLLM's despite "perc").  With the prefix cache on
+ * (QWISP_PREFIX_CACHE_MB, serialize path): prefix_cache_{queried,hit}_tokens_total,
+ * prefix_cache_hit_ratio, prefix_cache_{bytes,budget_bytes,entries},
+ * prefix_cache_usage_ratio, prefix_cache_evictions_total, and
+ * vllm:prefix_cache_{queries,hits}_total (tokens, as vLLM counts them).  Each family is written by one helper, so a name appears
  * once with its HELP/TYPE lines.
  */
 #include "metrics.h"
@@ -116,6 +117,12 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bo
         one(o, "prefix_cache_queried_tokens_total", "counter", "prompt tokens of started requests (prefix reuse on)", q);
         one(o, "prefix_cache_hit_tokens_total", "counter", "prompt tokens whose KV was reused, not prefilled", h);
         one(o, "prefix_cache_hit_ratio", "gauge", "prefix_cache_hit_tokens_total / prefix_cache_queried_tokens_total", q > 0 ? h / q : 0);
+        one(o, "prefix_cache_bytes", "gauge", "KV bytes the prefix cache's entries hold (pool buffers)", (double)st.prefix_bytes);
+        one(o, "prefix_cache_budget_bytes", "gauge", "QWISP_PREFIX_CACHE_MB in bytes", (double)st.prefix_budget_bytes);
+        one(o, "prefix_cache_usage_ratio", "gauge", "prefix_cache_bytes / prefix_cache_budget_bytes",
+            st.prefix_budget_bytes ? (double)st.prefix_bytes / (double)st.prefix_budget_bytes : 0);
+        one(o, "prefix_cache_entries", "gauge", "sequences kept for reuse", st.prefix_entries);
+        one(o, "prefix_cache_evictions_total", "counter", "entries dropped to stay within the budget", (double)st.prefix_evictions);
         foreign(o, "vllm:prefix_cache_queries_total", "counter", "vLLM name: prompt tokens looked up (= qwisp_prefix_cache_queried_tokens_total)", q);
         foreign(o, "vllm:prefix_cache_hits_total", "counter", "vLLM name: prompt tokens reused (= qwisp_prefix_cache_hit_tokens_total)", h);
     }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t_prefix.sh — prefix reuse on the serialize path (QWISP_PREFIX_REUSE=1):
+# t_prefix.sh — prefix reuse on the serialize path (QWISP_PREFIX_CACHE_MB=64):
 # interleaved conversations that share a long system prompt, sequential and
 # then concurrent, each answer's greedy tokens equal to a server without
 # reuse (never another conversation's tokens), reuse actually happening (the
@@ -14,14 +14,16 @@ source "$DIR/lib.sh"
 SERVE_MODEL=$T/tiny.gguf SERVE_THREADS=1
 "$Q" gen-model --preset tiny -o "$T/tiny.gguf" >/dev/null 2>&1 || { fail "gen-model tiny"; exit 1; }
 
-start_server "$T/reuse.log" QWISP_LOG=warn QWISP_PREFIX_REUSE=1 -- --ctx 4096 || { fail "reuse server starts" "$(tail -3 "$T/reuse.log")"; exit 1; }
+start_server "$T/reuse.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=64 -- --ctx 4096 || { fail "reuse server starts" "$(tail -3 "$T/reuse.log")"; exit 1; }
 R=$PORT
 start_server "$T/plain.log" QWISP_LOG=warn -- --ctx 4096 || { fail "plain server starts" "$(tail -3 "$T/plain.log")"; exit 1; }
 P=$PORT
+start_server "$T/small.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=1 -- --ctx 4096 || { fail "1 MB server starts" "$(tail -3 "$T/small.log")"; exit 1; }
+S=$PORT
 
-python3 - "$R" "$P" <<'PY'
+python3 - "$R" "$P" "$S" <<'PY'
 import json, sys, threading, urllib.request
-R, P = sys.argv[1], sys.argv[2]
+R, P, S = sys.argv[1], sys.argv[2], sys.argv[3]
 def post(port, path, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as r:
@@ -93,5 +95,33 @@ h1 = metric(R, "qwisp_prefix_cache_hit_tokens_total")
 n = a["usage"]["prompt_tokens"]
 check("the same completion twice: same tokens, n_prompt - 1 reused", a["choices"][0]["tokens"] == b["choices"][0]["tokens"] and h1 - h0 == n - 1,
       f"reused {h1 - h0} of {n}")
+
+# three long conversations in turn: the second round hits each one's own entry
+def long_prompt(i):
+    return {"prompt": f"conversation {i}: " + f"line {i} of the scroll, " * 120, "max_tokens": 3, "temperature": 0, "return_tokens": True}
+for i in range(3): post(R, "/v1/completions", long_prompt(i))
+h0 = metric(R, "qwisp_prefix_cache_hit_tokens_total")
+for i in range(3): post(R, "/v1/completions", long_prompt(i))
+n = sum(post(P, "/v1/completions", long_prompt(i))["usage"]["prompt_tokens"] for i in range(3))
+h1 = metric(R, "qwisp_prefix_cache_hit_tokens_total")
+check("three conversations in turn: each reuses its own entry", h1 - h0 == n - 3 and metric(R, "qwisp_prefix_cache_entries") >= 3,
+      f"reused {h1 - h0} of {n}")
+
+# a 1 MB budget: six conversations of ~256 KiB of KV each, twice
+budget = metric(S, "qwisp_prefix_cache_budget_bytes")
+over, bad = [], []
+for rnd in range(2):
+    for i in range(6):
+        got = post(S, "/v1/completions", long_prompt(i))["choices"][0]["tokens"]
+        if got != post(P, "/v1/completions", long_prompt(i))["choices"][0]["tokens"]: bad.append(i)
+        b = metric(S, "qwisp_prefix_cache_bytes")
+        if b > budget: over.append(b)
+ev = metric(S, "qwisp_prefix_cache_evictions_total")
+check("1 MB budget: bytes held never over the budget, LRU evictions, answers unchanged",
+      budget == 1 << 20 and not over and ev > 0 and not bad, f"budget={budget} over={over} evictions={ev} bad={bad}")
 PY
+
+out=$(QWISP_PREFIX_CACHE_MB=8 QWISP_LANES=2 timeout 20 "$Q" serve -m "$SERVE_MODEL" --port 0 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q "serialize path only" <<<"$out" && pass "QWISP_PREFIX_CACHE_MB with QWISP_LANES is refused, not ignored" \
+    || fail "prefix cache + lanes refused" "rc=$rc $out"
 exit 0
