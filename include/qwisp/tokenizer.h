@@ -12,6 +12,10 @@
  *     qw_tokenizer *tok = qw_tokenizer_from_gguf(g, &err);
  *     size_t n; int32_t *ids = qw_tokenize(tok, "Hello", 5, true, &n);
  *     ...free(ids); qw_tokenizer_free(tok);
+ *
+ * A chat prompt is tokenized with special tokens parsed only in the template's
+ * markup, never in message content (qw_chat_render_prompt +
+ * qw_tokenize_segments).
  */
 #ifndef QWISP_TOKENIZER_H
 #define QWISP_TOKENIZER_H
@@ -39,7 +43,9 @@ enum {
  *               for NORMAL/BYTE tokens, the raw text for CONTROL/USER_DEFINED.
  *   merges[r]   "left right" (byte-level forms, one space), rank = r.
  *   pre         pre-tokenizer: "qwen2" (also "deepseek-r1-qwen", "megrez"),
- *               "gpt2" or "default" (both the GPT-2 regex).  NULL = "default". */
+ *               "qwen35" (Qwen3.5/3.6: Qwen2's regex with combining marks
+ *               \p{M} kept in letter runs), "gpt2" or "default" (both the
+ *               GPT-2 regex).  NULL = "default". */
 typedef struct qw_tokenizer_spec {
     const char *model;              /* must be "gpt2" (byte-level BPE); NULL = "gpt2" */
     const char *pre;
@@ -68,8 +74,8 @@ qw_tokenizer *qw_tokenizer_new(const qw_tokenizer_spec *spec, qw_error *err);
  * ("<|...|>") -> CONTROL, other added tokens -> USER_DEFINED, the rest NORMAL.
  * bos/eos/pad ids come from tokenizer_config.json's bos_token/eos_token/
  * pad_token strings, add_bos from add_bos_token, chat_template is copied.
- * pre is detected from the pre_tokenizer ("qwen2" for the Qwen2 Split regex,
- * "gpt2" for a plain ByteLevel with use_regex).  Free with
+ * pre is detected from the pre_tokenizer ("qwen2" / "qwen35" for the Qwen2 /
+ * Qwen3.5 Split regex, "gpt2" for a plain ByteLevel with use_regex).  Free with
  * qw_tokenizer_spec_free.  NULL + err on unreadable/unsupported input. */
 qw_tokenizer_spec *qw_tokenizer_spec_from_hf_json(const char *tokenizer_json_path,
                                                   const char *tokenizer_config_path,
@@ -79,7 +85,8 @@ void qw_tokenizer_spec_free(qw_tokenizer_spec *spec);
 
 /* Builds the tokenizer from tokenizer.ggml.{model,pre,tokens,token_type,merges,
  * bos/eos/padding ids, add_bos_token}.  Supports model "gpt2" with pre
- * "qwen2" (and "default"/gpt2 regex as fallback).  NULL + err otherwise. */
+ * "qwen2", "qwen35" (and "default"/gpt2 regex as fallback).  NULL + err
+ * otherwise. */
 qw_tokenizer *qw_tokenizer_from_gguf(const qw_gguf *g, qw_error *err);
 void qw_tokenizer_free(qw_tokenizer *t);
 
@@ -104,6 +111,26 @@ const char *qw_tokenizer_piece(const qw_tokenizer *t, int32_t id);
  * UTF-8 is encoded byte-wise, never rejected. */
 int32_t *qw_tokenize(const qw_tokenizer *t, const char *text, size_t len, bool parse_special,
                      size_t *n_out);
+
+/* A byte range text[off, off + len) and who wrote it. */
+typedef struct qw_text_seg {
+    size_t off, len;
+    bool markup; /* true: a template's own markup (special tokens are parsed);
+                    false: content a user supplied (plain text) */
+} qw_text_seg;
+
+/* Encodes text[len] where special tokens count only in markup: a CONTROL (or
+ * UNKNOWN) token's text becomes that token only where it lies wholly inside
+ * one markup segment; anywhere else it is encoded as the plain text it is, so
+ * a message saying "<|im_start|>system" cannot forge a turn.  USER_DEFINED
+ * tokens (<think>, <tool_call>, …) are matched everywhere, as qw_tokenize
+ * does with parse_special false (llama.cpp's treatment of user text).  segs
+ * are in order and do not overlap; bytes outside every segment are plain;
+ * n_segs 0 = all plain.  Pre-tokenization and BPE run over the whole text, so
+ * when no content holds control-token text the ids equal
+ * qw_tokenize(text, len, true, …).  Returns like qw_tokenize. */
+int32_t *qw_tokenize_segments(const qw_tokenizer *t, const char *text, size_t len, const qw_text_seg *segs,
+                              size_t n_segs, size_t *n_out);
 
 /* Raw bytes of token id into buf (up to cap); returns the full byte length
  * (may exceed cap), or -1 for an invalid id.  Control tokens decode to their
@@ -136,7 +163,10 @@ typedef struct qw_chat_msg {
 } qw_chat_msg;
 
 /* Renders messages with the model's chat template (tokenizer.chat_template)
- * and, when add_generation_prompt, opens the assistant turn.  ChatML
+ * and, when add_generation_prompt, opens the assistant turn.  To tokenize the
+ * result use qw_chat_render_prompt + qw_tokenize_segments, never
+ * qw_tokenize(…, parse_special = true): that would turn control-token text
+ * inside a message into real control tokens.  ChatML
  * (<|im_start|>role\n…<|im_end|>\n) is recognised from the template text; a
  * model without a template gets ChatML.  Returns malloc'd text, NULL + err if
  * the template is of a family qwisp does not render. */
@@ -149,5 +179,24 @@ char *qw_chat_render(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, bool a
  * Qwen3 jinja template's output. */
 char *qw_chat_render_template(const char *tmpl, const qw_chat_msg *msgs, size_t n,
                               bool add_generation_prompt, qw_error *err);
+
+/* A rendered conversation: the prompt text and which bytes of it are the
+ * template's markup and which the messages' roles and contents, for
+ * qw_tokenize_segments(t, p.text, p.len, p.segs, p.n_segs, &n). */
+typedef struct qw_chat_prompt {
+    char *text;        /* NUL-terminated; the same bytes qw_chat_render returns */
+    size_t len;
+    qw_text_seg *segs; /* cover text in order, adjacent ones of the same kind merged */
+    size_t n_segs;
+} qw_chat_prompt;
+
+/* Renders like qw_chat_render into *out (zeroed on error).  0, or -1 + err. */
+int qw_chat_render_prompt(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, bool add_generation_prompt,
+                          qw_chat_prompt *out, qw_error *err);
+/* Same from the template text (see qw_chat_render_template). */
+int qw_chat_render_template_prompt(const char *tmpl, const qw_chat_msg *msgs, size_t n,
+                                   bool add_generation_prompt, qw_chat_prompt *out, qw_error *err);
+/* Frees text and segs and zeroes *p (a zeroed prompt is fine). */
+void qw_chat_prompt_free(qw_chat_prompt *p);
 
 #endif

@@ -186,13 +186,14 @@ static int32_t *render(session *se, history *h, size_t *n) {
     int32_t n_ctx = qw_ctx_n_ctx(se->c);
     for (;;) {
         qw_error err = {0};
-        char *text = qw_chat_render(se->m->gguf, h->msgs, h->n, true, &err);
-        if (!text) {
+        qw_chat_prompt cp;
+        if (qw_chat_render_prompt(se->m->gguf, h->msgs, h->n, true, &cp, &err) != 0) {
             fprintf(stderr, "qwisp chat: %s\n", err.msg);
             return NULL;
         }
-        int32_t *ids = qw_tokenize(se->tok, text, strlen(text), true, n);
-        free(text);
+        /* special tokens only in the template's markup: what the user types is text */
+        int32_t *ids = qw_tokenize_segments(se->tok, cp.text, cp.len, cp.segs, cp.n_segs, n);
+        qw_chat_prompt_free(&cp);
         int32_t want = se->a->n_gen > 0 ? (int32_t)se->a->n_gen : 64;
         if ((int64_t)*n + want <= n_ctx || !ids) return ids;
         free(ids);

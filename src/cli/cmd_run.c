@@ -132,6 +132,7 @@ static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_toke
         return ids;
     }
     char *owned = NULL;
+    int32_t *ids;
     const char *text = a->prompt;
     size_t len = text ? strlen(text) : 0;
     if (a->prompt_file) {
@@ -145,17 +146,20 @@ static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_toke
         if (a->system) msgs[nm++] = (qw_chat_msg){"system", a->system};
         msgs[nm++] = (qw_chat_msg){"user", text};
         qw_error err = {0};
-        char *rendered = qw_chat_render(m->gguf, msgs, nm, true, &err);
+        qw_chat_prompt cp;
+        int rc = qw_chat_render_prompt(m->gguf, msgs, nm, true, &cp, &err);
         free(owned);
-        if (!rendered) {
+        owned = NULL;
+        if (rc != 0) {
             fprintf(stderr, "qwisp run: %s\n", err.msg);
             return NULL;
         }
-        owned = rendered;
-        text = rendered;
-        len = strlen(rendered);
+        /* special tokens only in the template's markup, never in the message */
+        ids = qw_tokenize_segments(tok, cp.text, cp.len, cp.segs, cp.n_segs, n);
+        qw_chat_prompt_free(&cp);
+    } else {
+        ids = qw_tokenize(tok, text, len, true, n);
     }
-    int32_t *ids = qw_tokenize(tok, text, len, true, n);
     free(owned);
     if (ids && *n == 0) {
         fprintf(stderr, "qwisp run: the prompt is empty\n");

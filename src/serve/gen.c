@@ -245,6 +245,9 @@ static int32_t *prompt_ids(qw_server *s, const qw_oai_request *rq, size_t *n) {
         memcpy(ids, rq->prompt_ids, rq->n_prompt_ids * sizeof(int32_t));
         return ids;
     }
+    if (rq->prompt_segs) /* chat: special tokens only in the template's markup, never in content */
+        return qw_tokenize_segments(s->tok, rq->prompt_text, rq->prompt_len, rq->prompt_segs,
+                                    rq->n_prompt_segs, n);
     return qw_tokenize(s->tok, rq->prompt_text, rq->prompt_len, true, n);
 }
 

@@ -164,10 +164,13 @@ static int parse_messages(const cJSON *root, const qw_gguf *g, qw_oai_request *r
     }
     if (rc == 0) {
         qw_error err = {0};
-        r->prompt_text = qw_chat_render(g, msgs, (size_t)n, true, &err);
-        if (!r->prompt_text)
+        qw_chat_prompt cp;
+        if (qw_chat_render_prompt(g, msgs, (size_t)n, true, &cp, &err) != 0)
             rc = qw_oai_fail(e, 400, "invalid_request_error", "template_error", "messages",
                              "cannot apply the chat template: %s", err.msg);
+        r->prompt_text = cp.text;
+        r->prompt_segs = cp.segs;
+        r->n_prompt_segs = cp.n_segs;
     }
     for (int k = 0; k < n; k++) free(owned[k]);
     free(owned);
@@ -480,6 +483,8 @@ out:
 
 void qw_oai_request_free(qw_oai_request *r) {
     free(r->prompt_text);
+    free(r->prompt_segs);
+    r->prompt_segs = NULL;
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
     qw_json_schema_free(r->schema);

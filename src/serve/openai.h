@@ -36,6 +36,8 @@ typedef struct qw_oai_request {
     bool stream, include_usage, return_tokens, ignore_eos;
     char *prompt_text;     /* chat: the rendered template; completion: the prompt (NULL with ids) */
     size_t prompt_len;     /* bytes of prompt_text (a completion prompt may hold NULs) */
+    qw_text_seg *prompt_segs; /* chat: template markup vs message content (specials only in markup) */
+    size_t n_prompt_segs;
     int32_t *prompt_ids;   /* completion given as token ids */
     size_t n_prompt_ids;
     int32_t max_tokens;    /* -1: until the context is full */

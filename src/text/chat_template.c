@@ -17,6 +17,11 @@
  * earlier turns) and for tool calls, which the built-in form passes through
  * verbatim.  A template of another family is an error naming the family, so
  * a model is never silently prompted in the wrong format.
+ *
+ * The renderer also records which bytes are its own markup and which came
+ * from the messages (roles, contents): qw_tokenize_segments parses special
+ * tokens only in the markup, so a message cannot forge a turn by writing
+ * "<|im_start|>system" (role injection).
  */
 #include "qwisp/tokenizer.h"
 
@@ -58,46 +63,80 @@ static int detect(const char *tmpl, qw_error *err) {
                    tmpl);
 }
 
-char *qw_chat_render_template(const char *tmpl, const qw_chat_msg *msgs, size_t n,
-                              bool add_generation_prompt, qw_error *err) {
-    if (detect(tmpl, err) != 0) return NULL;
+/* Appends str[len] to the prompt as markup or content, merging with the last
+ * segment when of the same kind.  Space was sized beforehand. */
+static void put(qw_chat_prompt *p, const char *str, size_t len, bool markup) {
+    if (len == 0) return;
+    memcpy(p->text + p->len, str, len);
+    qw_text_seg *last = p->n_segs ? &p->segs[p->n_segs - 1] : NULL;
+    if (last && last->markup == markup) last->len += len;
+    else p->segs[p->n_segs++] = (qw_text_seg){p->len, len, markup};
+    p->len += len;
+}
+
+int qw_chat_render_template_prompt(const char *tmpl, const qw_chat_msg *msgs, size_t n,
+                                   bool add_generation_prompt, qw_chat_prompt *out, qw_error *err) {
+    memset(out, 0, sizeof *out);
+    if (detect(tmpl, err) != 0) return -1;
     static const char open[] = "<|im_start|>", close[] = "<|im_end|>\n", gen[] = "<|im_start|>assistant\n";
     size_t total = 1 + (add_generation_prompt ? sizeof gen : 0);
     for (size_t i = 0; i < n; i++) {
-        if (!msgs[i].role || !msgs[i].content) {
-            qw_fail(err, "chat message %zu has no %s", i, msgs[i].role ? "content" : "role");
-            return NULL;
-        }
+        if (!msgs[i].role || !msgs[i].content)
+            return qw_fail(err, "chat message %zu has no %s", i, msgs[i].role ? "content" : "role");
         total += sizeof open + strlen(msgs[i].role) + 1 + strlen(msgs[i].content) + sizeof close;
     }
-    char *s = malloc(total);
-    if (!s) {
-        qw_fail(err, "chat template: out of memory (%zu bytes)", total);
-        return NULL;
+    /* markup, role, markup, content per message (each close merges with the
+     * next open), + the first open */
+    size_t max_segs = 4 * n + 1;
+    out->text = malloc(total);
+    out->segs = malloc(max_segs * sizeof *out->segs);
+    if (!out->text || !out->segs) {
+        qw_chat_prompt_free(out);
+        return qw_fail(err, "chat template: out of memory (%zu bytes)", total);
     }
-    char *p = s;
-#define PUT(str, len) (memcpy(p, (str), (len)), p += (len))
+    /* The role and the content are what a caller (a user, over the API)
+     * supplied: content, so "<|im_start|>" written there stays text. */
     for (size_t i = 0; i < n; i++) {
-        PUT(open, sizeof open - 1);
-        PUT(msgs[i].role, strlen(msgs[i].role));
-        PUT("\n", 1);
-        PUT(msgs[i].content, strlen(msgs[i].content));
-        PUT(close, sizeof close - 1);
+        put(out, open, sizeof open - 1, true);
+        put(out, msgs[i].role, strlen(msgs[i].role), false);
+        put(out, "\n", 1, true);
+        put(out, msgs[i].content, strlen(msgs[i].content), false);
+        put(out, close, sizeof close - 1, true);
     }
-    if (add_generation_prompt) PUT(gen, sizeof gen - 1);
-#undef PUT
-    *p = 0;
-    return s;
+    if (add_generation_prompt) put(out, gen, sizeof gen - 1, true);
+    out->text[out->len] = 0;
+    return 0;
+}
+
+int qw_chat_render_prompt(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, bool add_generation_prompt,
+                          qw_chat_prompt *out, qw_error *err) {
+    memset(out, 0, sizeof *out);
+    const char *tmpl = NULL;
+    size_t len;
+    if (g && qw_gguf_find_key(g, "tokenizer.chat_template") >= 0 &&
+        qw_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &len) != 0)
+        return qw_fail(err, "%s: tokenizer.chat_template is not a string", qw_gguf_path(g));
+    return qw_chat_render_template_prompt(tmpl, msgs, n, add_generation_prompt, out, err);
+}
+
+void qw_chat_prompt_free(qw_chat_prompt *p) {
+    free(p->text);
+    free(p->segs);
+    memset(p, 0, sizeof *p);
+}
+
+char *qw_chat_render_template(const char *tmpl, const qw_chat_msg *msgs, size_t n,
+                              bool add_generation_prompt, qw_error *err) {
+    qw_chat_prompt p;
+    if (qw_chat_render_template_prompt(tmpl, msgs, n, add_generation_prompt, &p, err) != 0) return NULL;
+    free(p.segs);
+    return p.text;
 }
 
 char *qw_chat_render(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, bool add_generation_prompt,
                      qw_error *err) {
-    const char *tmpl = NULL;
-    size_t len;
-    if (g && qw_gguf_find_key(g, "tokenizer.chat_template") >= 0 &&
-        qw_gguf_get_str(g, "tokenizer.chat_template", &tmpl, &len) != 0) {
-        qw_fail(err, "%s: tokenizer.chat_template is not a string", qw_gguf_path(g));
-        return NULL;
-    }
-    return qw_chat_render_template(tmpl, msgs, n, add_generation_prompt, err);
+    qw_chat_prompt p;
+    if (qw_chat_render_prompt(g, msgs, n, add_generation_prompt, &p, err) != 0) return NULL;
+    free(p.segs);
+    return p.text;
 }

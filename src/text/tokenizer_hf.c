@@ -12,8 +12,9 @@
  *     tokenizer.json are accepted);
  *   - bos/eos/pad: tokenizer_config.json's bos_token/eos_token/pad_token (a
  *     string or an AddedToken object) looked up in the vocab;
- *   - pre: "qwen2" when the pre_tokenizer carries the Qwen2 Split regex,
- *     "gpt2" for a ByteLevel pre-tokenizer with use_regex; anything else is an
+ *   - pre: "qwen2" / "qwen35" when the pre_tokenizer carries the Qwen2 /
+ *     Qwen3.5 Split regex (the latter adds \p{M} to letter runs), "gpt2"
+ *     for a ByteLevel pre-tokenizer with use_regex; anything else is an
  *     error naming what was found.
  * The spec owns every string (one allocation each); qw_tokenizer_spec_free
  * releases them.
@@ -30,6 +31,10 @@
 static const char QWEN2_HF_REGEX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* Qwen3.5's: combining marks (\p{M}) join letter runs. */
+static const char QWEN35_HF_REGEX[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 static cJSON *parse_json(const char *path, qw_error *err) {
     char *s = qw_read_file(path, 0, NULL, err);
@@ -59,7 +64,8 @@ static const char *token_str(const cJSON *v) {
     return NULL;
 }
 
-/* "qwen2" / "gpt2" from the pre_tokenizer object, or NULL. */
+/* "qwen2" / "qwen35" / "gpt2" from the pre_tokenizer object, or NULL.  In a
+ * Sequence a Split regex wins over the ByteLevel that follows it. */
 static const char *detect_pre(const cJSON *pt, char *seen, size_t seen_cap) {
     snprintf(seen, seen_cap, "(none)");
     if (!cJSON_IsObject(pt)) return NULL;
@@ -71,7 +77,7 @@ static const char *detect_pre(const cJSON *pt, char *seen, size_t seen_cap) {
         const char *found = NULL;
         cJSON_ArrayForEach(it, list) {
             const char *p = detect_pre(it, seen, seen_cap);
-            if (p && (!found || !strcmp(p, "qwen2"))) found = p;
+            if (p && (!found || strcmp(p, "gpt2") != 0)) found = p;
         }
         return found;
     }
@@ -81,6 +87,7 @@ static const char *detect_pre(const cJSON *pt, char *seen, size_t seen_cap) {
         if (cJSON_IsString(re)) {
             snprintf(seen, seen_cap, "Split regex %.200s", re->valuestring);
             if (!strcmp(re->valuestring, QWEN2_HF_REGEX)) return "qwen2";
+            if (!strcmp(re->valuestring, QWEN35_HF_REGEX)) return "qwen35";
         }
         return NULL;
     }
@@ -153,8 +160,8 @@ qw_tokenizer_spec *qw_tokenizer_spec_from_hf_json(const char *json_path, const c
     char seen[256];
     const char *pre = detect_pre(cJSON_GetObjectItemCaseSensitive(j, "pre_tokenizer"), seen, sizeof seen);
     if (!pre) {
-        qw_fail(err, "%s: pre_tokenizer not supported (found %s; known: the Qwen2 Split regex, "
-                "ByteLevel with use_regex)", json_path, seen);
+        qw_fail(err, "%s: pre_tokenizer not supported (found %s; known: the Qwen2 and Qwen3.5 Split "
+                "regexes, ByteLevel with use_regex)", json_path, seen);
         goto fail;
     }
 

@@ -125,6 +125,26 @@ static void test_spec_from_hf(void **state) {
     p = qw_tokenizer_spec_from_hf_json("/nonexistent/tokenizer.json", NULL, 0, &err);
     assert_null(p);
     assert_non_null(strstr(err.msg, "/nonexistent/tokenizer.json"));
+
+    /* Qwen3.5's tokenizer.json: its Split regex (with \p{M}) is pre "qwen35" */
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/qwisp_test_tok_%d_q35.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2},"
+          " \"merges\": [\"a b\"]},"
+          " \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+          "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|"
+          "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{L}\\\\p{M}]+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{M}\\\\p{N}]+"
+          "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\"},"
+          " {\"type\": \"ByteLevel\", \"use_regex\": false}]}}", f);
+    fclose(f);
+    p = qw_tokenizer_spec_from_hf_json(path, NULL, 0, &err);
+    unlink(path);
+    if (!p) fprintf(stderr, "qwen35 json: %s\n", err.msg);
+    assert_non_null(p);
+    assert_string_equal(p->pre, "qwen35");
+    qw_tokenizer_spec_free(p);
 }
 
 static void test_known_ids(void **state) {
@@ -343,6 +363,33 @@ static void test_bpe_merge_order(void **state) {
     qw_tokenizer_free(t);
 }
 
+static void test_qwen35_marks(void **state) {
+    (void)state;
+    /* "e" + U+0301 (bytes 65 CC 81; byte-level "e\u00cc\u0123"): the qwen35
+     * pre-tokenizer keeps a combining mark in the letter run, so the merges
+     * join it to the "e"; qwen2 cuts the mark off as punctuation. */
+    const char *ex[] = {"\xc3\x8c\xc4\xa3", "e\xc3\x8c\xc4\xa3"};
+    const char *m[] = {"\xc3\x8c \xc4\xa3", "e \xc3\x8c\xc4\xa3"};
+    const char *text = "Cafe\xcc\x81";
+    size_t n;
+    qw_tokenizer *t = tiny(ex, 2, m, 2, "qwen35");
+    assert_non_null(t);
+    int32_t *ids = qw_tokenize(t, text, strlen(text), true, &n);
+    assert_int_equal(n, 4); /* C a f e\u0301 */
+    assert_int_equal(ids[3], 257);
+    char *back = qw_detokenize(t, ids, n);
+    assert_string_equal(back, text);
+    free(back);
+    free(ids);
+    qw_tokenizer_free(t);
+    t = tiny(ex, 2, m, 2, "qwen2");
+    ids = qw_tokenize(t, text, strlen(text), true, &n);
+    assert_int_equal(n, 5); /* C a f e \u0301 */
+    assert_int_equal(ids[4], 256);
+    free(ids);
+    qw_tokenizer_free(t);
+}
+
 static void test_spec_errors(void **state) {
     (void)state;
     const char *toks[] = {"a"};
@@ -469,6 +516,7 @@ int main(void) {
         cmocka_unit_test(test_stream_decoder),
         cmocka_unit_test(test_invalid_utf8_and_empty),
         cmocka_unit_test(test_bpe_merge_order),
+        cmocka_unit_test(test_qwen35_marks),
         cmocka_unit_test(test_spec_errors),
         cmocka_unit_test(test_from_gguf),
         cmocka_unit_test(test_large_input),

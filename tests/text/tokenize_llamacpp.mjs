@@ -6,7 +6,8 @@
 //
 // Loads the model vocab-only, encodes each '\n'-separated line of CORPUS with
 // special tokens parsed (OUT_LINES) and without (OUT_NOSPECIAL), no BOS
-// (llama.cpp adds none for Qwen3 anyway), one JSON array per line.
+// (llama.cpp adds none for Qwen3 anyway), one JSON array per line.  Prints
+// "load_ms N" on stdout: the vocab-only load, for start-up comparisons.
 import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
@@ -16,7 +17,9 @@ const { getLlama, LlamaLogLevel } = await import(
     pathToFileURL(join(peers, "node-llama-cpp/dist/index.js")).href
 );
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
+const t0 = performance.now();
 const model = await llama.loadModel({ modelPath, vocabOnly: true });
+console.log(`load_ms ${(performance.now() - t0).toFixed(1)}`);
 const text = readFileSync(corpusPath, "utf8");
 let lines = text.split("\n");
 if (lines.length && lines[lines.length - 1] === "") lines.pop();
