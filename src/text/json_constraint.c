@@ -371,6 +371,7 @@ enum { /* number */ M_MINUS, M_ZERO, M_INT, M_DOT, M_FRAC, M_E, M_ESIGN, M_EXP }
 typedef struct frame {
     const node *n;  /* NULL: an any-object key string */
     uint8_t kind, st, need; /* need: UTF-8 continuation bytes still due (strings) */
+    uint8_t lo, hi;         /* range of the next continuation byte (no overlongs, surrogates, > U+10FFFF) */
     int32_t idx;    /* object: last property taken (-1); array: items; string: chars; number/literal: bytes */
     uint64_t alive; /* literal/key: candidate texts still possible */
 } frame;
@@ -642,8 +643,9 @@ static bool feed(state *S, unsigned char b) {
             const node *n = F->n;
             long maxl = n ? n->max_len : -1;
             if (F->need) {
-                if ((b & 0xC0) != 0x80) return false;
+                if (b < F->lo || b > F->hi) return false;
                 F->need--;
+                F->lo = 0x80, F->hi = 0xBF;
                 return true;
             }
             switch (F->st) {
@@ -658,10 +660,18 @@ static bool feed(state *S, unsigned char b) {
                 F->idx++;
                 if (b == '\\') F->st = S_ESC;
                 else if (b >= 0x80) {
+                    /* well-formed UTF-8 (Unicode table 3-7): the second byte's range depends on the first */
+                    F->lo = 0x80, F->hi = 0xBF;
                     if (b >= 0xC2 && b <= 0xDF) F->need = 1;
-                    else if (b >= 0xE0 && b <= 0xEF) F->need = 2;
-                    else if (b >= 0xF0 && b <= 0xF4) F->need = 3;
-                    else return false;
+                    else if (b >= 0xE0 && b <= 0xEF) {
+                        F->need = 2;
+                        if (b == 0xE0) F->lo = 0xA0;
+                        if (b == 0xED) F->hi = 0x9F;
+                    } else if (b >= 0xF0 && b <= 0xF4) {
+                        F->need = 3;
+                        if (b == 0xF0) F->lo = 0x90;
+                        if (b == 0xF4) F->hi = 0x8F;
+                    } else return false;
                 }
                 return true;
             case S_ESC:

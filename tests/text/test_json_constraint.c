@@ -60,6 +60,10 @@ static void test_any_object(void **state) {
     check(sc, "{\"a\":\"\x01\"}", false); /* raw control character */
     check(sc, "{\"a\":\"\xC3\xA9\"}", true);
     check(sc, "{\"a\":\"\xC3(\"}", false); /* broken UTF-8 */
+    check(sc, "{\"a\":\"\xE0\x9C\xA1\"}", false); /* overlong */
+    check(sc, "{\"a\":\"\xED\xA8\x87\"}", false); /* a surrogate */
+    check(sc, "{\"a\":\"\xF4\x99\xAD\x92\"}", false); /* past U+10FFFF */
+    check(sc, "{\"a\":\"\xF0\x9F\x98\x80\xED\x9F\xBF\"}", true);
     qw_json_matcher *m = qw_json_matcher_new(sc);
     assert_true(qw_json_matcher_feed(m, "{\"k\":", 5));
     assert_false(qw_json_matcher_can_end(m));
