@@ -40,6 +40,8 @@ void qw_json_schema_free(qw_json_schema *s);
 typedef struct qw_json_matcher qw_json_matcher;
 qw_json_matcher *qw_json_matcher_new(const qw_json_schema *s); /* s must outlive it */
 void qw_json_matcher_free(qw_json_matcher *m);
+/* A copy (to try bytes without committing them).  NULL on OOM. */
+qw_json_matcher *qw_json_matcher_copy(const qw_json_matcher *m);
 /* Feeds bytes; false (and m unchanged) when they do not keep the output a
  * valid prefix. */
 bool qw_json_matcher_feed(qw_json_matcher *m, const char *bytes, size_t n);

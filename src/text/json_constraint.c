@@ -766,6 +766,15 @@ qw_json_matcher *qw_json_matcher_new(const qw_json_schema *s) {
 
 void qw_json_matcher_free(qw_json_matcher *m) { free(m); }
 
+qw_json_matcher *qw_json_matcher_copy(const qw_json_matcher *m) {
+    qw_json_matcher *c = malloc(sizeof *c);
+    if (c) {
+        c->s = m->s;
+        copy_state(&c->st, &m->st);
+    }
+    return c;
+}
+
 bool qw_json_matcher_feed(qw_json_matcher *m, const char *bytes, size_t n) {
     state t;
     copy_state(&t, &m->st);

@@ -2,7 +2,8 @@
  * prefix matcher behind response_format (src/text/json_constraint.c): valid
  * prefixes accepted, invalid bytes refused, completion, key order and
  * required keys, enum, maxLength / maxItems, numbers, the free-form object
- * of json_object, unsupported keywords refused with their path, and the
+ * of json_object, random walks over the admitted bytes (each finished one
+ * well-formed UTF-8 and parsed by cJSON), unsupported keywords refused with their path, and the
  * sampler honouring a constraint's mask (greedy and sampled). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,8 @@
 #include <cmocka.h>
 
 #include "qwisp/json_constraint.h"
+
+#include <cjson/cJSON.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -124,6 +127,76 @@ static void test_numbers_end(void **state) {
     qw_json_schema_free(sc);
 }
 
+/* Well-formed UTF-8 (Unicode table 3-7), written here independently of the matcher. */
+static bool utf8_ok(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        int k = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : -1;
+        if (k < 0 || i + (size_t)k >= n + (k == 0)) return false;
+        unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        for (int j = 1; j <= k; j++) {
+            unsigned d = s[i + (size_t)j];
+            if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) return false;
+        }
+        i += (size_t)k + 1;
+    }
+    return true;
+}
+
+/* Property: a random walk over the bytes the matcher admits (every byte
+ * tried on a copy) never dead-ends, and each document it completes is
+ * well-formed UTF-8, parses with cJSON, and (for the schema) keeps its
+ * bounds.  Walks lean towards closing characters so they end. */
+static void test_random_walks(void **state) {
+    (void)state;
+    const char *sch = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":5},"
+                      "\"n\":{\"type\":\"number\"},\"l\":{\"type\":\"array\",\"items\":{\"enum\":[1,12,\"x\",null,true]},"
+                      "\"maxItems\":3}},\"required\":[\"a\",\"l\"]}";
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    for (int si = 0; si < 2; si++) {
+        qw_json_schema *sc = si ? C(sch) : qw_json_schema_any_object();
+        assert_non_null(sc);
+        int done = 0;
+        for (int doc = 0; doc < 60; doc++) {
+            qw_json_matcher *m = qw_json_matcher_new(sc);
+            char out[1024];
+            size_t n = 0;
+            while (n < 600 && !qw_json_matcher_done(m)) {
+                int ok[256], k = 0, close = -1;
+                for (int b = 1; b < 256; b++) {
+                    qw_json_matcher *t = qw_json_matcher_copy(m);
+                    char c = (char)b;
+                    if (qw_json_matcher_feed(t, &c, 1)) {
+                        ok[k++] = b;
+                        if (b == '}' || b == ']' || b == '"') close = b;
+                    }
+                    qw_json_matcher_free(t);
+                }
+                if (!k) fail_msg("dead end after '%.*s'", (int)n, out);
+                seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+                char c = (char)(n > 40 && close >= 0 && seed % 3 ? close : ok[seed % (uint64_t)k]);
+                assert_true(qw_json_matcher_feed(m, &c, 1));
+                out[n++] = c;
+            }
+            qw_json_matcher_free(m);
+            if (n >= 600) continue; /* a long free-form string: not finished, not wrong */
+            done++;
+            if (!utf8_ok((const unsigned char *)out, n)) fail_msg("not UTF-8: '%.*s'", (int)n, out);
+            cJSON *v = cJSON_ParseWithLength(out, n);
+            if (!cJSON_IsObject(v)) fail_msg("not a JSON object: '%.*s'", (int)n, out);
+            if (si) {
+                const cJSON *a = cJSON_GetObjectItemCaseSensitive(v, "a"), *l = cJSON_GetObjectItemCaseSensitive(v, "l");
+                assert_true(cJSON_IsString(a) && cJSON_IsArray(l) && cJSON_GetArraySize(l) <= 3);
+                const cJSON *nn = cJSON_GetObjectItemCaseSensitive(v, "n");
+                assert_true(!nn || cJSON_IsNumber(nn));
+            }
+            cJSON_Delete(v);
+        }
+        assert_true(done >= 30);
+        qw_json_schema_free(sc);
+    }
+}
+
 static void test_unsupported(void **state) {
     (void)state;
     const char *bad[][2] = {
@@ -190,6 +263,7 @@ int main(void) {
         cmocka_unit_test(test_any_object),
         cmocka_unit_test(test_schema_object),
         cmocka_unit_test(test_numbers_end),
+        cmocka_unit_test(test_random_walks),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_sampler_mask),
     };
