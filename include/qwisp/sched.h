@@ -10,6 +10,8 @@
  *   lanes (QWISP_LANES=B; src/runtime/lanes.c): B jobs decoded together in one
  *       batched forward per step, new jobs admitted between steps, pool limit
  *       QWISP_LANE_CACHE_MB.
+ * Either may keep earlier requests' KV for prompts that share their token
+ * prefix (QWISP_PREFIX_CACHE_MB; src/runtime/prefix_cache.c).
  * serve/ and cli/ only ever call qw_sched_* and qw_job_*; they never know
  * which path runs their job.
  *

@@ -6,6 +6,10 @@
  * not wipe out that one's history); else a free slot (a cold prefill, after
  * which the new conversation's turns hit), else the least recently used.
  *
+ * On the lanes path several entries are in use at once: a busy entry is
+ * neither chosen, counted nor evicted (its KV is a running request's); the
+ * budget bounds what idle entries hold.
+ *
  * Entries live in a small array (at most MAX_ENTRIES; a linear scan per
  * request is nothing next to a forward pass).  Recency is a counter bumped
  * at each acquire.  Bytes are measured, not estimated: qw_ctx_kv_bytes (the
@@ -33,6 +37,7 @@ typedef struct entry {
     int32_t *toks;   /* [n_ctx] the token at each KV position */
     int32_t n;       /* valid tokens (<= qw_ctx_n_past) */
     uint64_t used;   /* recency stamp */
+    bool busy;       /* acquired and not recorded yet: a request runs on it */
 } entry;
 
 struct qw_pcache {
@@ -44,12 +49,15 @@ struct qw_pcache {
     qw_pcache_stats st;
 };
 
-static uint64_t entry_bytes(const entry *e) { return e->ctx ? qw_ctx_kv_bytes(e->ctx) + qw_ctx_state_bytes(e->ctx) : 0; }
+/* Bytes an idle entry holds (a busy one's KV is a running request's, not the cache's). */
+static uint64_t entry_bytes(const entry *e) {
+    return e->ctx && !e->busy ? qw_ctx_kv_bytes(e->ctx) + qw_ctx_state_bytes(e->ctx) : 0;
+}
 
 static void publish(qw_pcache *p) {
     qw_pcache_stats st = {.budget_bytes = p->budget, .evictions = p->st.evictions};
     for (int i = 0; i < MAX_ENTRIES; i++)
-        if (p->e[i].ctx) {
+        if (p->e[i].ctx && !p->e[i].busy) {
             st.entries++;
             st.bytes += entry_bytes(&p->e[i]);
         }
@@ -94,6 +102,7 @@ qw_ctx *qw_pcache_acquire(qw_pcache *p, const int32_t *prompt, int32_t n, int32_
             if (free_slot < 0) free_slot = i;
             continue;
         }
+        if (e->busy) continue;
         if (lru < 0 || e->used < p->e[lru].used) lru = i;
         int32_t lim = e->n < n - 1 ? e->n : n - 1, k = 0;
         while (k < lim && e->toks[k] == prompt[k]) k++;
@@ -116,10 +125,15 @@ qw_ctx *qw_pcache_acquire(qw_pcache *p, const int32_t *prompt, int32_t n, int32_
             return NULL;
         }
         e->n = 0;
-    } else e = &p->e[lru];
+    } else if (lru >= 0) e = &p->e[lru];
+    else {
+        qw_fail(err, "prefix cache: all %d entries are in use", MAX_ENTRIES);
+        return NULL;
+    }
     *n_cached = qw_ctx_truncate(e->ctx, best >= 0 ? best_len : 0);
     e->n = *n_cached;
     e->used = ++p->clock;
+    e->busy = true;
     return e->ctx;
 }
 
@@ -129,6 +143,7 @@ void qw_pcache_record(qw_pcache *p, qw_ctx *c, const int32_t *prompt, int32_t n_
     for (int i = 0; i < MAX_ENTRIES; i++)
         if (p->e[i].ctx == c) cur = &p->e[i];
     if (!cur) return;
+    cur->busy = false;
     int32_t past = qw_ctx_n_past(c);
     if (!ok || past > n_prompt + n_gen) past = 0; /* unknown content: start over */
     if (past == 0) qw_ctx_truncate(c, 0);
@@ -141,7 +156,7 @@ void qw_pcache_record(qw_pcache *p, qw_ctx *c, const int32_t *prompt, int32_t n_
         int lru = -1;
         for (int i = 0; i < MAX_ENTRIES; i++) {
             entry *e = &p->e[i];
-            if (!e->ctx) continue;
+            if (!e->ctx || e->busy) continue;
             total += entry_bytes(e);
             if (e != cur && (lru < 0 || e->used < p->e[lru].used)) lru = i;
         }

@@ -1,10 +1,10 @@
-/* prefix_cache.h — the serialize path's bounded prefix cache
+/* prefix_cache.h — the execution paths' bounded prefix cache
  * (QWISP_PREFIX_CACHE_MB): sequence contexts kept after their requests so a
  * later request that starts with the same tokens reuses their KV instead of
  * prefilling them again.
  *
  * An entry is one sequence context (its own KV cache, one thread: the
- * serialize path's context computes for it as the workspace, qw_batch_eval)
+ * path's workspace context computes for it, qw_batch_eval)
  * and the token at each of its KV positions.  acquire picks the entry that
  * shares the longest token prefix with the prompt (matched from position 0,
  * so a request only ever reuses KV computed for exactly its own leading
@@ -15,7 +15,9 @@
  * all entries fit the budget.  Eviction is by entry (a conversation), not by
  * block: entries share no KV, since the model API has no KV block copy.
  *
- * Only the worker thread calls these; the counters are read by stats.
+ * An entry is busy from acquire to record (lanes run several at once); the
+ * budget counts idle entries only.  Only the worker thread calls these; the
+ * stats are read from any thread.
  */
 #ifndef QWISP_RUNTIME_PREFIX_CACHE_H
 #define QWISP_RUNTIME_PREFIX_CACHE_H
@@ -28,7 +30,7 @@ typedef struct qw_pcache qw_pcache;
 
 typedef struct qw_pcache_stats {
     uint64_t budget_bytes, bytes; /* KV (+ recurrent state) bytes of all entries */
-    int32_t entries;
+    int32_t entries;              /* idle entries (busy ones run requests) */
     uint64_t evictions;
 } qw_pcache_stats;
 

@@ -16,7 +16,7 @@
  * vllm:num_requests_running (= requests_running), vllm:kv_cache_usage_perc
  * and its older name vllm:gpu_cache_usage_perc (= kv_cache_usage_ratio, a
  * fraction 0..1 as vLLM's despite "perc").  With the prefix cache on
- * (QWISP_PREFIX_CACHE_MB, serialize path): prefix_cache_{queried,hit}_tokens_total,
+ * (QWISP_PREFIX_CACHE_MB): prefix_cache_{queried,hit}_tokens_total,
  * prefix_cache_hit_ratio, prefix_cache_{bytes,budget_bytes,entries},
  * prefix_cache_usage_ratio, prefix_cache_evictions_total, and
  * vllm:prefix_cache_{queries,hits}_total (tokens, as vLLM counts them).  Each family is written by one helper, so a name appears

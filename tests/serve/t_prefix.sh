@@ -121,7 +121,47 @@ check("1 MB budget: bytes held never over the budget, LRU evictions, answers unc
       budget == 1 << 20 and not over and ev > 0 and not bad, f"budget={budget} over={over} evictions={ev} bad={bad}")
 PY
 
-out=$(QWISP_PREFIX_CACHE_MB=8 QWISP_LANES=2 timeout 20 "$Q" serve -m "$SERVE_MODEL" --port 0 2>&1); rc=$?
-[ "$rc" = 1 ] && grep -q "serialize path only" <<<"$out" && pass "QWISP_PREFIX_CACHE_MB with QWISP_LANES is refused, not ignored" \
-    || fail "prefix cache + lanes refused" "rc=$rc $out"
+# the lanes path: interleaved conversations sent concurrently, each answer equal to its run alone
+if start_server "$T/lanes.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=64 QWISP_LANES=3 -- --ctx 4096; then
+    python3 - "$PORT" "$P" <<'PY'
+import json, sys, threading, urllib.request
+L, P = sys.argv[1], sys.argv[2]
+def post(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)
+def metric(port, name):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+def check(name, ok, detail=""):
+    print(("PASS: " if ok else "FAIL: ") + name + ("" if ok else " — " + str(detail)[:300]))
+system = "You are a careful assistant who answers in the manner of an old scribe. " * 12
+turns = {"A": ["Tell me of the river.", "And of the hills?", "What came after?"], "B": ["Count the stars.", "Name the brightest."],
+         "C": ["Sing.", "Again."]}
+jobs = []
+for w, ts in turns.items():
+    for k in range(1, len(ts) + 1):
+        jobs.append([{"role": "system", "content": system}] + [{"role": "user", "content": t} for t in ts[:k]])
+jobs = jobs * 2
+body = lambda m: {"messages": m, "max_tokens": 12, "temperature": 0, "return_tokens": True}
+want = [post(P, body(m))["choices"][0]["tokens"] for m in jobs]
+got = [None] * len(jobs)
+def run(k): got[k] = post(L, body(jobs[k]))["choices"][0]["tokens"]
+for rnd in range(2):
+    ths = [threading.Thread(target=run, args=(k,)) for k in range(len(jobs))]
+    for t in ths: t.start()
+    for t in ths: t.join()
+    bad = [k for k in range(len(jobs)) if got[k] != want[k]]
+    check(f"lanes (B=3), round {rnd + 1}: {len(jobs)} concurrent requests of 3 interleaved conversations each equal its run alone",
+          not bad, bad)
+hit, q = metric(L, "qwisp_prefix_cache_hit_tokens_total"), metric(L, "qwisp_prefix_cache_queried_tokens_total")
+check("lanes: the prefix cache is used (hit tokens > half the queried ones)", hit and q and hit > q / 2, f"hit={hit} queried={q}")
+PY
+    kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+else fail "lanes server with a prefix cache starts" "$(tail -3 "$T/lanes.log")"; fi
+out=$(QWISP_PREFIX_CACHE_MB=8 QWISP_LANES=33 timeout 20 "$Q" serve -m "$SERVE_MODEL" --port 0 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q "at most 32 lanes" <<<"$out" && pass "QWISP_PREFIX_CACHE_MB with more than 32 lanes is refused, not ignored" \
+    || fail "prefix cache + 33 lanes refused" "rc=$rc $out"
 exit 0
