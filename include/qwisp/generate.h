@@ -18,6 +18,10 @@ typedef struct qw_gen_request {
     int32_t n_prompt;
     int32_t max_tokens;
     bool ignore_eos; /* keep going past end-of-generation tokens (benchmarks, parity) */
+    int32_t n_cached; /* the first n_cached prompt tokens are already in the context's KV cache
+                         (prefix reuse): only the rest is evaluated, all of them feed the penalties */
+    qw_ctx *ws;       /* NULL: c computes; else c is a sequence context (one thread) and ws the
+                         workspace that computes for it (qw_batch_eval, chunks of <= 512 tokens) */
     qw_sampler_params sampler;
 } qw_gen_request;
 
@@ -34,8 +38,8 @@ typedef struct qw_gen_result {
 /* Called for each generated token; return false to stop early. */
 typedef bool (*qw_token_cb)(void *user, int32_t id);
 
-/* Evaluates the prompt (appending to whatever the context already holds), then
- * samples up to max_tokens.  0, or -1 + err (the partial result stays valid). */
+/* Evaluates the prompt past n_cached (appending to whatever the context
+ * already holds), then samples up to max_tokens.  0, or -1 + err (the partial result stays valid). */
 int qw_generate(qw_ctx *c, const qw_tokenizer *tok, const qw_gen_request *rq, qw_token_cb cb,
                 void *user, qw_gen_result *res, qw_error *err);
 

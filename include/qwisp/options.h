@@ -27,6 +27,8 @@
     X(KV_TYPE, "QWISP_KV_TYPE", NULL, ENUM, "f16", 0, 0, "KV cache element type: f16 (as llama.cpp) | f32 (exact fp32 attention, 2x KV memory)") \
     X(PORT, "QWISP_PORT", NULL, INT, "8080", 1, 65535, "HTTP port for serve") \
     X(API_KEY, "QWISP_API_KEY", NULL, SECRET, NULL, 0, 0, "serve: require Authorization: Bearer KEY (all endpoints but /health)") \
+    X(READY_MAX_QUEUE, "QWISP_READY_MAX_QUEUE", NULL, INT, "0", 0, 1000000, "serve: /ready answers 503 while more than this many requests wait; 0 = off") \
+    X(PREFIX_CACHE_MB, "QWISP_PREFIX_CACHE_MB", NULL, INT, "0", 0, 16777216, "serve: KV of earlier requests kept for prompts that share their token prefix, in MB (LRU); 0 = off") \
     X(LANES, "QWISP_LANES", NULL, INT, "0", 0, 1024, "serve with B lanes (batched); 0 = serialize path") \
     X(PREFILL_CACHE_MB, "QWISP_PREFILL_CACHE_MB", "QWISP_PREFILL_MLX_CACHE_MB", INT, NULL, 0, 16777216, "serialize path pool cache limit in MB; unset/0 = unbounded") \
     X(LANE_CACHE_MB, "QWISP_LANE_CACHE_MB", "QWISP_LANE_MLX_CACHE_MB", INT, "2048", 0, 16777216, "lanes path pool cache limit in MB; 0 = unbounded") \

@@ -10,6 +10,8 @@
  *   lanes (QWISP_LANES=B; src/runtime/lanes.c): B jobs decoded together in one
  *       batched forward per step, new jobs admitted between steps, pool limit
  *       QWISP_LANE_CACHE_MB.
+ * Either may keep earlier requests' KV for prompts that share their token
+ * prefix (QWISP_PREFIX_CACHE_MB; src/runtime/prefix_cache.c).
  * serve/ only ever calls qw_sched_* and qw_job_*; it never knows which path
  * runs its job.  The one-shot CLI commands (run, chat, logits, bench) drive a
  * single context directly (generate.h); run applies the serialize path's pool
@@ -56,7 +58,10 @@ typedef struct qw_job_params {
     int32_t n_prompt;      /* >= 1 */
     int32_t max_tokens;    /* >= 0 */
     bool ignore_eos;       /* keep going past end-of-generation tokens */
-    qw_sampler_params sampler;
+    bool logprobs;         /* record each token's qw_token_logprobs (qw_job_read_logprobs) */
+    int32_t top_logprobs;  /* alternatives per record, 0..QW_SAMPLER_MAX_TOP_LOGPROBS */
+    qw_sampler_params sampler; /* sampler.constraint, if any, is owned by the job once
+                                  qw_job_new succeeds, and freed with it */
 } qw_job_params;
 
 typedef struct qw_job_result {
@@ -84,6 +89,9 @@ void qw_job_cancel(qw_job *j);
  * up to cap of them to out and advances *cursor.  *done becomes true once the
  * job has finished and every token was read.  Returns the number copied. */
 int qw_job_read(qw_job *j, int32_t *cursor, int32_t *out, int32_t cap, double timeout_s, bool *done);
+/* Copies the logprobs records of tokens [from, from + n) (already read with
+ * qw_job_read) to out; returns how many were copied (0 without params.logprobs). */
+int32_t qw_job_read_logprobs(qw_job *j, int32_t from, int32_t n, qw_token_logprobs *out);
 /* The result; finish is QW_FINISH_NONE until the job ended. */
 void qw_job_get_result(qw_job *j, qw_job_result *out);
 const qw_job_params *qw_job_params_of(const qw_job *j);
@@ -92,6 +100,9 @@ const qw_job_params *qw_job_params_of(const qw_job *j);
 void qw_job_mark_started(qw_job *j);
 /* Appends a token; returns false when the job was stopped or cancelled. */
 bool qw_job_push(qw_job *j, int32_t id);
+/* The same, given the logits row the token was drawn from: records its
+ * logprobs first when the job asked for them (params.logprobs). */
+bool qw_job_push_logits(qw_job *j, int32_t id, const float *logits, int32_t n_vocab);
 bool qw_job_should_end(const qw_job *j);
 bool qw_job_is_cancelled(const qw_job *j);
 bool qw_job_is_stopped(const qw_job *j);
@@ -107,6 +118,13 @@ typedef struct qw_sched_stats {
     uint64_t prompt_tokens, gen_tokens; /* of finished jobs */
     double prefill_s, decode_s;         /* summed over finished jobs */
     double last_prefill_tok_s, last_decode_tok_s; /* of the last finished job that had them */
+    int64_t kv_used_tokens;     /* KV positions held by running jobs (all sequences) */
+    int64_t kv_capacity_tokens; /* KV positions the path can hold (n_ctx x sequences) */
+    bool prefix_reuse;          /* the path has a prefix cache (QWISP_PREFIX_CACHE_MB) */
+    uint64_t prefix_queried_tokens, prefix_hit_tokens; /* prompt tokens of started jobs / of those reused */
+    uint64_t prefix_bytes, prefix_budget_bytes;        /* KV bytes the cache's entries hold / may hold */
+    int32_t prefix_entries;
+    uint64_t prefix_evictions;
 } qw_sched_stats;
 
 typedef struct qw_sched qw_sched;

@@ -3,7 +3,7 @@
  * One model, one execution path (serialize by default; lanes when QWISP_LANES
  * is set), HTTP on libmicrohttpd with a thread per connection.  Endpoints:
  * POST /v1/chat/completions, POST /v1/completions (both with SSE streaming),
- * GET /v1/models, GET /health, GET /metrics (Prometheus text).  docs/serve.md
+ * GET /v1/models, GET /health, GET /ready, GET /metrics (Prometheus text).  docs/serve.md
  * has the details; src/serve/http.c the design.
  *
  *     qw_serve_config cfg = qw_serve_default_config();

@@ -9,10 +9,26 @@
 
 #include <stdlib.h>
 
+/* Appends tokens to c: on c itself, or through workspace ws (a batch of one
+ * sequence, in chunks of at most ws's default chunk size). */
+static int eval_on(qw_ctx *c, qw_ctx *ws, const int32_t *t, int32_t n, qw_error *err) {
+    if (!ws) return qw_ctx_eval(c, t, n, QW_LOGITS_LAST, err);
+    while (n > 0) {
+        int32_t k = n > 512 ? 512 : n;
+        qw_batch_seq sq = {.ctx = c, .tokens = t, .n = k, .logits = k == n};
+        if (qw_batch_eval(ws, &sq, 1, err)) return -1;
+        t += k;
+        n -= k;
+    }
+    return 0;
+}
+
 int qw_generate(qw_ctx *c, const qw_tokenizer *tok, const qw_gen_request *rq, qw_token_cb cb,
                 void *user, qw_gen_result *res, qw_error *err) {
     *res = (qw_gen_result){0};
     if (rq->n_prompt <= 0) return qw_fail(err, "empty prompt");
+    if (rq->n_cached < 0 || rq->n_cached >= rq->n_prompt)
+        return qw_fail(err, "n_cached = %d: need 0 <= n_cached < n_prompt (%d)", rq->n_cached, rq->n_prompt);
     const int32_t n_vocab = qw_tokenizer_n_vocab(tok);
     int32_t cap = rq->max_tokens > 0 ? rq->max_tokens : 0;
     res->tokens = malloc((size_t)(cap ? cap : 1) * sizeof(int32_t));
@@ -22,7 +38,7 @@ int qw_generate(qw_ctx *c, const qw_tokenizer *tok, const qw_gen_request *rq, qw
     for (int32_t i = 0; i < rq->n_prompt; i++) qw_sampler_accept(s, rq->prompt[i]);
 
     const double t0 = qw_time_s();
-    int rc = qw_ctx_eval(c, rq->prompt, rq->n_prompt, QW_LOGITS_LAST, err);
+    int rc = eval_on(c, rq->ws, rq->prompt + rq->n_cached, rq->n_prompt - rq->n_cached, err);
     res->prefill_s = qw_time_s() - t0;
     double t_decode = 0.0;
     while (rc == 0 && res->n_tokens < cap) {
@@ -39,7 +55,7 @@ int qw_generate(qw_ctx *c, const qw_tokenizer *tok, const qw_gen_request *rq, qw
         }
         if (res->n_tokens == cap) break;
         const double t1 = qw_time_s();
-        rc = qw_ctx_eval(c, &id, 1, QW_LOGITS_LAST, err);
+        rc = eval_on(c, rq->ws, &id, 1, err);
         t_decode += qw_time_s() - t1;
     }
     res->decode_s = t_decode;

@@ -9,7 +9,10 @@
  * Invariants: tokens[0..n_tokens) never change once pushed; finish goes from
  * NONE to a final value exactly once; n_tokens <= max(max_tokens, 1).
  * The token array is sized from max_tokens at creation, so pushing never
- * allocates on the decode path.
+ * allocates on the decode path; so is the logprobs array, when asked for.
+ * The job owns its sampler constraint (params.sampler.constraint) and frees
+ * it with the job: the consumer may be gone while the scheduler still
+ * samples with it.
  */
 #include "qwisp/sched.h"
 
@@ -28,6 +31,7 @@ struct qw_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int32_t *tokens; /* [cap] */
+    qw_token_logprobs *lps; /* [cap] when params.logprobs, else NULL */
     int32_t n_tokens, cap;
     double t_submit, t_start;
     qw_job_result result; /* finish == NONE until the end */
@@ -51,9 +55,11 @@ qw_job *qw_job_new(const qw_job_params *p) {
     j->cap = p->max_tokens > 0 ? p->max_tokens : 1;
     j->prompt = malloc((size_t)(p->n_prompt > 0 ? p->n_prompt : 1) * sizeof(int32_t));
     j->tokens = malloc((size_t)j->cap * sizeof(int32_t));
-    if (!j->prompt || !j->tokens) {
+    j->lps = p->logprobs ? malloc((size_t)j->cap * sizeof *j->lps) : NULL;
+    if (!j->prompt || !j->tokens || (p->logprobs && !j->lps)) {
         free(j->prompt);
         free(j->tokens);
+        free(j->lps);
         free(j);
         return NULL;
     }
@@ -80,8 +86,11 @@ void qw_job_release(qw_job *j) {
     if (!j || atomic_fetch_sub(&j->refs, 1) != 1) return;
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
+    qw_sampler_constraint *k = j->params.sampler.constraint;
+    if (k) k->free(k);
     free(j->prompt);
     free(j->tokens);
+    free(j->lps);
     free(j);
 }
 
@@ -104,6 +113,27 @@ bool qw_job_push(qw_job *j, int32_t id) {
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     return !qw_job_should_end(j);
+}
+
+bool qw_job_push_logits(qw_job *j, int32_t id, const float *logits, int32_t n_vocab) {
+    if (j->lps && logits) {
+        /* computed outside the lock: readers only look at records below n_tokens */
+        qw_token_logprobs lp;
+        qw_logprobs_of(logits, n_vocab, id, j->params.top_logprobs, &lp);
+        pthread_mutex_lock(&j->mu);
+        if (j->n_tokens < j->cap) j->lps[j->n_tokens] = lp;
+        pthread_mutex_unlock(&j->mu);
+    }
+    return qw_job_push(j, id);
+}
+
+int32_t qw_job_read_logprobs(qw_job *j, int32_t from, int32_t n, qw_token_logprobs *out) {
+    pthread_mutex_lock(&j->mu);
+    int32_t k = 0;
+    if (j->lps && from >= 0)
+        for (; k < n && from + k < j->n_tokens; k++) out[k] = j->lps[from + k];
+    pthread_mutex_unlock(&j->mu);
+    return k;
 }
 
 void qw_job_finish(qw_job *j, const qw_job_result *r) {

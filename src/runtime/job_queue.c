@@ -115,4 +115,9 @@ void qw_jq_stats(qw_job_queue *q, qw_sched_stats *out) {
     out->queued = q->n_queued;
     out->running = q->n_running;
     pthread_mutex_unlock(&q->mu);
+    out->kv_used_tokens = atomic_load_explicit(&q->kv_used, memory_order_relaxed);
+    out->kv_capacity_tokens = q->kv_capacity;
+    out->prefix_reuse = q->prefix_reuse;
+    out->prefix_queried_tokens = atomic_load_explicit(&q->prefix_queried, memory_order_relaxed);
+    out->prefix_hit_tokens = atomic_load_explicit(&q->prefix_hit, memory_order_relaxed);
 }

@@ -16,6 +16,7 @@
 #include "qwisp/sched.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 typedef struct qw_jq_node qw_jq_node;
 
@@ -28,6 +29,10 @@ typedef struct qw_job_queue {
     int32_t max_queue, capacity;
     bool draining, quit;
     qw_sched_stats st;
+    _Atomic int64_t kv_used; /* published by the worker (qw_jq_set_kv), read by stats */
+    int64_t kv_capacity;
+    bool prefix_reuse;                  /* set once at start by a path that reuses prefixes */
+    _Atomic uint64_t prefix_queried, prefix_hit; /* prompt tokens looked up / found in the KV */
 } qw_job_queue;
 
 void qw_jq_init(qw_job_queue *q, int32_t max_queue, int32_t capacity);
@@ -44,5 +49,8 @@ void qw_jq_drain(qw_job_queue *q);
 /* Makes a blocked qw_jq_pop return NULL (shutdown). */
 void qw_jq_quit(qw_job_queue *q);
 void qw_jq_stats(qw_job_queue *q, qw_sched_stats *out);
+/* The worker publishes how many KV positions its running jobs hold (a gauge
+ * for /metrics), out of capacity (set once at start). */
+static inline void qw_jq_set_kv(qw_job_queue *q, int64_t used) { atomic_store_explicit(&q->kv_used, used, memory_order_relaxed); }
 
 #endif

@@ -18,9 +18,18 @@
  * (QWISP_LANE_CACHE_MB, default 2048) and reports QWISP_LANE_MEMDBG lines at
  * idle points, i.e. whenever every lane has been released.
  *
+ * With QWISP_PREFIX_CACHE_MB > 0 a lane has no context of its own: admit
+ * takes a prefix-cache entry (prefix_cache.h) whose KV already holds the
+ * longest token prefix the prompt shares with it, so the lane starts
+ * prefilling after it; release hands the entry back with what its KV now
+ * holds.  Entries are computed by the workspace like lane contexts.
+ *
  * Invariants: only the worker thread touches lanes, contexts and samplers; a
- * lane is busy iff job != NULL; a released lane's KV is truncated to 0.
+ * lane is busy iff job != NULL; a released lane's KV is truncated to 0 (its
+ * own context), or handed back to the prefix cache (ctx NULL until the next
+ * admit).
  */
+#include "prefix_cache.h"
 #include "job_queue.h"
 #include "qwisp/memdbg.h"
 #include "qwisp/place.h"
@@ -56,6 +65,7 @@ typedef struct lanes {
     pthread_t worker;
     qw_job_queue q;
     qw_memdbg md;
+    qw_pcache *pc; /* QWISP_PREFIX_CACHE_MB > 0, else NULL */
 } lanes;
 
 static int n_busy(const lanes *s) {
@@ -74,10 +84,21 @@ static void release(lanes *s, lane *l, qw_finish finish, const char *error) {
         r.decode_s = now - l->t_first;
     }
     if (error) snprintf(r.error, sizeof r.error, "%s", error);
+    if (s->pc && l->ctx) {
+        /* hand the entry back with the tokens its KV holds (the job has them all by now) */
+        int32_t *gen = malloc((size_t)(l->n_gen > 0 ? l->n_gen : 1) * sizeof(int32_t)), cur = 0;
+        bool done = false;
+        int32_t n = gen ? qw_job_read(l->job, &cur, gen, l->n_gen, 0, &done) : 0;
+        qw_pcache_record(s->pc, l->ctx, p->prompt, p->n_prompt, gen, n, gen && n == l->n_gen && finish != QW_FINISH_ERROR);
+        free(gen);
+    }
     qw_jq_finish(&s->q, l->job, &r);
     qw_sampler_free(l->smp);
-    qw_ctx_truncate(l->ctx, 0);
-    *l = (lane){.ctx = l->ctx};
+    if (s->pc) *l = (lane){0};
+    else {
+        qw_ctx_truncate(l->ctx, 0);
+        *l = (lane){.ctx = l->ctx};
+    }
 }
 
 /* Puts job j into free lane l; a job cancelled while queued ends at once. */
@@ -88,9 +109,21 @@ static void admit(lanes *s, lane *l, qw_job *j) {
         release(s, l, QW_FINISH_CANCELLED, NULL);
         return;
     }
-    if (p->n_prompt > qw_ctx_n_ctx(l->ctx)) {
+    if (p->n_prompt > s->cfg.n_ctx) {
         release(s, l, QW_FINISH_ERROR, "the prompt is longer than the context");
         return;
+    }
+    if (s->pc) {
+        qw_error err = {0};
+        int32_t keep = 0;
+        l->ctx = qw_pcache_acquire(s->pc, p->prompt, p->n_prompt, &keep, &err);
+        if (!l->ctx) {
+            release(s, l, QW_FINISH_ERROR, err.msg);
+            return;
+        }
+        l->n_fed = keep; /* prefill resumes after the reused prefix */
+        atomic_fetch_add(&s->q.prefix_queried, (uint64_t)p->n_prompt);
+        atomic_fetch_add(&s->q.prefix_hit, (uint64_t)keep);
     }
     l->smp = qw_sampler_new(&p->sampler, qw_tokenizer_n_vocab(s->cfg.tok));
     if (!l->smp) {
@@ -114,7 +147,7 @@ static void sample_next(lanes *s, lane *l) {
     if (l->n_gen == 0) l->t_first = qw_time_s();
     l->n_gen++;
     l->last = id;
-    bool more = qw_job_push(l->job, id);
+    bool more = qw_job_push_logits(l->job, id, qw_ctx_logits(l->ctx), qw_tokenizer_n_vocab(s->cfg.tok));
     if (qw_job_is_cancelled(l->job)) release(s, l, QW_FINISH_CANCELLED, NULL);
     else if (!more || qw_job_is_stopped(l->job)) release(s, l, QW_FINISH_STOPPED, NULL);
     else if (qw_tokenizer_is_eog(s->cfg.tok, id) && !p->ignore_eos) release(s, l, QW_FINISH_EOS, NULL);
@@ -165,9 +198,18 @@ static void step(lanes *s) {
     }
 }
 
+/* KV positions the busy lanes hold, for the kv-cache gauge. */
+static void publish_kv(lanes *s) {
+    int64_t used = 0;
+    for (int i = 0; i < s->n_lanes; i++)
+        if (s->lane[i].job) used += qw_ctx_n_past(s->lane[i].ctx);
+    qw_jq_set_kv(&s->q, used);
+}
+
 static uint64_t kv_bytes(const lanes *s) {
     uint64_t b = 0;
-    for (int i = 0; i < s->n_lanes; i++) b += qw_ctx_kv_bytes(s->lane[i].ctx) + qw_ctx_state_bytes(s->lane[i].ctx);
+    for (int i = 0; i < s->n_lanes; i++)
+        if (s->lane[i].ctx) b += qw_ctx_kv_bytes(s->lane[i].ctx) + qw_ctx_state_bytes(s->lane[i].ctx);
     return b;
 }
 
@@ -188,16 +230,29 @@ static void *worker_main(void *arg) {
             admit(s, &s->lane[i], j);
         }
         step(s);
+        publish_kv(s);
     }
     return NULL;
 }
 
 static int lanes_submit(qw_sched *b, qw_job *j, qw_error *err) { return qw_jq_submit(&((lanes *)b)->q, j, err); }
 static void lanes_drain(qw_sched *b) { qw_jq_drain(&((lanes *)b)->q); }
-static void lanes_stats(qw_sched *b, qw_sched_stats *out) { qw_jq_stats(&((lanes *)b)->q, out); }
+static void lanes_stats(qw_sched *b, qw_sched_stats *out) {
+    lanes *s = (lanes *)b;
+    qw_jq_stats(&s->q, out);
+    if (s->pc) {
+        qw_pcache_stats ps;
+        qw_pcache_get_stats(s->pc, &ps);
+        out->prefix_bytes = ps.bytes;
+        out->prefix_budget_bytes = ps.budget_bytes;
+        out->prefix_entries = ps.entries;
+        out->prefix_evictions = ps.evictions;
+    }
+}
 
 static void free_lanes(lanes *s) {
-    for (int i = 0; s->lane && i < s->n_lanes; i++) qw_ctx_free(s->lane[i].ctx);
+    for (int i = 0; s->lane && !s->pc && i < s->n_lanes; i++) qw_ctx_free(s->lane[i].ctx); /* with a cache, entries own them */
+    qw_pcache_free(s->pc);
     free(s->lane);
     free(s->seqs);
     free(s->seq_lane);
@@ -222,6 +277,12 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
         qw_fail(err, "lanes path: need at least 1 lane, got %d", n_lanes);
         return NULL;
     }
+    int64_t pc_mb = qw_opt_int(QW_OPT_PREFIX_CACHE_MB);
+    if (pc_mb > 0 && n_lanes > 32) {
+        /* the cache has 64 entries; running lanes hold one each */
+        qw_fail(err, "QWISP_PREFIX_CACHE_MB with QWISP_LANES=%d: the prefix cache serves at most 32 lanes", n_lanes);
+        return NULL;
+    }
     if (qw_pool_apply_path(QW_POOL_PATH_LANES, err)) return NULL;
     /* the tier sees every lane's context and the workspace's */
     if (qw_place_experts(cfg->model, (int64_t)n_lanes * cfg->n_ctx + 16, err)) return NULL;
@@ -243,7 +304,14 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
         return NULL;
     }
     qw_ctx_set_chunk_size(s->ws, STEP_BUDGET);
-    for (int i = 0; i < n_lanes; i++) {
+    if (pc_mb > 0) {
+        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)pc_mb << 20, err);
+        if (!s->pc) {
+            free_lanes(s);
+            return NULL;
+        }
+    }
+    for (int i = 0; !s->pc && i < n_lanes; i++) {
         /* One thread each: lane contexts never compute, the workspace does. */
         s->lane[i].ctx = qw_ctx_new(cfg->model, cfg->n_ctx, 1, err);
         if (!s->lane[i].ctx) {
@@ -253,6 +321,8 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
     }
     qw_memdbg_init(&s->md, "lane", (int)qw_opt_int(QW_OPT_LANE_MEMDBG), 1, stderr);
     qw_jq_init(&s->q, cfg->max_queue, n_lanes);
+    s->q.prefix_reuse = s->pc != NULL;
+    s->q.kv_capacity = (int64_t)cfg->n_ctx * n_lanes;
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
         qw_jq_destroy(&s->q);
         free_lanes(s);

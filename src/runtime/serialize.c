@@ -1,5 +1,5 @@
 /* serialize.c — the serialize execution path (the default): jobs queue FIFO
- * and run one at a time on a single context by one worker thread.
+ * and run one at a time by one worker thread.
  *
  * Per job: the KV cache is emptied (qw_ctx_truncate(c, 0)), the prompt is
  * prefilled and tokens decoded by qw_generate; after every token the job's
@@ -8,13 +8,25 @@
  * serialize-path policy (QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT) is applied
  * once when the path starts — it is the only path in the process.
  *
+ * With QWISP_PREFIX_CACHE_MB > 0 a job instead runs on a prefix-cache entry
+ * (prefix_cache.h): a sequence context kept from earlier requests whose KV
+ * already holds the longest token prefix the prompt shares with it, so only
+ * the rest is prefilled — the agent / chat case where every turn resends
+ * the same system prompt and history.  The path's own context is then the
+ * workspace that computes for the entry (qw_batch_eval, one sequence), as
+ * the lanes path does.  KV rows reused were computed in another chunking
+ * (or by decode steps), so logits may differ from a cold prefill in the last
+ * bits, as with llama.cpp's prompt cache; the tests find greedy tokens equal.
+ *
  * Invariants: at most one job is running; queued + running <= max_queue + 1
  * (submit refuses beyond that);
  * after drain returns, the queue is empty and nothing runs; the worker is the
- * only thread that touches the context.
+ * only thread that touches the contexts.
  */
 #include "job_queue.h"
+#include "prefix_cache.h"
 #include "qwisp/generate.h"
+#include "qwisp/options.h"
 #include "qwisp/place.h"
 #include "qwisp/pool.h"
 #include "qwisp/sched.h"
@@ -27,12 +39,25 @@
 typedef struct serial {
     qw_sched base;
     qw_sched_config cfg;
-    qw_ctx *ctx;
+    qw_ctx *ctx;    /* the context (without a prefix cache), or the workspace (with) */
+    qw_pcache *pc;  /* QWISP_PREFIX_CACHE_MB > 0, else NULL */
     pthread_t worker;
     qw_job_queue q;
 } serial;
 
-static bool on_token(void *user, int32_t id) { return qw_job_push(user, id); }
+typedef struct tok_sink {
+    serial *s;
+    qw_ctx *c; /* the sequence the job runs on */
+    qw_job *j;
+} tok_sink;
+
+/* Called before the next forward pass, so the context's logits are still the
+ * row the token was drawn from (for the job's logprobs). */
+static bool on_token(void *user, int32_t id) {
+    tok_sink *k = user;
+    qw_jq_set_kv(&k->s->q, qw_ctx_n_past(k->c));
+    return qw_job_push_logits(k->j, id, qw_ctx_logits(k->c), qw_tokenizer_n_vocab(k->s->cfg.tok));
+}
 
 /* Runs one job to its end and fills r (finish, timings, n_prompt, n_gen);
  * the caller publishes it with qw_job_finish after accounting. */
@@ -46,20 +71,41 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
     }
     qw_job_mark_started(j);
     const qw_job_params *p = qw_job_params_of(j);
-    qw_ctx_truncate(s->ctx, 0);
+    qw_error err = {0};
+    int32_t keep = 0;
+    qw_ctx *c = s->ctx;
+    if (s->pc) {
+        c = qw_pcache_acquire(s->pc, p->prompt, p->n_prompt, &keep, &err);
+        if (!c) {
+            r.finish = QW_FINISH_ERROR;
+            snprintf(r.error, sizeof r.error, "%s", err.msg);
+            *out = r;
+            return;
+        }
+        atomic_fetch_add(&s->q.prefix_queried, (uint64_t)p->n_prompt);
+        atomic_fetch_add(&s->q.prefix_hit, (uint64_t)keep);
+    } else qw_ctx_truncate(c, 0);
     qw_gen_request rq = {.prompt = p->prompt,
                          .n_prompt = p->n_prompt,
+                         .n_cached = keep,
+                         .ws = s->pc ? s->ctx : NULL,
                          .max_tokens = p->max_tokens,
                          .ignore_eos = p->ignore_eos,
                          .sampler = p->sampler};
     qw_gen_result res = {0};
-    qw_error err = {0};
-    int rc = p->max_tokens > 0 ? qw_generate(s->ctx, s->cfg.tok, &rq, on_token, j, &res, &err)
-                               : qw_ctx_eval(s->ctx, p->prompt, p->n_prompt, QW_LOGITS_NONE, &err);
+    tok_sink sink = {s, c, j};
+    int rc;
+    if (p->max_tokens > 0) rc = qw_generate(c, s->cfg.tok, &rq, on_token, &sink, &res, &err);
+    else if (!s->pc) rc = qw_ctx_eval(c, p->prompt, p->n_prompt, QW_LOGITS_NONE, &err);
+    else {
+        qw_batch_seq sq = {.ctx = c, .tokens = p->prompt + keep, .n = p->n_prompt - keep};
+        rc = qw_batch_eval(s->ctx, &sq, 1, &err);
+    }
     r.prefill_s = res.prefill_s;
     r.decode_s = res.decode_s;
     r.ttft_s = res.ttft_s;
     r.n_gen = res.n_tokens;
+    if (s->pc) qw_pcache_record(s->pc, c, p->prompt, p->n_prompt, res.tokens, res.n_tokens, rc == 0);
     if (rc) {
         r.finish = QW_FINISH_ERROR;
         snprintf(r.error, sizeof r.error, "%s", err.msg);
@@ -77,6 +123,7 @@ static void *worker_main(void *arg) {
     while ((j = qw_jq_pop(&s->q, true)) != NULL) {
         qw_job_result r;
         run_job(s, j, &r);
+        qw_jq_set_kv(&s->q, 0); /* the next job starts from an empty cache */
         qw_jq_finish(&s->q, j, &r);
     }
     return NULL;
@@ -84,7 +131,18 @@ static void *worker_main(void *arg) {
 
 static int ser_submit(qw_sched *b, qw_job *j, qw_error *err) { return qw_jq_submit(&((serial *)b)->q, j, err); }
 static void ser_drain(qw_sched *b) { qw_jq_drain(&((serial *)b)->q); }
-static void ser_stats(qw_sched *b, qw_sched_stats *out) { qw_jq_stats(&((serial *)b)->q, out); }
+static void ser_stats(qw_sched *b, qw_sched_stats *out) {
+    serial *s = (serial *)b;
+    qw_jq_stats(&s->q, out);
+    if (s->pc) {
+        qw_pcache_stats ps;
+        qw_pcache_get_stats(s->pc, &ps);
+        out->prefix_bytes = ps.bytes;
+        out->prefix_budget_bytes = ps.budget_bytes;
+        out->prefix_entries = ps.entries;
+        out->prefix_evictions = ps.evictions;
+    }
+}
 
 static void ser_free(qw_sched *b) {
     serial *s = (serial *)b;
@@ -93,6 +151,7 @@ static void ser_free(qw_sched *b) {
     pthread_join(s->worker, NULL);
     qw_ctx_free(s->ctx);
     qw_jq_destroy(&s->q);
+    qw_pcache_free(s->pc);
     free(s);
 }
 
@@ -115,6 +174,18 @@ qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
         return NULL;
     }
     qw_jq_init(&s->q, cfg->max_queue, 1);
+    s->q.kv_capacity = cfg->n_ctx;
+    int64_t mb = qw_opt_int(QW_OPT_PREFIX_CACHE_MB);
+    if (mb > 0) {
+        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)mb << 20, err);
+        if (!s->pc) {
+            qw_ctx_free(s->ctx);
+            qw_jq_destroy(&s->q);
+            free(s);
+            return NULL;
+        }
+        s->q.prefix_reuse = true;
+    }
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
         qw_ctx_free(s->ctx);
         qw_jq_destroy(&s->q);

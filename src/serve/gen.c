@@ -16,6 +16,13 @@
  * so a client that closed without a reset is noticed when its response is
  * written.
  *
+ * logprobs: the job records each token's (job.c, from the logits row it was
+ * drawn from); the pump copies the records of the tokens textout consumed,
+ * end-of-generation tokens left out (they are never shown), and each stream
+ * chunk carries the records gathered since the previous one.
+ * response_format: the compiled schema (openai.c) becomes the job's sampler
+ * constraint (json_constraint.h) over the server's token-bytes table.
+ *
  * A generation that fails answers 500 with the request number only; the
  * cause (which may name files on the server) goes to the log.
  * Every request ends with one log line on stderr:
@@ -43,6 +50,9 @@ typedef struct gen {
     int32_t n_prompt;
     int32_t *toks; /* tokens textout consumed [n_toks], for return_tokens */
     int32_t n_toks, cap_toks;
+    qw_token_logprobs *lps; /* [cap_toks] when the request asked for logprobs */
+    int32_t n_lps, lps_sent;
+    size_t lps_off;         /* completions: bytes of the tokens already sent (text_offset) */
     qw_strbuf sse;
     size_t sse_off;
     char id[48];
@@ -95,6 +105,7 @@ static void gen_free(gen *g) {
     qw_oai_request_free(&g->rq);
     qw_strbuf_free(&g->sse);
     free(g->toks);
+    free(g->lps);
     free(g);
 }
 
@@ -103,10 +114,13 @@ static void gen_free(gen *g) {
 static bool pump(gen *g, double timeout_s) {
     int32_t buf[64];
     bool done = false;
+    int32_t at = g->cursor;
     int k = qw_job_read(g->job, &g->cursor, buf, 64, timeout_s, &done);
     for (int i = 0; i < k; i++) {
         if (g->out.ended) break;
         if (g->n_toks < g->cap_toks) g->toks[g->n_toks++] = buf[i];
+        if (g->lps && g->n_lps < g->cap_toks && (g->rq.ignore_eos || !qw_tokenizer_is_eog(g->s->tok, buf[i])))
+            g->n_lps += qw_job_read_logprobs(g->job, at + i, 1, &g->lps[g->n_lps]);
         if (qw_textout_push(&g->out, buf[i])) {
             qw_job_stop(g->job);
             if (g->out.stop_hit) atomic_fetch_add(&g->s->metrics.stop_strings, 1);
@@ -129,7 +143,25 @@ static qw_oai_reply make_reply(const gen *g, const char *finish) {
                           .tokens = g->toks,
                           .prefill_s = g->res.prefill_s,
                           .decode_s = g->res.decode_s,
-                          .ttft_s = g->res.ttft_s};
+                          .ttft_s = g->res.ttft_s,
+                          .lps = g->lps,
+                          .n_lps = g->n_lps,
+                          .tok = g->s->tok};
+}
+
+/* A chunk's reply: the logprobs records not sent yet (then marked sent). */
+static qw_oai_reply chunk_reply(gen *g, const char *finish) {
+    qw_oai_reply rep = make_reply(g, finish);
+    rep.lps = g->lps ? g->lps + g->lps_sent : NULL;
+    rep.n_lps = g->n_lps - g->lps_sent;
+    rep.text_offset = g->lps_off;
+    char raw[512];
+    for (int32_t i = g->lps_sent; i < g->n_lps; i++) {
+        int n = qw_token_to_bytes(g->s->tok, g->lps[i].id, raw, sizeof raw);
+        if (n > 0) g->lps_off += (size_t)n;
+    }
+    g->lps_sent = g->n_lps;
+    return rep;
 }
 
 /* ---- streaming ---- */
@@ -139,8 +171,8 @@ static void emit_deltas(gen *g) {
     size_t nc, nr;
     const char *c = qw_textout_take_content(&g->out, &nc);
     const char *r = qw_textout_take_reasoning(&g->out, &nr);
-    if (!nc && !nr) return;
-    qw_oai_reply rep = make_reply(g, NULL);
+    if (!nc && !nr && g->lps_sent == g->n_lps) return;
+    qw_oai_reply rep = chunk_reply(g, NULL);
     qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, nc ? c : NULL, nr ? r : NULL);
 }
 
@@ -156,7 +188,7 @@ static void emit_end(gen *g) {
         log_line(g, 500, "error");
     } else {
         const char *fin = finish_reason(g);
-        qw_oai_reply rep = make_reply(g, fin);
+        qw_oai_reply rep = chunk_reply(g, fin);
         qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, g->rq.kind == QW_OAI_CHAT ? NULL : "", NULL);
         if (g->rq.include_usage) qw_oai_usage_sse(&g->sse, &g->rq, &rep);
         log_line(g, 200, fin);
@@ -256,12 +288,19 @@ enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoin
     g->n_prompt = (int32_t)np;
     g->cap_toks = max_tokens > 0 ? max_tokens : 1;
     g->toks = qw_xmalloc((size_t)g->cap_toks * sizeof(int32_t));
+    if (g->rq.logprobs) g->lps = qw_xmalloc((size_t)g->cap_toks * sizeof *g->lps);
     qw_textout_init(&g->out, s->tok, (const char *const *)g->rq.stops, g->rq.n_stops, g->rq.think);
     g->out.ignore_eos = g->rq.ignore_eos;
     qw_job_params jp = {.prompt = ids, .n_prompt = (int32_t)np, .max_tokens = max_tokens,
-                        .ignore_eos = g->rq.ignore_eos, .sampler = g->rq.sp};
-    g->job = qw_job_new(&jp);
+                        .ignore_eos = g->rq.ignore_eos, .logprobs = g->rq.logprobs,
+                        .top_logprobs = g->rq.top_logprobs, .sampler = g->rq.sp};
+    if (g->rq.schema) {
+        jp.sampler.constraint = qw_json_constraint_new(s->json_vocab, g->rq.schema); /* takes the schema */
+        g->rq.schema = NULL;
+    }
+    g->job = jp.sampler.constraint || !g->rq.response_format ? qw_job_new(&jp) : NULL;
     free(ids);
+    if (!g->job && jp.sampler.constraint) jp.sampler.constraint->free(jp.sampler.constraint);
     if (!g->job) {
         gen_free(g);
         qw_oai_fail(&e, 500, "server_error", "out_of_memory", NULL, "out of memory creating the job");

@@ -14,8 +14,13 @@
  *
  * Each call also moves the connection's watchdog phase (conns.h): headers
  * in -> BODY, answering -> BUSY, response done -> HEADERS for the next
- * request.  /health skips the connection-count refusal: a load balancer or
- * operator must see the server alive precisely when every slot is taken.
+ * request.  /health and /ready skip the connection-count refusal and the
+ * API key: a load balancer or operator must see the server alive precisely
+ * when every slot is taken.  /health says alive (200 "ok", or "loading"
+ * while the model loads; 503 only when draining); /ready says whether to
+ * send work: 503 while loading, draining, or with more requests queued than
+ * QWISP_READY_MAX_QUEUE.  While loading, nothing that needs the model runs
+ * (503 model_loading).
  */
 #include "server.h"
 
@@ -50,6 +55,7 @@ static qw_endpoint route(const char *url) {
     if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) return QW_EP_MODELS;
     if (!strcmp(url, "/health")) return QW_EP_HEALTH;
     if (!strcmp(url, "/metrics")) return QW_EP_METRICS;
+    if (!strcmp(url, "/ready")) return QW_EP_READY;
     return QW_EP_OTHER;
 }
 
@@ -68,17 +74,48 @@ static bool auth_ok(const qw_server *s, struct MHD_Connection *c) {
     return diff == 0;
 }
 
+/* What /ready answers: NULL = ready, else why not; queued/running filled. */
+static const char *not_ready(qw_server *s, int *queued, int *running) {
+    *queued = *running = 0;
+    if (!atomic_load(&s->loaded)) return "loading";
+    if (atomic_load(&s->draining)) return "draining";
+    qw_sched_stats st;
+    qw_sched_get_stats(s->sched, &st);
+    *queued = st.queued;
+    *running = st.running;
+    if (s->ready_max_queue > 0 && st.queued > s->ready_max_queue) return "busy";
+    return NULL;
+}
+
 static enum MHD_Result small_endpoint(qw_server *s, struct MHD_Connection *c, qw_endpoint ep) {
     if (ep == QW_EP_HEALTH) {
         bool dr = atomic_load(&s->draining);
         return qw_http_send(s, c, ep, dr ? 503 : 200, "application/json",
-                            qw_xstrdup(dr ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}"));
+                            qw_xstrdup(dr ? "{\"status\":\"draining\"}"
+                                          : atomic_load(&s->loaded) ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}"));
     }
-    if (ep == QW_EP_MODELS)
-        return qw_http_send(s, c, ep, 200, "application/json", qw_oai_models_json(s->model_id, s->created));
-    qw_strbuf b = {0};
-    qw_metrics_render(&s->metrics, s->sched, s->sched->ops->name, &b);
-    return qw_http_send(s, c, ep, 200, "text/plain; version=0.0.4; charset=utf-8", b.p);
+    if (ep == QW_EP_READY) {
+        int q, r;
+        const char *why = not_ready(s, &q, &r);
+        char buf[160];
+        snprintf(buf, sizeof buf, "{\"status\":\"%s\",\"queued\":%d,\"running\":%d,\"max_queue\":%d}",
+                 why ? why : "ready", q, r, s->ready_max_queue);
+        return qw_http_send(s, c, ep, why ? 503 : 200, "application/json", qw_xstrdup(buf));
+    }
+    if (ep == QW_EP_METRICS) {
+        int q, r;
+        bool ready = !not_ready(s, &q, &r);
+        qw_strbuf b = {0};
+        bool loaded = atomic_load(&s->loaded);
+        qw_metrics_render(&s->metrics, loaded ? s->sched : NULL, loaded ? s->sched->ops->name : "loading", ready, &b);
+        return qw_http_send(s, c, ep, 200, "text/plain; version=0.0.4; charset=utf-8", b.p);
+    }
+    if (!atomic_load(&s->loaded)) {
+        qw_oai_error e;
+        qw_oai_fail(&e, 503, "server_error", "model_loading", NULL, "the model is still loading; retry shortly");
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    return qw_http_send(s, c, ep, 200, "application/json", qw_oai_models_json(s->model_id, s->created));
 }
 
 /* An HTTP method is a token (RFC 9110 §5.6.2): libmicrohttpd passes on
@@ -100,12 +137,13 @@ static enum MHD_Result first_call(qw_server *s, struct MHD_Connection *c, qw_end
         qw_oai_fail(&e, 400, "invalid_request_error", "bad_request", NULL, "the request line is not HTTP");
         return qw_http_send_error(s, c, ep, &e);
     }
-    if (ep != QW_EP_HEALTH && atomic_load(&s->metrics.open_conns) > s->cfg.max_conns) {
+    bool probe = ep == QW_EP_HEALTH || ep == QW_EP_READY;
+    if (!probe && atomic_load(&s->metrics.open_conns) > s->cfg.max_conns) {
         qw_oai_fail(&e, 429, "rate_limit_error", "too_many_connections", NULL,
                     "too many concurrent connections (limit %d); retry later", s->cfg.max_conns);
         return qw_http_send_error(s, c, ep, &e);
     }
-    if (ep != QW_EP_HEALTH && !auth_ok(s, c)) {
+    if (!probe && !auth_ok(s, c)) {
         qw_oai_fail(&e, 401, "authentication_error", "invalid_api_key", NULL,
                     "missing or wrong API key (send Authorization: Bearer KEY)");
         return qw_http_send_error(s, c, ep, &e);
@@ -148,6 +186,10 @@ static enum MHD_Result answer(qw_server *s, struct MHD_Connection *c, qw_endpoin
     if (!gen) return small_endpoint(s, c, ep);
     if (atomic_load(&s->draining)) {
         qw_oai_fail(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        return qw_http_send_error(s, c, ep, &e);
+    }
+    if (!atomic_load(&s->loaded)) {
+        qw_oai_fail(&e, 503, "server_error", "model_loading", NULL, "the model is still loading; retry shortly");
         return qw_http_send_error(s, c, ep, &e);
     }
     return qw_gen_handle(s, c, ep, r->body.p ? r->body.p : "", r->body.n);

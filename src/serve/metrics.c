@@ -8,7 +8,18 @@
  * (the last finished request), pool_{active,cache,peak,cache_limit}_bytes,
  * pool_{hits,misses}_total, footprint_bytes, rss_bytes, uptime_seconds.
  * expert_cache_{hits,misses}_total and expert_read_bytes_total (experts.h;
- * hit rate = hits / (hits + misses)).  Each family is written by one helper, so a name appears
+ * hit rate = hits / (hits + misses), also given as expert_cache_hit_ratio).
+ * For routers: ready (what /ready answers), kv_cache_usage_ratio with
+ * kv_cache_tokens / kv_cache_capacity_tokens, and the vLLM names that the
+ * Gateway API Inference Extension's model-server protocol and vLLM-aware
+ * routers read: vllm:num_requests_waiting (= queue_depth),
+ * vllm:num_requests_running (= requests_running), vllm:kv_cache_usage_perc
+ * and its older name vllm:gpu_cache_usage_perc (= kv_cache_usage_ratio, a
+ * fraction 0..1 as vLLM's despite "perc").  With the prefix cache on
+ * (QWISP_PREFIX_CACHE_MB): prefix_cache_{queried,hit}_tokens_total,
+ * prefix_cache_hit_ratio, prefix_cache_{bytes,budget_bytes,entries},
+ * prefix_cache_usage_ratio, prefix_cache_evictions_total, and
+ * vllm:prefix_cache_{queries,hits}_total (tokens, as vLLM counts them).  Each family is written by one helper, so a name appears
  * once with its HELP/TYPE lines.
  */
 #include "metrics.h"
@@ -21,7 +32,7 @@
 #include <string.h>
 
 static const char *k_ep_names[QW_EP_COUNT] = {"chat_completions", "completions", "models",
-                                              "health", "metrics", "other"};
+                                              "health", "metrics", "ready", "other"};
 static const char *k_class_names[3] = {"2xx", "4xx", "5xx"};
 
 void qw_metrics_init(qw_metrics *m) {
@@ -53,7 +64,12 @@ static void one(qw_strbuf *o, const char *name, const char *type, const char *he
     addf(o, "qwisp_%s %.17g\n", name, v);
 }
 
-void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, qw_strbuf *o) {
+/* A family under a name of another project (vLLM's), written as-is. */
+static void foreign(qw_strbuf *o, const char *name, const char *type, const char *help, double v) {
+    addf(o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bool ready, qw_strbuf *o) {
     family(o, "requests_total", "counter", "HTTP requests answered, by endpoint and status class");
     for (int e = 0; e < QW_EP_COUNT; e++)
         for (int c = 0; c < 3; c++)
@@ -68,6 +84,9 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, qw
     one(o, "requests_in_flight", "gauge", "generation requests admitted whose response has not ended",
         atomic_load(&m->in_flight));
 
+    one(o, "ready", "gauge", "1 when /ready answers 200 (model loaded, not draining, queue within QWISP_READY_MAX_QUEUE)",
+        ready);
+    if (sched) {
     qw_sched_stats st;
     qw_sched_get_stats(sched, &st);
     family(o, "execution_path_info", "gauge", "the execution path serving requests");
@@ -84,6 +103,30 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, qw
     one(o, "decode_seconds_total", "counter", "time in decode forward passes", st.decode_s);
     one(o, "prefill_tokens_per_second", "gauge", "prefill speed of the last finished request", st.last_prefill_tok_s);
     one(o, "decode_tokens_per_second", "gauge", "decode speed of the last finished request", st.last_decode_tok_s);
+    double kv = st.kv_capacity_tokens > 0 ? (double)st.kv_used_tokens / (double)st.kv_capacity_tokens : 0;
+    one(o, "kv_cache_tokens", "gauge", "KV cache positions held by running requests", (double)st.kv_used_tokens);
+    one(o, "kv_cache_capacity_tokens", "gauge", "KV cache positions the execution path can hold (ctx x sequences)",
+        (double)st.kv_capacity_tokens);
+    one(o, "kv_cache_usage_ratio", "gauge", "kv_cache_tokens / kv_cache_capacity_tokens (0..1)", kv);
+    foreign(o, "vllm:num_requests_waiting", "gauge", "vLLM name: requests waiting (= qwisp_queue_depth)", st.queued);
+    foreign(o, "vllm:num_requests_running", "gauge", "vLLM name: requests running (= qwisp_requests_running)", st.running);
+    foreign(o, "vllm:kv_cache_usage_perc", "gauge", "vLLM name: KV cache usage, 0..1 (= qwisp_kv_cache_usage_ratio)", kv);
+    foreign(o, "vllm:gpu_cache_usage_perc", "gauge", "vLLM's older name of vllm:kv_cache_usage_perc (same value)", kv);
+    if (st.prefix_reuse) {
+        double q = (double)st.prefix_queried_tokens, h = (double)st.prefix_hit_tokens;
+        one(o, "prefix_cache_queried_tokens_total", "counter", "prompt tokens of started requests (prefix reuse on)", q);
+        one(o, "prefix_cache_hit_tokens_total", "counter", "prompt tokens whose KV was reused, not prefilled", h);
+        one(o, "prefix_cache_hit_ratio", "gauge", "prefix_cache_hit_tokens_total / prefix_cache_queried_tokens_total", q > 0 ? h / q : 0);
+        one(o, "prefix_cache_bytes", "gauge", "KV bytes the prefix cache's entries hold (pool buffers)", (double)st.prefix_bytes);
+        one(o, "prefix_cache_budget_bytes", "gauge", "QWISP_PREFIX_CACHE_MB in bytes", (double)st.prefix_budget_bytes);
+        one(o, "prefix_cache_usage_ratio", "gauge", "prefix_cache_bytes / prefix_cache_budget_bytes",
+            st.prefix_budget_bytes ? (double)st.prefix_bytes / (double)st.prefix_budget_bytes : 0);
+        one(o, "prefix_cache_entries", "gauge", "sequences kept for reuse", st.prefix_entries);
+        one(o, "prefix_cache_evictions_total", "counter", "entries dropped to stay within the budget", (double)st.prefix_evictions);
+        foreign(o, "vllm:prefix_cache_queries_total", "counter", "vLLM name: prompt tokens looked up (= qwisp_prefix_cache_queried_tokens_total)", q);
+        foreign(o, "vllm:prefix_cache_hits_total", "counter", "vLLM name: prompt tokens reused (= qwisp_prefix_cache_hit_tokens_total)", h);
+    }
+    }
 
     qw_pool_stats ps = qw_pool_get_stats();
     one(o, "pool_active_bytes", "gauge", "buffer pool: bytes handed out", (double)ps.active_bytes);
@@ -96,6 +139,8 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, qw
     one(o, "expert_cache_hits_total", "counter", "expert source: gets served from the cache (resident: every get)", (double)xs.hits);
     one(o, "expert_cache_misses_total", "counter", "expert source: gets that read the expert from disk", (double)xs.misses);
     one(o, "expert_read_bytes_total", "counter", "expert source: bytes read from disk", (double)xs.bytes_read);
+    one(o, "expert_cache_hit_ratio", "gauge", "expert cache hits / (hits + misses) since start; 1 with resident experts, 0 before any",
+        xs.hits + xs.misses ? (double)xs.hits / (double)(xs.hits + xs.misses) : 0);
 
     qw_footprint fp;
     qw_error err = {0};

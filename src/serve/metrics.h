@@ -19,6 +19,7 @@ typedef enum qw_endpoint {
     QW_EP_MODELS,
     QW_EP_HEALTH,
     QW_EP_METRICS,
+    QW_EP_READY,
     QW_EP_OTHER,
     QW_EP_COUNT
 } qw_endpoint;
@@ -35,7 +36,9 @@ typedef struct qw_metrics {
 
 void qw_metrics_init(qw_metrics *m);
 void qw_metrics_request(qw_metrics *m, qw_endpoint ep, int status);
-/* Appends the Prometheus text exposition to out. */
-void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, qw_strbuf *out);
+/* Appends the Prometheus text exposition to out.  sched is NULL while the
+ * model loads (the runtime families are then left out); ready is what
+ * /ready answers (1: 200). */
+void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bool ready, qw_strbuf *out);
 
 #endif

@@ -2,11 +2,19 @@
  * and /v1/completions (see openai.h).
  *
  * Validation is strict about types (a string where a number belongs is a 400
- * naming the field) and lenient about unknown fields (ignored, as OpenAI's
- * own server does for most).  Fields honoured: model, messages / prompt,
+ * naming the field) and about fields: nothing is silently ignored.  A field
+ * this server does not implement is a 400 `unsupported_parameter` naming it
+ * (OpenAI's own server rejects unknown arguments too), so an agent or a
+ * JSON-mode client fails loudly instead of getting plain text.  The only
+ * exceptions are listed in k_ignored (they change nothing a client can
+ * observe here, e.g. `user`) and fields given at their no-op value
+ * (`echo: false`, `best_of: 1`, `tools: []`, …; harmless_default).
+ * Fields honoured: model, messages / prompt,
  * max_tokens (alias max_completion_tokens), temperature, top_p, seed, stop,
  * presence_penalty, frequency_penalty, stream, stream_options.include_usage,
- * n (must be 1), logit_bias; llama.cpp-style extensions: top_k, min_p,
+ * n (must be 1), logit_bias, logprobs / top_logprobs, response_format
+ * (json_object, json_schema: compiled here, json_constraint.h);
+ * llama.cpp-style extensions: top_k, min_p,
  * repeat_penalty, return_tokens (the generated ids in the choice), ignore_eos.
  * Defaults follow OpenAI: temperature 1, top_p 1; no seed means a fresh one
  * per request.
@@ -246,6 +254,136 @@ static int parse_logit_bias(const cJSON *root, int32_t n_vocab, qw_oai_request *
     return 0;
 }
 
+/* ---- which fields exist ---- */
+
+static const char *const k_common[] = {"model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
+                                       "stop", "presence_penalty", "frequency_penalty", "stream", "stream_options", "n",
+                                       "logit_bias", "logprobs", "response_format",
+                                       /* llama.cpp-style extensions */
+                                       "top_k", "min_p", "repeat_penalty", "ignore_eos", "return_tokens", NULL};
+static const char *const k_chat_only[] = {"messages", "top_logprobs", NULL};
+static const char *const k_completion_only[] = {"prompt", NULL};
+/* Deliberately ignored: bookkeeping for OpenAI's platform that changes
+ * nothing in what this server generates (docs/serve.md lists them). */
+static const char *const k_ignored[] = {"user", "metadata", "store", "service_tier", "prompt_cache_key",
+                                        "safety_identifier", "parallel_tool_calls", NULL};
+
+static bool in_list(const char *const *l, const char *k) {
+    for (; *l; l++)
+        if (!strcmp(*l, k)) return true;
+    return false;
+}
+
+/* A field this server does not implement, given at the value that asks for
+ * nothing (so clients that always send it still work). */
+static bool harmless_default(const cJSON *f) {
+    const char *k = f->string;
+    if (!strcmp(k, "echo")) return cJSON_IsFalse(f);
+    if (!strcmp(k, "best_of")) return cJSON_IsNumber(f) && f->valuedouble == 1;
+    if (!strcmp(k, "suffix")) return cJSON_IsString(f) && !f->valuestring[0];
+    if (!strcmp(k, "tools") || !strcmp(k, "functions")) return cJSON_IsArray(f) && cJSON_GetArraySize(f) == 0;
+    if (!strcmp(k, "tool_choice") || !strcmp(k, "function_call"))
+        return cJSON_IsString(f) && (!strcmp(f->valuestring, "none") || !strcmp(f->valuestring, "auto"));
+    if (!strcmp(k, "modalities"))
+        return cJSON_IsArray(f) && cJSON_GetArraySize(f) == 1 && cJSON_IsString(cJSON_GetArrayItem(f, 0)) &&
+               !strcmp(cJSON_GetArrayItem(f, 0)->valuestring, "text");
+    return false;
+}
+
+static int check_fields(const cJSON *root, qw_oai_kind kind, qw_oai_error *e) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, root) {
+        const char *k = f->string;
+        if (cJSON_IsNull(f) || in_list(k_common, k) || in_list(k_ignored, k)) continue;
+        if (in_list(kind == QW_OAI_CHAT ? k_chat_only : k_completion_only, k)) continue;
+        if (harmless_default(f)) continue;
+        return qw_oai_fail(e, 400, "invalid_request_error", "unsupported_parameter", k,
+                           "'%.48s' is not supported by this server%s", k,
+                           in_list(kind == QW_OAI_CHAT ? k_completion_only : k_chat_only, k)
+                               ? (kind == QW_OAI_CHAT ? " on /v1/chat/completions" : " on /v1/completions")
+                               : "");
+    }
+    return 0;
+}
+
+/* logprobs: chat takes logprobs (bool) + top_logprobs (0..20, needs
+ * logprobs); completions the legacy logprobs number (0..20; OpenAI's limit
+ * is 5). */
+static int parse_logprobs(const cJSON *root, qw_oai_kind kind, qw_oai_request *r, qw_oai_error *e) {
+    double v;
+    int k;
+    if (kind == QW_OAI_CHAT) {
+        if (get_bool(root, "logprobs", &r->logprobs, e) < 0) return -1;
+        if ((k = get_int(root, "top_logprobs", 0, QW_SAMPLER_MAX_TOP_LOGPROBS, &v, e)) < 0) return -1;
+        if (k && !r->logprobs)
+            return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (k) r->top_logprobs = (int32_t)v;
+        return 0;
+    }
+    if ((k = get_int(root, "logprobs", 0, QW_SAMPLER_MAX_TOP_LOGPROBS, &v, e)) < 0) return -1;
+    if (k) {
+        r->logprobs = true;
+        r->top_logprobs = (int32_t)v;
+    }
+    return 0;
+}
+
+/* response_format: {"type":"text"} | {"type":"json_object"} |
+ * {"type":"json_schema","json_schema":{"name","schema","strict","description"}}.
+ * The schema is compiled here; what it cannot express is a 400 naming it. */
+static int parse_response_format(const cJSON *root, qw_oai_request *r, qw_oai_error *e) {
+    const cJSON *rf = field(root, "response_format");
+    if (!rf) return 0;
+    const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+    if (!cJSON_IsString(t))
+        return BAD("response_format", "'response_format' must be an object with a 'type': text, json_object or json_schema");
+    const cJSON *f;
+    cJSON_ArrayForEach(f, rf) {
+        if (strcmp(f->string, "type") && strcmp(f->string, "json_schema"))
+            return qw_oai_fail(e, 400, "invalid_request_error", "unsupported_parameter", "response_format",
+                               "'response_format.%.40s' is not supported", f->string);
+    }
+    const char *ty = t->valuestring;
+    if (!strcmp(ty, "text")) return 0;
+    if (!strcmp(ty, "json_object")) {
+        r->response_format = QW_OAI_RF_JSON_OBJECT;
+        r->schema = qw_json_schema_any_object();
+        if (!r->schema) return qw_oai_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        return 0;
+    }
+    if (strcmp(ty, "json_schema"))
+        return BAD("response_format", "'response_format.type' = '%.40s': expected text, json_object or json_schema", ty);
+    const cJSON *js = field(rf, "json_schema");
+    if (!cJSON_IsObject(js))
+        return qw_oai_fail(e, 400, "invalid_request_error", "missing_required_parameter", "response_format",
+                           "'response_format.json_schema' (an object with 'name' and 'schema') is required");
+    cJSON_ArrayForEach(f, js) {
+        if (strcmp(f->string, "name") && strcmp(f->string, "schema") && strcmp(f->string, "strict") &&
+            strcmp(f->string, "description"))
+            return qw_oai_fail(e, 400, "invalid_request_error", "unsupported_parameter", "response_format",
+                               "'response_format.json_schema.%.40s' is not supported", f->string);
+    }
+    const cJSON *name = field(js, "name"), *schema = field(js, "schema"), *strict = field(js, "strict");
+    if (!cJSON_IsString(name) || !name->valuestring[0])
+        return BAD("response_format", "'response_format.json_schema.name' must be a non-empty string");
+    if (strict && !cJSON_IsBool(strict)) return BAD("response_format", "'response_format.json_schema.strict' must be a boolean");
+    if (!schema) {
+        r->schema = qw_json_schema_any_object(); /* OpenAI: no schema = any JSON object */
+    } else {
+        if (!cJSON_IsObject(schema)) return BAD("response_format", "'response_format.json_schema.schema' must be an object");
+        char *txt = cJSON_PrintUnformatted(schema);
+        qw_error err = {0};
+        r->schema = txt ? qw_json_schema_compile(txt, strlen(txt), &err) : NULL;
+        free(txt);
+        if (!r->schema)
+            return qw_oai_fail(e, 400, "invalid_request_error", "unsupported_schema", "response_format",
+                               "response_format.json_schema.%s", err.msg);
+    }
+    if (!r->schema) return qw_oai_fail(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    r->response_format = QW_OAI_RF_JSON_SCHEMA;
+    return 0;
+}
+
 static uint64_t fresh_seed(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -286,6 +424,7 @@ int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *
                     "The model '%s' does not exist; this server serves '%s'", model->valuestring, model_id);
         goto out;
     }
+    if (check_fields(root, kind, e)) goto out;
     if (get_bool(root, "stream", &r->stream, e) < 0) goto out;
     if (get_bool(root, "return_tokens", &r->return_tokens, e) < 0) goto out;
     if (get_bool(root, "ignore_eos", &r->ignore_eos, e) < 0) goto out;
@@ -325,7 +464,16 @@ int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *
         r->sp.penalty_last_n = 64; /* as `qwisp run`'s penalty flags */
     if (parse_stop(root, r, e)) goto out;
     if (parse_logit_bias(root, n_vocab, r, e)) goto out;
+    if (parse_logprobs(root, kind, r, e)) goto out;
+    if (parse_response_format(root, r, e)) goto out;
+    if (r->schema && r->ignore_eos) {
+        BAD("ignore_eos", "'ignore_eos' cannot be combined with a JSON 'response_format' (generation ends when the value is complete)");
+        goto out;
+    }
     if (kind == QW_OAI_CHAT ? parse_messages(root, g, r, e) : parse_prompt(root, body, len, n_vocab, r, e)) goto out;
+    /* Constrained output is all content: a template that opens <think>
+     * would otherwise make the JSON reasoning. */
+    if (r->schema) r->think = QW_THINK_NONE;
     rc = 0;
 out:
     cJSON_Delete(root);
@@ -339,6 +487,8 @@ void qw_oai_request_free(qw_oai_request *r) {
     r->prompt_segs = NULL;
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    qw_json_schema_free(r->schema);
+    r->schema = NULL;
     r->prompt_text = NULL;
     r->prompt_ids = NULL;
     r->n_stops = 0;
@@ -374,6 +524,81 @@ static void add_timings(cJSON *o, const qw_oai_reply *rep) {
     cJSON_AddNumberToObject(t, "ttft_ms", rep->ttft_s * 1e3);
 }
 
+/* ---- logprobs ---- */
+
+/* A token's text (invalid UTF-8 -> U+FFFD; "bytes" keeps the exact bytes)
+ * into b; returns its raw byte length. */
+static int token_text(const qw_tokenizer *tok, int32_t id, qw_strbuf *b, char *raw, size_t cap) {
+    int n = qw_token_to_bytes(tok, id, raw, cap);
+    if (n < 0) n = 0;
+    if ((size_t)n > cap) n = (int)cap;
+    b->n = 0;
+    qw_strbuf_add(b, "", 0);
+    qw_utf8_sanitize(b, raw, (size_t)n);
+    return n;
+}
+
+/* -inf (a token the model gives no mass) as OpenAI writes it. */
+static double lp_value(float x) { return isfinite(x) ? (double)x : -9999.0; }
+
+static cJSON *chat_entry(const qw_tokenizer *tok, int32_t id, float lp, qw_strbuf *b) {
+    char raw[512];
+    int n = token_text(tok, id, b, raw, sizeof raw);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "token", b->p);
+    cJSON_AddNumberToObject(o, "logprob", lp_value(lp));
+    cJSON *by = cJSON_AddArrayToObject(o, "bytes");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(by, cJSON_CreateNumber((unsigned char)raw[i]));
+    return o;
+}
+
+/* choice.logprobs: chat {"content":[{token, logprob, bytes, top_logprobs}],
+ * "refusal":null}; completions (legacy) {"tokens", "token_logprobs",
+ * "top_logprobs":[{text: logprob}] (the alternatives plus the chosen token),
+ * "text_offset"}.  null when not asked for or when this chunk has none. */
+static void add_logprobs(cJSON *ch, const qw_oai_request *r, const qw_oai_reply *rep) {
+    if (!r->logprobs || !rep->tok || rep->n_lps == 0) {
+        cJSON_AddNullToObject(ch, "logprobs");
+        return;
+    }
+    cJSON *o = cJSON_AddObjectToObject(ch, "logprobs");
+    qw_strbuf b = {0};
+    if (r->kind == QW_OAI_CHAT) {
+        cJSON *content = cJSON_AddArrayToObject(o, "content");
+        for (int32_t i = 0; i < rep->n_lps; i++) {
+            const qw_token_logprobs *t = &rep->lps[i];
+            cJSON *en = chat_entry(rep->tok, t->id, t->logprob, &b);
+            cJSON *tops = cJSON_AddArrayToObject(en, "top_logprobs");
+            for (int32_t k = 0; k < t->n_top && k < r->top_logprobs; k++)
+                cJSON_AddItemToArray(tops, chat_entry(rep->tok, t->top_id[k], t->top_logprob[k], &b));
+            cJSON_AddItemToArray(content, en);
+        }
+        cJSON_AddNullToObject(o, "refusal");
+    } else {
+        cJSON *toks = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs");
+        cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offs = cJSON_AddArrayToObject(o, "text_offset");
+        size_t off = rep->text_offset;
+        char raw[512];
+        for (int32_t i = 0; i < rep->n_lps; i++) {
+            const qw_token_logprobs *t = &rep->lps[i];
+            int n = token_text(rep->tok, t->id, &b, raw, sizeof raw);
+            cJSON_AddItemToArray(toks, cJSON_CreateString(b.p));
+            cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp_value(t->logprob)));
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+            off += (size_t)n;
+            cJSON *d = cJSON_CreateObject();
+            for (int32_t k = 0; k < t->n_top && k < r->top_logprobs; k++) {
+                token_text(rep->tok, t->top_id[k], &b, raw, sizeof raw);
+                if (!cJSON_GetObjectItemCaseSensitive(d, b.p)) cJSON_AddNumberToObject(d, b.p, lp_value(t->top_logprob[k]));
+            }
+            token_text(rep->tok, t->id, &b, raw, sizeof raw);
+            if (!cJSON_GetObjectItemCaseSensitive(d, b.p)) cJSON_AddNumberToObject(d, b.p, lp_value(t->logprob));
+            cJSON_AddItemToArray(tops, d);
+        }
+    }
+    qw_strbuf_free(&b);
+}
+
 static void add_finish(cJSON *o, const char *finish) {
     if (finish) cJSON_AddStringToObject(o, "finish_reason", finish);
     else cJSON_AddNullToObject(o, "finish_reason");
@@ -394,7 +619,7 @@ char *qw_oai_response_json(const qw_oai_request *r, const qw_oai_reply *rep, con
     } else {
         cJSON_AddStringToObject(ch, "text", content ? content : "");
     }
-    cJSON_AddNullToObject(ch, "logprobs");
+    add_logprobs(ch, r, rep);
     add_finish(ch, rep->finish);
     if (r->return_tokens) {
         cJSON *ta = cJSON_AddArrayToObject(ch, "tokens");
@@ -433,7 +658,7 @@ void qw_oai_chunk_sse(qw_strbuf *out, const qw_oai_request *r, const qw_oai_repl
     } else {
         cJSON_AddStringToObject(ch, "text", content ? content : "");
     }
-    cJSON_AddNullToObject(ch, "logprobs");
+    add_logprobs(ch, r, rep);
     add_finish(ch, rep->finish);
     cJSON *arr = cJSON_AddArrayToObject(o, "choices");
     cJSON_AddItemToArray(arr, ch);

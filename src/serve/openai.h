@@ -7,7 +7,9 @@
 #define QWISP_SERVE_OPENAI_H
 
 #include "qwisp/gguf.h"
+#include "qwisp/json_constraint.h"
 #include "qwisp/sampler.h"
+#include "qwisp/tokenizer.h"
 #include "text/textout.h"
 
 /* An OpenAI-style error: {"error":{"message","type","param","code"}}. */
@@ -43,7 +45,13 @@ typedef struct qw_oai_request {
     char *stops[QW_OAI_MAX_STOPS];
     int n_stops;
     qw_think_mode think;
+    bool logprobs;           /* chat: logprobs true; completions: logprobs given (>= 0) */
+    int32_t top_logprobs;    /* chat: top_logprobs; completions: the logprobs number */
+    int response_format;     /* QW_OAI_RF_* */
+    qw_json_schema *schema;  /* json_object / json_schema: the compiled constraint (owned; gen.c takes it) */
 } qw_oai_request;
+
+enum { QW_OAI_RF_TEXT = 0, QW_OAI_RF_JSON_OBJECT, QW_OAI_RF_JSON_SCHEMA };
 
 /* Parses a request body.  model_id: the one model served (a request naming
  * another gets 404 model_not_found; no "model" is accepted).  g: the model's
@@ -62,6 +70,13 @@ typedef struct qw_oai_reply {
     int32_t n_prompt, n_gen;
     const int32_t *tokens; /* [n_gen] when return_tokens */
     double prefill_s, decode_s, ttft_s;
+    /* logprobs (when the request asked): the records of the tokens this
+     * response (or chunk) covers, tok to name them, and (completions) the
+     * byte offset of the first one in the completion text */
+    const qw_token_logprobs *lps;
+    int32_t n_lps;
+    const qw_tokenizer *tok;
+    size_t text_offset;
 } qw_oai_reply;
 
 /* The whole non-streaming response (chat.completion / text_completion). */

@@ -16,6 +16,11 @@
  * deadline watchdog (conns.h), which closes the ones whose headers or body
  * drip in too slowly.  Request bodies map at most 4 x max_body together
  * (bodybuf.h).  An empty API key is refused rather than read as "no auth".
+ * The listener starts before the model loads, so a load balancer or an
+ * orchestrator can probe a replica that is still loading: /health answers
+ * 200 "loading" (alive), /ready 503, generation 503 model_loading; `loaded`
+ * is set only once everything is up.  Handlers check it before touching
+ * the model, the tokenizer or the execution path.
  * Shutdown order: mark draining (new generation requests
  * get 503, /health says "draining"), stop accepting (quiesce), let the
  * execution path finish every admitted job, wait (bounded) until their
@@ -117,16 +122,6 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
         goto fail;
     }
     if (resolve(s->host, cfg->port, &ss, err)) goto fail;
-    s->model = qw_model_load(cfg->model_path, err);
-    if (!s->model) goto fail;
-    s->tok = qw_tokenizer_from_gguf(s->model->gguf, err);
-    if (!s->tok) goto fail;
-    s->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : s->model->hp.n_ctx_train;
-    qw_sched_config sc = {.model = s->model, .tok = s->tok, .n_ctx = s->n_ctx, .n_threads = cfg->n_threads,
-                          .max_queue = cfg->max_queue};
-    s->sched = cfg->lanes > 0 ? qw_sched_lanes_new(&sc, cfg->lanes, err) : qw_sched_serialize_new(&sc, err);
-    if (!s->sched) goto fail;
-
     if (qw_conns_start(&s->conns, cfg->header_timeout_s, cfg->body_timeout_s, &s->metrics.request_timeouts)) {
         qw_fail(err, "cannot start the connection watchdog thread");
         goto fail;
@@ -147,8 +142,25 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
         qw_fail(err, "cannot listen on %s:%d (address in use, or not allowed)", s->host, cfg->port);
         goto fail;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : cfg->port;
+    const union MHD_DaemonInfo *di0 = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di0 ? di0->port : cfg->port;
+    s->ready_max_queue = (int)qw_opt_int(QW_OPT_READY_MAX_QUEUE);
+    s->model = qw_model_load(cfg->model_path, err);
+    if (!s->model) goto fail;
+    s->tok = qw_tokenizer_from_gguf(s->model->gguf, err);
+    if (!s->tok) goto fail;
+    s->json_vocab = qw_json_vocab_new(s->tok);
+    if (!s->json_vocab) {
+        qw_fail(err, "out of memory building the token table for response_format");
+        goto fail;
+    }
+    s->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : s->model->hp.n_ctx_train;
+    qw_sched_config sc = {.model = s->model, .tok = s->tok, .n_ctx = s->n_ctx, .n_threads = cfg->n_threads,
+                          .max_queue = cfg->max_queue};
+    s->sched = cfg->lanes > 0 ? qw_sched_lanes_new(&sc, cfg->lanes, err) : qw_sched_serialize_new(&sc, err);
+    if (!s->sched) goto fail;
+
+    atomic_store(&s->loaded, true);
     return s;
 fail:
     qw_server_shutdown(s);
@@ -171,6 +183,7 @@ void qw_server_shutdown(qw_server *s) {
     if (s->d) MHD_stop_daemon(s->d);
     qw_conns_stop(&s->conns);
     qw_sched_free(s->sched);
+    qw_json_vocab_free(s->json_vocab);
     qw_tokenizer_free(s->tok);
     qw_model_free(s->model);
     free(s->host);

@@ -3,7 +3,7 @@
  *   server.c  lifecycle: load the model, start the execution path and the
  *             libmicrohttpd daemon, connection accounting, drain + stop;
  *   http.c    the request handler: body intake, limits, auth, routing, the
- *             small endpoints (/health, /v1/models, /metrics), error replies;
+ *             small endpoints (/health, /ready, /v1/models, /metrics), error replies;
  *   gen.c     the two generation endpoints: prompt -> job -> JSON or SSE;
  *   conns.c   connection phases and the header/body deadline watchdog;
  *   bodybuf.c request bodies (own mappings under a byte budget).
@@ -28,6 +28,7 @@ struct qw_server {
     char *host, *api_key, *model_path; /* owned copies */
     qw_model *model;
     qw_tokenizer *tok;
+    qw_json_vocab *json_vocab; /* every token's bytes, for response_format constraints */
     qw_sched *sched;
     char model_id[256];
     long created;
@@ -35,6 +36,8 @@ struct qw_server {
     int32_t n_ctx;
     struct MHD_Daemon *d;
     atomic_bool draining;
+    atomic_bool loaded;       /* model, tokenizer and execution path are up (set last) */
+    int ready_max_queue;      /* QWISP_READY_MAX_QUEUE: /ready says 503 above this many queued; 0 = off */
     atomic_ullong next_id;
     qw_metrics metrics;
     qw_conns conns;          /* open connections' phases + the deadline watchdog */

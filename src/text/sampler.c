@@ -13,6 +13,15 @@
  *   min-p       keep logits >= max + log(min_p), i.e. p_i >= min_p * p_max.
  *   temperature logits /= temp, softmax, draw one.
  * temp <= 0 is greedy: argmax after bias and penalties (lowest id on ties).
+ * A constraint (sampler.h; e.g. the JSON grammar of response_format) masks
+ * tokens: after bias and penalties the candidates shrink to the tokens it
+ * allows, so every later stage, greedy included, sees only those; the drawn
+ * token is passed to its accept.  Masking, not resampling: the draw is from
+ * the model's distribution renormalised over the allowed tokens.
+ *
+ * qw_logprobs_of reports the model's own log-softmax (temperature 1, before
+ * every stage above), as OpenAI's logprobs do: a stable quantity a client
+ * can compare across requests whatever their sampling settings.
  *
  * Cost: the vocabulary is ~150k, so nothing sorts it whole unless it must.
  * top-k selects with a size-k heap; top-p first sorts only the best 256 and
@@ -43,6 +52,7 @@ struct qw_sampler {
     cand *save;       /* [n_vocab] top_p's copy (allocated once: no malloc per sample) */
     int32_t *count;   /* [n_vocab] occurrences in the penalty window */
     int32_t *ring;    /* [penalty_last_n] last accepted tokens */
+    uint8_t *allowed; /* [n_vocab] the constraint's mask (only with a constraint) */
     int32_t ring_n, ring_head;
     uint64_t s[4];    /* xoshiro256** state */
 };
@@ -91,7 +101,8 @@ qw_sampler *qw_sampler_new(const qw_sampler_params *p, int32_t n_vocab) {
     s->save = malloc((size_t)n_vocab * sizeof *s->save);
     s->count = calloc((size_t)n_vocab, sizeof *s->count);
     s->ring = malloc(((size_t)s->p.penalty_last_n + 1) * sizeof *s->ring);
-    if (!s->c || !s->tmp || !s->save || !s->count || !s->ring) {
+    s->allowed = p->constraint ? malloc((size_t)n_vocab) : NULL;
+    if (!s->c || !s->tmp || !s->save || !s->count || !s->ring || (p->constraint && !s->allowed)) {
         qw_sampler_free(s);
         return NULL;
     }
@@ -102,7 +113,7 @@ qw_sampler *qw_sampler_new(const qw_sampler_params *p, int32_t n_vocab) {
 
 void qw_sampler_free(qw_sampler *s) {
     if (!s) return;
-    free(s->c); free(s->tmp); free(s->save); free(s->count); free(s->ring);
+    free(s->c); free(s->tmp); free(s->save); free(s->count); free(s->ring); free(s->allowed);
     free(s);
 }
 
@@ -261,16 +272,35 @@ static int32_t min_p(qw_sampler *s, cand *c, int32_t n) {
     return m > 0 ? m : n;
 }
 
+/* Keeps only the candidates the constraint allows (c is still indexed by
+ * id); returns their number, or n_vocab when it allows none (ignored). */
+static int32_t apply_constraint(qw_sampler *s, cand *c) {
+    qw_sampler_constraint *k = s->p.constraint;
+    if (k->mask(k, s->allowed) <= 0) return s->n_vocab;
+    int32_t m = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (s->allowed[i]) c[m++] = c[i];
+    return m;
+}
+
+static int32_t sample_unconstrained(qw_sampler *s, const float *logits);
+
 int32_t qw_sampler_sample(qw_sampler *s, const float *logits) {
+    int32_t id = sample_unconstrained(s, logits);
+    if (s->p.constraint) s->p.constraint->accept(s->p.constraint, id);
+    return id;
+}
+
+static int32_t sample_unconstrained(qw_sampler *s, const float *logits) {
     const int32_t nv = s->n_vocab;
-    bool pen = penalties_on(s), bias = s->p.n_logit_bias > 0;
-    if (s->p.temp <= 0 && !pen && !bias) return qw_argmax(logits, nv);
+    bool pen = penalties_on(s), bias = s->p.n_logit_bias > 0, con = s->p.constraint != NULL;
+    if (s->p.temp <= 0 && !pen && !bias && !con) return qw_argmax(logits, nv);
 
     cand *c = s->c;
     for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, logits[i], 0};
     if (bias) apply_logit_bias(s, c);
     if (pen) apply_penalties(s, c);
-    int32_t n = nv;
+    int32_t n = con ? apply_constraint(s, c) : nv;
     if (s->p.temp <= 0) {
         int32_t best = 0;
         for (int32_t i = 1; i < n; i++) if (better(&c[i], &c[best])) best = i;
@@ -296,4 +326,33 @@ int32_t qw_sampler_sample(qw_sampler *s, const float *logits) {
     /* rounding left u above the total: the last token with mass */
     for (int32_t i = n - 1; i > 0; i--) if (c[i].p > 0) return c[i].id;
     return c[0].id;
+}
+
+/* ---- logprobs ---- */
+
+void qw_logprobs_of(const float *logits, int32_t n_vocab, int32_t id, int32_t top_n, qw_token_logprobs *out) {
+    if (top_n < 0) top_n = 0;
+    if (top_n > QW_SAMPLER_MAX_TOP_LOGPROBS) top_n = QW_SAMPLER_MAX_TOP_LOGPROBS;
+    if (top_n > n_vocab) top_n = n_vocab;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++) if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    const double lse = mx + log(sum);
+    /* top_n by insertion into a short sorted list (n <= 20): one pass */
+    int32_t k = 0;
+    for (int32_t i = 0; i < n_vocab && top_n > 0; i++) {
+        float v = logits[i];
+        if (k == top_n && !(v > logits[out->top_id[k - 1]])) continue;
+        int32_t j = k < top_n ? k++ : k - 1;
+        while (j > 0 && v > logits[out->top_id[j - 1]]) {
+            out->top_id[j] = out->top_id[j - 1];
+            j--;
+        }
+        out->top_id[j] = i;
+    }
+    out->n_top = k;
+    for (int32_t j = 0; j < k; j++) out->top_logprob[j] = (float)(logits[out->top_id[j]] - lse);
+    out->id = id;
+    out->logprob = id >= 0 && id < n_vocab ? (float)(logits[id] - lse) : -INFINITY;
 }

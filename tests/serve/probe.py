@@ -181,7 +181,8 @@ def budget(port, max_body):
     whole budget (4 x max_body) while they stall; a fifth is refused with 429
     server_busy; once they are gone the next is served."""
     n = max_body - 100
-    big = b'{"prompt":"x","max_tokens":1,"pad":"' + b"p" * (n - 40) + b'"}'
+    # "user": a field the server deliberately ignores (unknown ones are a 400)
+    big = b'{"prompt":"x","max_tokens":1,"user":"' + b"p" * (n - 40) + b'"}'
     # Announcing a size reserves nothing: eight clients that announce max_body
     # and trickle hold only what they sent.
     tricklers = []

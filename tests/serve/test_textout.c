@@ -1,7 +1,7 @@
 /* test_textout.c — the server's text assembly and request parsing, without
  * sockets: stop strings (across tokens, cut, earliest wins), the Qwen3
  * <think> split (reasoning never leaks into content), UTF-8 repair, and the
- * OpenAI request checks (types, ranges, unknown model, empty messages).
+ * OpenAI request checks (types, ranges, unknown model, empty messages, unknown fields).
  * The tokenizer is a byte-level toy: ids 0..255 are the bytes, plus
  * <think>, </think> and <|im_end|> as single tokens. */
 #include <setjmp.h>
@@ -198,6 +198,10 @@ static void test_parse_errors(void **state) {
     assert_non_null(strstr(js, "{\"error\":{\"message\":"));
     assert_non_null(strstr(js, "\"param\":\"stop\""));
     free(js);
+    /* nothing silently ignored: an unknown field is a 400 naming it */
+    assert_int_equal(parse("{\"prompt\":\"x\",\"unknown\":{}}", QW_OAI_COMPLETION, &r, &e), -1);
+    assert_string_equal(e.param, "unknown");
+    assert_string_equal(e.code, "unsupported_parameter");
 }
 
 static void test_parse_ok(void **state) {
@@ -206,7 +210,7 @@ static void test_parse_ok(void **state) {
     qw_oai_error e;
     assert_int_equal(parse("{\"model\":\"tiny\",\"prompt\":\"hi\",\"max_tokens\":7,\"temperature\":0,\"top_p\":0.5,"
                            "\"seed\":42,\"stop\":[\"a\",\"\",\"bc\"],\"presence_penalty\":0.5,\"frequency_penalty\":-1,"
-                           "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"unknown\":{}}",
+                           "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"user\":\"u1\"}",
                            QW_OAI_COMPLETION, &r, &e),
                      0);
     assert_string_equal(r.prompt_text, "hi");
