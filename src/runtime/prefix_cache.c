@@ -25,6 +25,7 @@
  * conversations interleaved) without touching the model code.
  */
 #include "prefix_cache.h"
+#include "qwisp/sched.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -176,4 +177,14 @@ void qw_pcache_get_stats(qw_pcache *p, qw_pcache_stats *out) {
     pthread_mutex_lock(&p->mu);
     *out = p->st;
     pthread_mutex_unlock(&p->mu);
+}
+
+void qw_pcache_sched_stats(qw_pcache *p, struct qw_sched_stats *out) {
+    if (!p) return;
+    qw_pcache_stats ps;
+    qw_pcache_get_stats(p, &ps);
+    out->prefix_bytes = ps.bytes;
+    out->prefix_budget_bytes = ps.budget_bytes;
+    out->prefix_entries = ps.entries;
+    out->prefix_evictions = ps.evictions;
 }

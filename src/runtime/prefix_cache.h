@@ -48,5 +48,9 @@ void qw_pcache_record(qw_pcache *p, qw_ctx *c, const int32_t *prompt, int32_t n_
                       int32_t n_gen, bool ok);
 /* Safe from any thread. */
 void qw_pcache_get_stats(qw_pcache *p, qw_pcache_stats *out);
+/* Copies p's stats into a scheduler's (both paths report them alike); a
+ * NULL p (no prefix cache) leaves out untouched. */
+struct qw_sched_stats;
+void qw_pcache_sched_stats(qw_pcache *p, struct qw_sched_stats *out);
 
 #endif

@@ -134,14 +134,7 @@ static void ser_drain(qw_sched *b) { qw_jq_drain(&((serial *)b)->q); }
 static void ser_stats(qw_sched *b, qw_sched_stats *out) {
     serial *s = (serial *)b;
     qw_jq_stats(&s->q, out);
-    if (s->pc) {
-        qw_pcache_stats ps;
-        qw_pcache_get_stats(s->pc, &ps);
-        out->prefix_bytes = ps.bytes;
-        out->prefix_budget_bytes = ps.budget_bytes;
-        out->prefix_entries = ps.entries;
-        out->prefix_evictions = ps.evictions;
-    }
+    qw_pcache_sched_stats(s->pc, out);
 }
 
 static void ser_free(qw_sched *b) {
