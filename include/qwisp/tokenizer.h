@@ -157,10 +157,55 @@ int qw_detok_stream_push(qw_detok_stream *s, const qw_tokenizer *t, int32_t id, 
 int qw_detok_stream_flush(qw_detok_stream *s, char *out, size_t cap);
 
 /* ---- chat template ---- */
+/* An assistant message's tool call, as the OpenAI API carries it. */
+typedef struct qw_chat_tool_call {
+    const char *name;
+    const char *arguments; /* JSON text of an object; NULL = none */
+} qw_chat_tool_call;
+
 typedef struct qw_chat_msg {
     const char *role;    /* "system" | "user" | "assistant" | "tool" */
     const char *content;
+    /* assistant only, both optional: */
+    const char *reasoning_content;         /* NULL: the template takes a <think> block out of content */
+    const qw_chat_tool_call *tool_calls;   /* [n_tool_calls] */
+    size_t n_tool_calls;
 } qw_chat_msg;
+
+/* The template families qwisp renders (see chat_template.c). */
+typedef enum qw_chat_family {
+    QW_CHAT_CHATML = 0, /* plain <|im_start|>role\n…<|im_end|>\n */
+    QW_CHAT_QWEN3 = 1,  /* Qwen3 (hybrid thinking, <tool_call>{json}</tool_call>) */
+    QW_CHAT_QWEN35 = 2, /* Qwen3.5/3.6 (<think> opened, <function=…><parameter=…> calls) */
+} qw_chat_family;
+
+typedef struct qw_chat_template_info {
+    qw_chat_family family;
+    const char *name;  /* "chatml", "qwen3", "qwen3.5" */
+    bool exact;        /* a template qwisp renders byte for byte (known fingerprint), or none at all */
+    bool tools;        /* the renderer prints tool definitions and calls */
+    char note[320];    /* when !exact: what qwisp does instead (a caller prints it once) */
+} qw_chat_template_info;
+
+/* Which renderer a template text gets.  Known texts (the Qwen3 and Qwen3.5
+ * templates, by a hash of their bytes) are exact; a text with a known
+ * family's markers renders as that family, with a note; any other ChatML
+ * template renders as plain ChatML, with a note; anything else is an error
+ * naming its family.  NULL / "" / "chatml": ChatML, exact. */
+int qw_chat_template_identify(const char *tmpl, qw_chat_template_info *info, qw_error *err);
+/* The fingerprint identify compares: qw_hash64 of the text without trailing
+ * whitespace (printed by `qwisp info`'s template line). */
+uint64_t qw_chat_template_hash(const char *tmpl);
+/* The GGUF's tokenizer.chat_template, or NULL when it has none (or g is NULL). */
+int qw_chat_template_text(const qw_gguf *g, const char **tmpl, qw_error *err);
+
+typedef struct qw_chat_opts {
+    bool add_generation_prompt;
+    int enable_thinking;    /* -1: not given (the template's default), 0: false, 1: true */
+    const char *tools_json; /* JSON array of tool definitions (OpenAI "tools"), or NULL */
+    const char *prefill;    /* template-like text appended after the generation prompt (a
+                               forced tool call's opening), parsed as markup; or NULL */
+} qw_chat_opts;
 
 /* Renders messages with the model's chat template (tokenizer.chat_template)
  * and, when add_generation_prompt, opens the assistant turn.  To tokenize the
@@ -196,6 +241,11 @@ int qw_chat_render_prompt(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, b
 /* Same from the template text (see qw_chat_render_template). */
 int qw_chat_render_template_prompt(const char *tmpl, const qw_chat_msg *msgs, size_t n,
                                    bool add_generation_prompt, qw_chat_prompt *out, qw_error *err);
+/* Renders with every option (thinking, tools).  Errors name what the
+ * template refuses (e.g. "No user query found in messages.", from the
+ * Qwen3.5 template).  0, or -1 + err with *out zeroed. */
+int qw_chat_render_opts(const char *tmpl, const qw_chat_msg *msgs, size_t n, const qw_chat_opts *o,
+                        qw_chat_prompt *out, qw_error *err);
 /* Frees text and segs and zeroes *p (a zeroed prompt is fine). */
 void qw_chat_prompt_free(qw_chat_prompt *p);
 

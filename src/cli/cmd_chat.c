@@ -155,7 +155,7 @@ static void hist_add(history *h, const char *role, const char *content) {
         h->cap = h->cap ? 2 * h->cap : 16;
         h->msgs = qw_xrealloc(h->msgs, h->cap * sizeof *h->msgs);
     }
-    h->msgs[h->n++] = (qw_chat_msg){qw_xstrdup(role), qw_xstrdup(content)};
+    h->msgs[h->n++] = (qw_chat_msg){.role = qw_xstrdup(role), .content = qw_xstrdup(content)};
 }
 
 static void hist_drop(history *h, size_t i) {

@@ -143,8 +143,8 @@ static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_toke
     if (a->chat) {
         qw_chat_msg msgs[2];
         size_t nm = 0;
-        if (a->system) msgs[nm++] = (qw_chat_msg){"system", a->system};
-        msgs[nm++] = (qw_chat_msg){"user", text};
+        if (a->system) msgs[nm++] = (qw_chat_msg){.role = "system", .content = a->system};
+        msgs[nm++] = (qw_chat_msg){.role = "user", .content = text};
         qw_error err = {0};
         qw_chat_prompt cp;
         int rc = qw_chat_render_prompt(m->gguf, msgs, nm, true, &cp, &err);
