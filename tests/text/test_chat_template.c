@@ -14,8 +14,8 @@
 #include <string.h>
 
 static const qw_chat_msg SYS_USER[] = {
-    {"system", "You are a helpful assistant."},
-    {"user", "What is 2+2?"},
+    {.role = "system", .content = "You are a helpful assistant."},
+    {.role = "user", .content = "What is 2+2?"},
 };
 
 static void test_chatml_system_user(void **state) {
@@ -37,7 +37,7 @@ static void test_chatml_system_user(void **state) {
 static void test_no_template_is_chatml(void **state) {
     (void)state;
     qw_error err = {0};
-    const qw_chat_msg m[] = {{"user", "hi"}, {"assistant", "hello"}, {"user", ""}};
+    const qw_chat_msg m[] = {{.role = "user", .content = "hi"}, {.role = "assistant", .content = "hello"}, {.role = "user", .content = ""}};
     char *s = qw_chat_render_template(NULL, m, 3, true, &err);
     assert_string_equal(s, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n"
                            "<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n");
@@ -88,7 +88,7 @@ static void test_other_families_fail(void **state) {
         assert_non_null(strstr(err.msg, cases[i].name));
     }
     qw_error err = {0};
-    const qw_chat_msg bad[] = {{"user", NULL}};
+    const qw_chat_msg bad[] = {{.role = "user", .content = NULL}};
     assert_null(qw_chat_render_template(NULL, bad, 1, true, &err));
     assert_non_null(strstr(err.msg, "content"));
 }
