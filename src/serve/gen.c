@@ -285,7 +285,8 @@ enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoin
     g->out.ignore_eos = g->rq.ignore_eos;
     g->tools = g->rq.tools_json != NULL;
     qw_job_params jp = {.prompt = ids, .n_prompt = (int32_t)np, .max_tokens = max_tokens,
-                        .ignore_eos = g->rq.ignore_eos, .sampler = g->rq.sp};
+                        .ignore_eos = g->rq.ignore_eos || s->test_reply, .sampler = g->rq.sp};
+    /* (test reply: the model must not end before the script does; the script ends with an end token) */
     g->job = qw_job_new(&jp);
     free(ids);
     if (!g->job) {
