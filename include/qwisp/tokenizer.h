@@ -194,7 +194,7 @@ typedef struct qw_chat_template_info {
  * naming its family.  NULL / "" / "chatml": ChatML, exact. */
 int qw_chat_template_identify(const char *tmpl, qw_chat_template_info *info, qw_error *err);
 /* The fingerprint identify compares: qw_hash64 of the text without trailing
- * whitespace (printed by `qwisp info`'s template line). */
+ * whitespace (printed by `qwisp template --info`). */
 uint64_t qw_chat_template_hash(const char *tmpl);
 /* The GGUF's tokenizer.chat_template, or NULL when it has none (or g is NULL). */
 int qw_chat_template_text(const qw_gguf *g, const char **tmpl, qw_error *err);
@@ -208,20 +208,18 @@ typedef struct qw_chat_opts {
 } qw_chat_opts;
 
 /* Renders messages with the model's chat template (tokenizer.chat_template)
- * and, when add_generation_prompt, opens the assistant turn.  To tokenize the
- * result use qw_chat_render_prompt + qw_tokenize_segments, never
+ * and, when add_generation_prompt, opens the assistant turn, with the
+ * template's defaults (no tools, enable_thinking not given).  To tokenize
+ * the result use qw_chat_render_prompt + qw_tokenize_segments, never
  * qw_tokenize(…, parse_special = true): that would turn control-token text
- * inside a message into real control tokens.  ChatML
- * (<|im_start|>role\n…<|im_end|>\n) is recognised from the template text; a
- * model without a template gets ChatML.  Returns malloc'd text, NULL + err if
- * the template is of a family qwisp does not render. */
+ * inside a message into real control tokens.  Which renderer a template gets
+ * is qw_chat_template_identify's; a model without a template gets ChatML.
+ * Returns malloc'd text, NULL + err if the template is of a family qwisp
+ * does not render (or refuses the conversation, as Qwen3.5's does). */
 char *qw_chat_render(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, bool add_generation_prompt,
                      qw_error *err);
 /* Same, from the template text itself (NULL or "" = ChatML; "chatml" names
- * it).  The output matches llama.cpp's built-in ChatML renderer, which is what
- * llama.cpp uses for Qwen2/Qwen3 templates when jinja is off; for a
- * system/user conversation with the default enable_thinking this equals the
- * Qwen3 jinja template's output. */
+ * it). */
 char *qw_chat_render_template(const char *tmpl, const qw_chat_msg *msgs, size_t n,
                               bool add_generation_prompt, qw_error *err);
 
