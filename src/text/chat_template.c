@@ -188,9 +188,13 @@ int qw_chat_template_identify(const char *tmpl, qw_chat_template_info *info, qw_
             return qw_fail(err, "chat template family \"phi4\" (<|im_sep|>) is not supported");
         if (strstr(tmpl, "<end_of_utterance>"))
             return qw_fail(err, "chat template family \"smolvlm\" is not supported");
-        if (strstr(tmpl, "<function=example_function_name>") && strstr(tmpl, "enable_thinking"))
+        /* markers of the Qwen3 / Qwen3.5 logic itself (the last-query rule,
+         * reasoning_content), not only of their tool syntax, which Qwen2.5,
+         * QwQ and Qwen3-Coder share with different templates */
+        bool qwen_logic = strstr(tmpl, "last_query_index") && strstr(tmpl, "reasoning_content");
+        if (qwen_logic && strstr(tmpl, "<function=example_function_name>") && strstr(tmpl, "enable_thinking"))
             info->family = QW_CHAT_QWEN35;
-        else if (strstr(tmpl, "<function-name>") && strstr(tmpl, "<tool_call>"))
+        else if (qwen_logic && strstr(tmpl, "<function-name>") && strstr(tmpl, "<tool_call>"))
             info->family = QW_CHAT_QWEN3;
         info->name = family_name(info->family);
         info->tools = info->family != QW_CHAT_CHATML;

@@ -112,7 +112,7 @@ static void test_parse_rules(void **state) {
                "messages[1].content");
     /* (a template with tool syntax: plain ChatML refuses tool calls; this
      * text has the Qwen3 template's markers) */
-    const char *qwen3ish = "<|im_start|> <tool_call> <function-name>";
+    const char *qwen3ish = "<|im_start|> <tool_call> <function-name> last_query_index reasoning_content";
     const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
                            "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"1\",\"type\":"
                            "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}";

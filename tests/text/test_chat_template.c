@@ -99,8 +99,9 @@ static void test_other_families_fail(void **state) {
 
 /* Template texts with a family's markers (not the real ones: those are
  * identified by hash; t_chat_templates.sh checks them). */
-static const char *QWEN3ISH = "<|im_start|>{{ '<tool_call>' }} <function-name> enable_thinking";
-static const char *QWEN35ISH = "<|im_start|><function=example_function_name> enable_thinking";
+static const char *QWEN3ISH = "<|im_start|>{{ '<tool_call>' }} <function-name> last_query_index reasoning_content";
+static const char *QWEN35ISH = "<|im_start|><function=example_function_name> enable_thinking last_query_index "
+                               "reasoning_content";
 
 static void test_identify(void **state) {
     (void)state;
