@@ -516,7 +516,7 @@ int qw_cmd_chat(int argc, char **argv) {
     session se = {.m = m, .tok = tok, .c = c, .a = &a};
     /* tests only (tests/serve/t_chat.sh): every reply is this file's text, the
      * model still runs; said on stderr */
-    const char *script = getenv("QWISP_TEST_REPLY_FILE");
+    const char *script = qw_opt_str(QW_OPT_TEST_REPLY_FILE);
     if (script && *script) {
         size_t n;
         char *text = qw_cli_read_file("chat", script, &n);

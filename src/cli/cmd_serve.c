@@ -89,7 +89,7 @@ int qw_cmd_serve(int argc, char **argv) {
     cfg.chat_template_file = tmpl_file;
     /* tests only (tests/serve/t_tools.sh): a scripted reply, since the shipped
      * model writes no tool calls by itself; announced loudly at start */
-    const char *test_reply = getenv("QWISP_TEST_REPLY_FILE");
+    const char *test_reply = qw_opt_str(QW_OPT_TEST_REPLY_FILE);
     cfg.test_reply_file = test_reply && *test_reply ? test_reply : NULL;
 
     /* Large malloc blocks (a request's multi-MB JSON strings, parsed by cJSON)
