@@ -97,6 +97,13 @@ out=$(printf 'Weather in Paris?\n18 C and clear\n' | QWISP_TEST_REPLY_FILE="$T/c
 n=$(grep -c '^\[tool call\]' <<<"$out")
 [ $rc = 0 ] && [ "$n" = 2 ] && pass "chat -i --tools: the next line is the call's result, and the model answers again" ||
     fail "chat -i --tools" "rc=$rc calls=$n out=$out"
+# run --chat --no-think: the Qwen3 template closes an empty think block
+ids=$("$Q" run -m models/default.gguf -p "Hi" --chat --no-think -n 1 --temp 0 --threads 1 --json 2>/dev/null |
+      python3 -c "import json,sys; print(json.load(sys.stdin)['prompt_ids'][-5:])")
+want=$("$Q" tokenize -m models/default.gguf -p $'<|im_start|>assistant\n<think>\n\n</think>\n\n' 2>/dev/null |
+       python3 -c "import json,sys; print(json.load(sys.stdin)[-5:])")
+[ -n "$ids" ] && [ "$ids" = "$want" ] && pass "run --chat --no-think: the prompt ends in an empty think block" ||
+    fail "run --chat --no-think" "prompt ends $ids, want $want"
 out=$("$Q" chat -m "$T/tiny.gguf" --tools "$T/tools.json" "hi" 2>&1); rc=$?
 [ $rc = 1 ] && [[ $out == *"no tool syntax"* ]] && pass "chat --tools on a template without tool syntax: an error naming it" ||
     fail "chat --tools on ChatML" "rc=$rc $out"
