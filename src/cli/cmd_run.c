@@ -152,6 +152,9 @@ static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_toke
         const char *tmpl;
         qw_chat_opts o = {.add_generation_prompt = true, .enable_thinking = a->no_think ? 0 : -1};
         int rc = qw_chat_template_text(m->gguf, &tmpl, &err);
+        qw_chat_template_info info;
+        if (rc == 0) rc = qw_chat_template_identify(tmpl, &info, &err);
+        if (rc == 0 && !info.exact) fprintf(stderr, "qwisp run: note: %s\n", info.note);
         if (rc == 0) rc = qw_chat_render_opts(tmpl, msgs, nm, &o, &cp, &err);
         free(owned);
         owned = NULL;

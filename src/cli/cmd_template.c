@@ -82,6 +82,9 @@ int qw_cmd_template(int argc, char **argv) {
             if (body) fprintf(stderr, "qwisp template: %s is not JSON\n", req);
             rc = 1;
         } else {
+            qw_chat_template_info info;
+            if (!qw_chat_template_identify(tmpl, &info, &err) && !info.exact)
+                fprintf(stderr, "qwisp template: note: %s\n", info.note);
             qw_oai_request r = {.kind = QW_OAI_CHAT};
             qw_oai_error e;
             if (qw_oai_parse_chat(root, tmpl, &r, &e)) {
