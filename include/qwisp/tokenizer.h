@@ -177,11 +177,12 @@ typedef enum qw_chat_family {
     QW_CHAT_CHATML = 0, /* plain <|im_start|>role\n…<|im_end|>\n */
     QW_CHAT_QWEN3 = 1,  /* Qwen3 (hybrid thinking, <tool_call>{json}</tool_call>) */
     QW_CHAT_QWEN35 = 2, /* Qwen3.5/3.6 (<think> opened, <function=…><parameter=…> calls) */
+    QW_CHAT_QWEN3_CODER = 3, /* Qwen3-Coder (no thinking, XML tool list, <function=…> calls) */
 } qw_chat_family;
 
 typedef struct qw_chat_template_info {
     qw_chat_family family;
-    const char *name;  /* "chatml", "qwen3", "qwen3.5" */
+    const char *name;  /* "chatml", "qwen3", "qwen3.5", "qwen3-coder" */
     bool exact;        /* a template qwisp renders byte for byte (known fingerprint), or none at all */
     bool tools;        /* the renderer prints tool definitions and calls */
     char note[320];    /* when !exact: what qwisp does instead (a caller prints it once) */

@@ -1,7 +1,7 @@
 /* tool_calls.h — a model's tool-call syntax parsed out of its reply text.
  *
  *   Qwen3:   <tool_call>\n{"name": "f", "arguments": {…}}\n</tool_call>
- *   Qwen3.5: <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n
+ *   Qwen3.5, Qwen3-Coder: <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n
  *            </function>\n</tool_call>
  *
  * One or more calls may follow the answer text; whitespace may separate them

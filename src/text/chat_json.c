@@ -123,14 +123,60 @@ char *qw_json_dumps(const cJSON *v) {
     return b.p;
 }
 
+/* Python's repr() of a str: single quotes unless the text holds ' and no ". */
+static void put_pyrepr_str(jbuf *b, const char *s) {
+    char q = strchr(s, '\'') && !strchr(s, '"') ? '"' : '\'';
+    jput(b, &q, 1);
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8] = {0};
+        if (c == '\\') strcpy(esc, "\\\\");
+        else if (c == (unsigned char)q) snprintf(esc, sizeof esc, "\\%c", q);
+        else if (c == '\n') strcpy(esc, "\\n");
+        else if (c == '\r') strcpy(esc, "\\r");
+        else if (c == '\t') strcpy(esc, "\\t");
+        else if (c < 0x20 || c == 0x7f) snprintf(esc, sizeof esc, "\\x%02x", c);
+        if (esc[0]) {
+            jput(b, run, (size_t)(s - run));
+            jputs(b, esc);
+            run = s + 1;
+        }
+    }
+    jput(b, run, (size_t)(s - run));
+    jput(b, &q, 1);
+}
+
+/* Python's str() of a JSON value: repr() inside lists and dicts. */
+static void pystr(jbuf *b, const cJSON *v, bool top) {
+    if (cJSON_IsString(v)) {
+        if (top) jputs(b, v->valuestring);
+        else put_pyrepr_str(b, v->valuestring);
+    } else if (cJSON_IsTrue(v)) jputs(b, "True");
+    else if (cJSON_IsFalse(v)) jputs(b, "False");
+    else if (cJSON_IsNull(v)) jputs(b, "None");
+    else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        bool obj = cJSON_IsObject(v);
+        jputs(b, obj ? "{" : "[");
+        const cJSON *x;
+        bool first = true;
+        cJSON_ArrayForEach(x, v) {
+            if (!first) jputs(b, ", ");
+            first = false;
+            if (obj) {
+                put_pyrepr_str(b, x->string ? x->string : "");
+                jputs(b, ": ");
+            }
+            pystr(b, x, false);
+        }
+        jputs(b, obj ? "}" : "]");
+    } else dumps(b, v);
+}
+
 char *qw_json_pystr(const cJSON *v) {
     jbuf b = {0};
     jput(&b, "", 0);
-    if (cJSON_IsString(v)) jputs(&b, v->valuestring);
-    else if (cJSON_IsTrue(v)) jputs(&b, "True");
-    else if (cJSON_IsFalse(v)) jputs(&b, "False");
-    else if (cJSON_IsNull(v)) jputs(&b, "None");
-    else dumps(&b, v);
+    pystr(&b, v, true);
     if (b.oom) {
         free(b.p);
         return NULL;

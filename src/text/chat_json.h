@@ -15,7 +15,7 @@
 char *qw_json_dumps(const cJSON *v);
 /* malloc'd `v | string` as Python Jinja gives it: a string as itself,
  * true/false/null as True/False/None, numbers as Python prints them,
- * arrays and objects as tojson (what the Qwen templates ask for). */
+ * arrays and objects as Python's repr ("['a', 1]"). */
 char *qw_json_pystr(const cJSON *v);
 
 #endif

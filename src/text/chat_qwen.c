@@ -135,15 +135,15 @@ static int put_param(qw_chat_buf *b, const cJSON *v, qw_error *err) {
     return 0;
 }
 
-static int put_xml_call(qw_chat_buf *b, size_t i, const qw_chat_tool_call *tc, qw_error *err) {
+int qw_chat_put_xml_call(qw_chat_buf *b, size_t i, const qw_chat_tool_call *tc, qw_error *err) {
     qw_cb_text(b, tc->name);
     QW_CB_MARK(b, ">\n");
     if (tc->arguments) {
         cJSON *args = cJSON_Parse(tc->arguments);
         if (!cJSON_IsObject(args)) {
             cJSON_Delete(args);
-            return qw_fail(err, "chat message %zu: tool call '%s': arguments must be a JSON object for the Qwen3.5 "
-                                "template (it prints each as a <parameter=…>)", i, tc->name);
+            return qw_fail(err, "chat message %zu: tool call '%s': arguments must be a JSON object for this template "
+                                "(it prints each as a <parameter=…>)", i, tc->name);
         }
         const cJSON *a;
         cJSON_ArrayForEach(a, args) {
@@ -224,7 +224,7 @@ int qw_chat_render_qwen35(qw_chat_buf *b, const qw_chat_msg *m, size_t n, const 
                 if (k == 0 && qw_sv_trim(content).n) QW_CB_MARK(b, "\n\n<tool_call>\n<function=");
                 else if (k == 0) QW_CB_MARK(b, "<tool_call>\n<function=");
                 else QW_CB_MARK(b, "\n<tool_call>\n<function=");
-                if (put_xml_call(b, i, &x->tool_calls[k], err)) return -1;
+                if (qw_chat_put_xml_call(b, i, &x->tool_calls[k], err)) return -1;
             }
             QW_CB_MARK(b, "<|im_end|>\n");
         } else if (!strcmp(x->role, "tool")) {

@@ -46,5 +46,10 @@ int qw_chat_render_qwen3(qw_chat_buf *b, const qw_chat_msg *m, size_t n, const q
                          const cJSON *tools, qw_error *err);
 int qw_chat_render_qwen35(qw_chat_buf *b, const qw_chat_msg *m, size_t n, const qw_chat_opts *o,
                           const cJSON *tools, qw_error *err);
+int qw_chat_render_qwen3_coder(qw_chat_buf *b, const qw_chat_msg *m, size_t n, const qw_chat_opts *o,
+                               const cJSON *tools, qw_error *err);
+/* One call's "<parameter=k>\nv\n</parameter>\n" lines + "</function>\n</tool_call>"
+ * after "<function=NAME>\n" (Qwen3.5 and Qwen3-Coder print calls alike). */
+int qw_chat_put_xml_call(qw_chat_buf *b, size_t i, const qw_chat_tool_call *tc, qw_error *err);
 
 #endif

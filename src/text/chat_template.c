@@ -9,20 +9,21 @@
  * (checked against two Jinja engines by tests/text/t_chat_templates.sh):
  *
  *   - exact: the text hashes to a template qwisp knows (Qwen3's, shared by
- *     every Qwen3 hybrid-thinking model; Qwen3.5/3.6's) -> its renderer;
+ *     every Qwen3 hybrid-thinking model; Qwen3.5/3.6's; Qwen3-Coder's) -> its
+ *     renderer;
  *   - family: the text carries a family's markers but is not a known text (an
  *     edited or newer template) -> that family's renderer, with a note the
  *     CLI prints once ("may differ from it");
- *   - any other ChatML template (<|im_start|>: Qwen2.5, Qwen3-Coder, Qwen3
- *     Instruct-2507, …) -> plain ChatML with a note; a request with tools is
- *     then an error, as ChatML has no tool syntax;
+ *   - any other ChatML template (<|im_start|>: Qwen2.5, QwQ, …) -> plain
+ *     ChatML with a note; a request with tools is then an error, as ChatML
+ *     has no tool syntax;
  *   - another family (llama3, gemma, …) or unknown text -> an error naming it.
  * So a prompt is never silently wrong: it is exact, or the user was told.
  * Why not a Jinja interpreter: the Qwen templates use macros, namespaces,
  * loop.previtem, slicing, Python string methods and filters; an interpreter
  * faithful enough to trust is a project of its own, and a subset one fails
  * at run time on the first unimplemented construct of a new template.  The
- * models qwisp runs are one family with two templates.
+ * models qwisp runs are one family with three templates.
  *
  * The renderer records which bytes are its own markup and which came from
  * the request (contents, reasoning, tool definitions and calls):
@@ -140,6 +141,7 @@ static const struct {
 } KNOWN[] = {
     {0x5dd4244f5f466bc0ULL, QW_CHAT_QWEN3, "Qwen3 (Qwen3-0.6B … Qwen3-235B-A22B)"},
     {0xcdff116097e1144aULL, QW_CHAT_QWEN35, "Qwen3.5 (Qwen3.5-4B)"},
+    {0x4fe0f3088a405011ULL, QW_CHAT_QWEN3_CODER, "Qwen3-Coder (Qwen3-Coder-30B-A3B, -480B-A35B)"},
 };
 
 typedef struct family_marker {
@@ -159,7 +161,7 @@ static const family_marker OTHER_FAMILIES[] = {
 };
 
 static const char *family_name(qw_chat_family f) {
-    return f == QW_CHAT_QWEN3 ? "qwen3" : f == QW_CHAT_QWEN35 ? "qwen3.5" : "chatml";
+    return f == QW_CHAT_QWEN3 ? "qwen3" : f == QW_CHAT_QWEN35 ? "qwen3.5" : f == QW_CHAT_QWEN3_CODER ? "qwen3-coder" : "chatml";
 }
 
 uint64_t qw_chat_template_hash(const char *tmpl) {
@@ -196,6 +198,8 @@ int qw_chat_template_identify(const char *tmpl, qw_chat_template_info *info, qw_
             info->family = QW_CHAT_QWEN35;
         else if (qwen_logic && strstr(tmpl, "<function-name>") && strstr(tmpl, "<tool_call>"))
             info->family = QW_CHAT_QWEN3;
+        else if (strstr(tmpl, "<function=example_function_name>") && strstr(tmpl, "render_extra_keys"))
+            info->family = QW_CHAT_QWEN3_CODER;
         info->name = family_name(info->family);
         info->tools = info->family != QW_CHAT_CHATML;
         if (info->tools)
@@ -215,11 +219,11 @@ int qw_chat_template_identify(const char *tmpl, qw_chat_template_info *info, qw_
     for (size_t i = 0; i < sizeof OTHER_FAMILIES / sizeof OTHER_FAMILIES[0]; i++) {
         const family_marker *f = &OTHER_FAMILIES[i];
         if (strstr(tmpl, f->needle) && (!f->also || strstr(tmpl, f->also)))
-            return qw_fail(err, "chat template family \"%s\" is not supported (qwisp renders qwen3, qwen3.5 and "
-                                "ChatML templates)", f->name);
+            return qw_fail(err, "chat template family \"%s\" is not supported (qwisp renders qwen3, qwen3.5, "
+                                "qwen3-coder and ChatML templates)", f->name);
     }
-    return qw_fail(err, "chat template of an unknown family (starts \"%.40s\"); qwisp renders qwen3, qwen3.5 "
-                        "and ChatML templates", tmpl);
+    return qw_fail(err, "chat template of an unknown family (starts \"%.40s\"); qwisp renders qwen3, qwen3.5, "
+                        "qwen3-coder and ChatML templates", tmpl);
 }
 
 int qw_chat_template_text(const qw_gguf *g, const char **tmpl, qw_error *err) {
@@ -276,9 +280,10 @@ int qw_chat_render_opts(const char *tmpl, const qw_chat_msg *msgs, size_t n, con
         }
     }
     qw_chat_buf b = {0};
-    int rc = info.family == QW_CHAT_QWEN3    ? qw_chat_render_qwen3(&b, msgs, n, o, tools, err)
-             : info.family == QW_CHAT_QWEN35 ? qw_chat_render_qwen35(&b, msgs, n, o, tools, err)
-                                             : render_chatml(&b, msgs, n, o, err);
+    int rc = info.family == QW_CHAT_QWEN3         ? qw_chat_render_qwen3(&b, msgs, n, o, tools, err)
+             : info.family == QW_CHAT_QWEN35      ? qw_chat_render_qwen35(&b, msgs, n, o, tools, err)
+             : info.family == QW_CHAT_QWEN3_CODER ? qw_chat_render_qwen3_coder(&b, msgs, n, o, tools, err)
+                                                  : render_chatml(&b, msgs, n, o, err);
     cJSON_Delete(tools);
     if (rc == 0 && o->prefill) qw_cb_put(&b, o->prefill, strlen(o->prefill), true);
     if (rc == 0 && b.oom) rc = qw_fail(err, "chat template: out of memory");

@@ -19,7 +19,8 @@
 #   B  default.gguf with --chat-template-file Qwen3.5-4B.jinja (from the
 #      llama.cpp source bundle, as t_chat_templates.sh takes it), a Qwen3.5
 #      <function=…><parameter=…> reply whose reasoning the template opened;
-#   C  a reply that completes a call the prompt forced (tool_choice named).
+#   C  the same with Qwen3-Coder.jinja and a Coder-style reply (no thinking);
+#   D  a reply that completes a call the prompt forced (tool_choice named).
 # Env: QWISP_BIN, QWISP_TEST_TMP.  Peers missing is a FAIL.
 set -u
 Q=${QWISP_BIN:-$PWD/build/qwisp}
@@ -60,7 +61,8 @@ Let me check both.
 run_mode qwen3 "$T/qwen3.txt"
 
 if git clone -q --no-checkout "$BUNDLE" "$T/llama" >"$T/clone.log" 2>&1 &&
-   git -C "$T/llama" checkout -q HEAD -- models/templates/Qwen3.5-4B.jinja >>"$T/clone.log" 2>&1; then
+   git -C "$T/llama" checkout -q HEAD -- models/templates/Qwen3.5-4B.jinja models/templates/Qwen3-Coder.jinja \
+       >>"$T/clone.log" 2>&1; then
     printf '%s' 'Paris, so one call.
 </think>
 
@@ -79,6 +81,16 @@ Paris
     run_mode qwen35 "$T/qwen35.txt" --chat-template-file "$T/llama/models/templates/Qwen3.5-4B.jinja"
     grep -q "chat template: qwen3.5 (known template" "$T/qwen35.log" &&
         pass "tools: the Qwen3.5 template file is recognised exactly" || fail "tools: Qwen3.5 template not exact" "$(head -c 300 "$T/qwen35.log")"
+    printf '%s' 'I will look it up.
+
+<tool_call>
+<function=get_weather>
+<parameter=city>
+Paris
+</parameter>
+</function>
+</tool_call>' >"$T/coder.txt"
+    run_mode coder "$T/coder.txt" --chat-template-file "$T/llama/models/templates/Qwen3-Coder.jinja"
 else
     fail "tools: cannot take Qwen3.5-4B.jinja from $BUNDLE" "$(tail -c 300 "$T/clone.log")"
 fi

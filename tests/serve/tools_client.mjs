@@ -6,6 +6,7 @@
 //   MODE qwen3       reply = reasoning + text + two Qwen3 <tool_call>{json} calls
 //   MODE qwen35      reply = reasoning (the template opened <think>) + text + one
 //                    Qwen3.5 <function=…><parameter=…> call
+//   MODE coder       reply = text + one call, under the Qwen3-Coder template
 //   MODE forced      reply = the rest of a call whose opening the prompt forced
 //                    (tool_choice named / required)
 // Prints one "PASS: name" / "FAIL: name" line per check.
@@ -136,6 +137,18 @@ if (mode === "qwen3") {
   const bad = await client.chat.completions.create({ ...base_req, tools: [search] });
   check("unknown function: plain content", !bad.choices[0].message.tool_calls && bad.choices[0].finish_reason === "stop" &&
         bad.choices[0].message.content.includes("<function=get_weather>"), J(bad.choices[0]));
+  const back = [...ask, { role: "assistant", content: m.content, tool_calls: m.tool_calls },
+    { role: "tool", tool_call_id: m.tool_calls[0].id, content: "18 C" }];
+  const r2 = await client.chat.completions.create({ ...base_req, messages: back, tools: [weather] });
+  check("tool result fed back: 200 and a longer prompt", r2.usage.prompt_tokens > r.usage.prompt_tokens + 10, J(r2.usage));
+} else if (mode === "coder") {
+  const r = await client.chat.completions.create({ ...base_req, tools: [weather] });
+  const m = r.choices[0].message;
+  check("non-stream: a call under the Qwen3-Coder template", r.choices[0].finish_reason === "tool_calls" &&
+        m.tool_calls?.length === 1 && same(args(m.tool_calls[0]), { city: "Paris" }) && m.content === "I will look it up." &&
+        !m.reasoning_content, J(r.choices[0]));
+  const s = await collect(await client.chat.completions.create({ ...base_req, tools: [weather], stream: true }));
+  check("stream: delta.tool_calls", s.finish === "tool_calls" && s.calls.length === 1 && same(args(s.calls[0]), { city: "Paris" }), J(s));
   const back = [...ask, { role: "assistant", content: m.content, tool_calls: m.tool_calls },
     { role: "tool", tool_call_id: m.tool_calls[0].id, content: "18 C" }];
   const r2 = await client.chat.completions.create({ ...base_req, messages: back, tools: [weather] });

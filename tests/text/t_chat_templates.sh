@@ -1,6 +1,6 @@
 #!/bin/bash
 # t_chat_templates.sh — qwisp's chat-template rendering against Jinja itself,
-# byte for byte, for the real Qwen3 and Qwen3.5 templates.
+# byte for byte, for the real Qwen3, Qwen3.5 and Qwen3-Coder templates.
 #
 # The templates are not copied into the repo: they come from the llama.cpp
 # source that node-llama-cpp ships as llama/gitRelease.bundle
@@ -13,15 +13,17 @@
 #     multi-turn with <think> in earlier turns, enable_thinking on/off, tools,
 #     tool calls (parallel too), tool results, multi-step tool use, text
 #     content parts, control-token text and Unicode in content, whitespace,
-#     the templates' own refusals) rendered by `qwisp template` equals
+#     tool schemas with extra keys, the templates' own refusals) rendered by
+#     `qwisp template` equals
 #     @huggingface/jinja's rendering (render_jinja.mjs), or both refuse;
 #     cases marked python_only are where that engine departs from Python's
 #     Jinja (the reason is in the corpus) and are compared with Python only;
 #   - the same against Python's jinja2 in transformers' environment
 #     (render_jinja.py), all cases, when python3 has jinja2 (INFO if not);
-#   - recognition: both templates and models/default.gguf's are "exact";
-#     Qwen3-Coder's renders as ChatML with a note; an edited Qwen3 template
-#     renders as qwen3 with a note; a llama3 template is refused by name.
+#   - recognition: the three templates and models/default.gguf's are
+#     "exact"; Qwen2.5's renders as ChatML with a note (and refuses tools); an
+#     edited Qwen3 template renders as qwen3 with a note; a llama3 template is
+#     refused by name.
 # Peers missing is a FAIL, not a SKIP.  Env: QWISP_BIN, QWISP_TEST_TMP.
 set -u
 BIN=${QWISP_BIN:-$PWD/build/qwisp}
@@ -45,7 +47,7 @@ done
 D=models/templates
 if ! { git clone -q --no-checkout "$BUNDLE" "$TMP/llama" &&
        git -C "$TMP/llama" checkout -q HEAD -- "$D/Qwen-Qwen3-0.6B.jinja" "$D/Qwen3.5-4B.jinja" \
-           "$D/Qwen3-Coder.jinja"; } >"$TMP/clone.log" 2>&1; then
+           "$D/Qwen3-Coder.jinja" "$D/Qwen-Qwen2.5-7B-Instruct.jinja"; } >"$TMP/clone.log" 2>&1; then
     echo "FAIL: chat templates: cannot take $D from $BUNDLE: $(tail -c 300 "$TMP/clone.log")"
     exit 1
 fi
@@ -55,7 +57,7 @@ have_py=0
 python3 -c 'import jinja2' 2>/dev/null && have_py=1
 [ $have_py = 1 ] || echo "INFO: chat templates: python3 has no jinja2; the Python oracle is not run"
 
-for name in Qwen-Qwen3-0.6B Qwen3.5-4B; do
+for name in Qwen-Qwen3-0.6B Qwen3.5-4B Qwen3-Coder; do
     tf=$T/$name.jinja
     if ! node tests/text/render_jinja.mjs "$PEERS" "$tf" "$CORPUS" >"$TMP/$name.js.json" 2>"$TMP/$name.js.err"; then
         echo "FAIL: chat template $name: the Jinja oracle failed: $(head -c 300 "$TMP/$name.js.err")"
@@ -106,7 +108,7 @@ done
 
 # recognition
 info() { "$BIN" template "$@" --info 2>&1 | head -1; }
-for name in Qwen-Qwen3-0.6B Qwen3.5-4B; do
+for name in Qwen-Qwen3-0.6B Qwen3.5-4B Qwen3-Coder; do
     out=$(info --chat-template-file "$T/$name.jinja")
     [[ $out == *" exact "* ]] && echo "PASS: chat template $name recognised: $out" ||
         echo "FAIL: chat template $name not recognised as exact: $out"
@@ -114,9 +116,9 @@ done
 out=$(info)
 [[ $out == "qwen3 exact "* ]] && echo "PASS: models/default.gguf's chat template is the exact Qwen3 one" ||
     echo "FAIL: models/default.gguf's template: $out"
-out=$("$BIN" template --chat-template-file "$T/Qwen3-Coder.jinja" --info 2>&1)
+out=$("$BIN" template --chat-template-file "$T/Qwen-Qwen2.5-7B-Instruct.jinja" --info 2>&1)
 [[ $out == "chatml approximate"*"note: "*"rendered as plain ChatML"* ]] &&
-    echo "PASS: Qwen3-Coder's template: ChatML with a stated note" || echo "FAIL: Qwen3-Coder's template: $out"
+    echo "PASS: Qwen2.5's template: ChatML with a stated note" || echo "FAIL: Qwen2.5's template: $out"
 sed 's/You may call one or more functions/You can call one or more functions/' "$T/Qwen-Qwen3-0.6B.jinja" >"$TMP/edited.jinja"
 out=$("$BIN" template --chat-template-file "$TMP/edited.jinja" --info 2>&1)
 [[ $out == "qwen3 approximate"*"note: "*"may differ"* ]] &&
@@ -128,6 +130,6 @@ out=$("$BIN" template --chat-template-file "$TMP/llama3.jinja" "$TMP/hi.json" 2>
     echo "PASS: a llama3 template is refused by name" || echo "FAIL: llama3 template: exit $rc: $out"
 # tools on a template without tool syntax: an error naming it, not a silent drop
 echo '{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}' >"$TMP/tools.json"
-out=$("$BIN" template --chat-template-file "$T/Qwen3-Coder.jinja" "$TMP/tools.json" 2>&1); rc=$?
+out=$("$BIN" template --chat-template-file "$T/Qwen-Qwen2.5-7B-Instruct.jinja" "$TMP/tools.json" 2>&1); rc=$?
 [ $rc != 0 ] && [[ $out == *"no tool syntax"* ]] &&
-    echo "PASS: tools on a ChatML-rendered template are refused" || echo "FAIL: tools on Qwen3-Coder: exit $rc: $out"
+    echo "PASS: tools on a ChatML-rendered template are refused" || echo "FAIL: tools on Qwen2.5's template: exit $rc: $out"

@@ -116,6 +116,13 @@ static void test_identify(void **state) {
     assert_non_null(strstr(info.note, "may differ"));
     assert_int_equal(qw_chat_template_identify(QWEN35ISH, &info, &err), 0);
     assert_int_equal(info.family, QW_CHAT_QWEN35);
+    assert_int_equal(qw_chat_template_identify("<|im_start|><function=example_function_name> render_extra_keys",
+                                               &info, &err), 0);
+    assert_int_equal(info.family, QW_CHAT_QWEN3_CODER);
+    assert_true(info.tools);
+    /* Qwen2.5-like: the tool syntax without the Qwen3 logic is not qwen3 */
+    assert_int_equal(qw_chat_template_identify("<|im_start|><tool_call> <function-name>", &info, &err), 0);
+    assert_int_equal(info.family, QW_CHAT_CHATML);
     assert_int_equal(qw_chat_template_identify("<|im_start|>{{ m.role }}", &info, &err), 0);
     assert_int_equal(info.family, QW_CHAT_CHATML);
     assert_false(info.exact);
