@@ -1,7 +1,8 @@
 /* fuzz_chat_tools.c — libFuzzer target for what chat requests with tools go
  * through: the tool-call parser (src/text/tool_calls.c) on a model reply,
- * and a request body rendered with the Qwen3 and Qwen3.5 renderers
- * (src/serve/chat_req.c -> src/text/chat_qwen.c, chat_json.c).
+ * and a request body rendered with the Qwen3, Qwen3.5 and Qwen3-Coder
+ * renderers (src/serve/chat_req.c -> src/text/chat_qwen.c, chat_coder.c,
+ * chat_json.c).
  *
  * Each input is used both ways:
  *   - as a reply, parsed in both syntaxes against fixed tools.  Invariants:
@@ -9,8 +10,8 @@
  *     defined tool with arguments that parse as a JSON object, and content
  *     that is a prefix's trim; 0 and -1 hold nothing; the streaming
  *     hold-back never passes the first "<tool_call>";
- *   - as a /v1/chat/completions body, rendered with a Qwen3-like and a
- *     Qwen3.5-like template text (the families' markers: the real texts are
+ *   - as a /v1/chat/completions body, rendered with Qwen3-, Qwen3.5- and
+ *     Qwen3-Coder-like template texts (the families' markers: the real texts are
  *     t_chat_templates.sh's).  Invariants: failure is a 400 with a message;
  *     success is a prompt whose segments cover its bytes in order and whose
  *     length is its strlen (a message cannot hold a NUL: cJSON).
@@ -38,6 +39,7 @@ static const char *TOOLS =
 static const char *TEMPLATES[] = {
     "<|im_start|> <tool_call> <function-name> last_query_index reasoning_content",
     "<|im_start|> <function=example_function_name> enable_thinking last_query_index reasoning_content",
+    "<|im_start|> <function=example_function_name> render_extra_keys",
 };
 
 static void reply(const char *text) {
@@ -67,7 +69,7 @@ static void reply(const char *text) {
 }
 
 static void request(const char *body, size_t len) {
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 3; t++) {
         qw_oai_request r;
         qw_oai_error e;
         memset(&e, 0, sizeof e);
