@@ -26,6 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The fields this file reads, for a request checker that refuses unknown
+ * fields (the serve-features branch): request level and per message. */
+const char *const qw_oai_chat_fields[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
+                                          "chat_template_kwargs", NULL};
+const char *const qw_oai_message_fields[] = {"role", "content", "name", "tool_calls", "tool_call_id",
+                                             "reasoning_content", NULL};
+
 #define BAD(param, ...) qw_oai_fail(e, 400, "invalid_request_error", "invalid_value", param, __VA_ARGS__)
 
 static const cJSON *field(const cJSON *o, const char *name) {

@@ -66,6 +66,9 @@ int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const char *tmp
  * parallel_tool_calls and chat_template_kwargs.enable_thinking, rendered
  * into r->prompt_text / prompt_segs / think.  0, or -1 + e (400). */
 int qw_oai_parse_chat(const cJSON *root, const char *tmpl, qw_oai_request *r, qw_oai_error *e);
+/* The request and message fields qw_oai_parse_chat reads (NULL-terminated). */
+extern const char *const qw_oai_chat_fields[];
+extern const char *const qw_oai_message_fields[];
 void qw_oai_request_free(qw_oai_request *r);
 
 /* What a finished (or streaming) response reports. */
