@@ -26,8 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The fields this file reads, for a request checker that refuses unknown
- * fields (the serve-features branch): request level and per message. */
+/* The fields this file reads or accepts, for a request checker that refuses unknown
+ * fields (the serve-features branch): request level and per message ("name"
+ * and "tool_call_id" are accepted; the Qwen templates do not print them). */
 const char *const qw_oai_chat_fields[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
                                           "chat_template_kwargs", NULL};
 const char *const qw_oai_message_fields[] = {"role", "content", "name", "tool_calls", "tool_call_id",
