@@ -70,6 +70,18 @@ FILE *qw_atomic_open(qw_atomic_file *w, const char *path, qw_error *err);
 int qw_atomic_commit(qw_atomic_file *w, qw_error *err);
 void qw_atomic_abort(qw_atomic_file *w);
 
+/* Parses an amount of GB ("16", "0.25", "2G", "2gb"; decimal GB) into bytes:
+ * QWISP_DEVICE_RAM, QWISP_SSD_THROTTLE_GBS, `qwisp simulate NGB`.  0, or -1 +
+ * err naming `what` and the text. */
+int qw_parse_gb(const char *what, const char *text, uint64_t *bytes, qw_error *err);
+
+/* Scalar conversions of the 16-bit float formats (base/half.c), bit-exact
+ * with ggml (round to nearest even, NaN kept and quieted). */
+float qw_fp16_to_f32(uint16_t h);
+uint16_t qw_f32_to_fp16(float f);
+float qw_bf16_to_f32(uint16_t h);
+uint16_t qw_f32_to_bf16(float f);
+
 /* FNV-1a 64-bit, for logits hashes and summary lines. */
 uint64_t qw_hash64(const void *data, size_t n, uint64_t seed);
 

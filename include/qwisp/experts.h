@@ -10,7 +10,7 @@
  *              demand from the GGUF file with pread by reader threads.  An
  *              expert is three contiguous slices, one of each merged tensor.
  *
- * Protocol for one layer of one chunk (moe_block):
+ * Protocol for one layer of one chunk (qw_moe_block, src/model/moe.c):
  *
  *     qw_experts_need(x, il, sel, n * k);     // hint: the chunk's chosen experts
  *     for each group of <= qw_experts_max_pinned(x) experts (ascending id):
@@ -28,6 +28,13 @@
  * are dropped and the source stays usable for the next request.
  *
  * One forward at a time per source (the runtime's paths guarantee it).
+ *
+ * What a source knows of the model is a layout (qw_expert_layout): the file,
+ * and per layer where each of the three merged expert tensors starts (in the
+ * mapping and in the file) and the bytes of one expert's matrix.  The model
+ * describes itself (qw_model_expert_layout, model.h); experts/ never sees a
+ * qw_model.  Who decides the tier: the caller that knows the real context
+ * (runtime/place.c), from qw_tier_decide below.
  */
 #ifndef QWISP_EXPERTS_H
 #define QWISP_EXPERTS_H
@@ -37,7 +44,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct qw_model;
 typedef struct qw_experts qw_experts;
 
 typedef enum { QW_TIER_RESIDENT = 0, QW_TIER_STREAMING = 1 } qw_tier;
@@ -73,22 +79,38 @@ uint64_t qw_tier_headroom(uint64_t ram);
  * as many slots per layer as fit (at least n_expert_used).  Never fails. */
 void qw_tier_decide(const qw_tier_input *in, qw_tier_decision *out);
 
-/* Probes: physical RAM; smallest memory limit of this process's cgroup and
- * its ancestors (v2 memory.max or v1 memory.limit_in_bytes), 0 if none. */
-uint64_t qw_ram_physical(void);
-uint64_t qw_ram_cgroup_limit(void);
-/* Parses a GB amount ("16", "0.25") into bytes; -1 + err naming `what`. */
-int qw_parse_gb(const char *what, const char *text, uint64_t *bytes, qw_error *err);
+/* ---- the layout a source is opened on ---- */
+
+/* One merged expert tensor of one layer (gate, up or down): expert e's matrix
+ * is data + e * matrix_bytes in the mapping, file_off + e * matrix_bytes in
+ * the file. */
+typedef struct qw_expert_part {
+    const char *name;    /* the tensor's name, for errors */
+    const void *data;    /* expert 0 in the mapping */
+    uint64_t file_off;   /* expert 0 in the file */
+    size_t matrix_bytes; /* one expert's matrix */
+} qw_expert_part;
+
+/* A byte range of the mapping (the resident tier prefaults / mlocks them). */
+typedef struct qw_mapped_range {
+    const void *p;
+    size_t n;
+} qw_mapped_range;
+
+typedef struct qw_expert_layout {
+    const char *path;                 /* the file streamed experts are read from */
+    int32_t n_layer, n_expert;
+    const qw_expert_part (*parts)[3]; /* [n_layer][gate, up, down] */
+    const qw_mapped_range *weights;   /* every weight tensor in the mapping */
+    size_t n_weights;
+} qw_expert_layout;
 
 /* ---- the source ---- */
 
-/* Fills *in for model m and a context of n_ctx positions from the knobs and
- * probes (QWISP_RAW_C, QWISP_DEVICE_RAM).  -1 + err on a malformed knob. */
-int qw_tier_input_for(const struct qw_model *m, int32_t n_ctx, qw_tier_input *in, qw_error *err);
-/* Opens the source the decision names on model m (whose GGUF stays open while
- * the source lives).  Reads QWISP_MLOCK, QWISP_SSD_THROTTLE_GBS,
- * QWISP_EXPERT_READERS, QWISP_FAULT_READ.  NULL + err. */
-qw_experts *qw_experts_open(const struct qw_model *m, const qw_tier_decision *d, qw_error *err);
+/* Opens the source the decision names on layout l (whose mapping and file
+ * must outlive the source; the layout itself is copied).  Reads QWISP_MLOCK,
+ * QWISP_SSD_THROTTLE_GBS, QWISP_EXPERT_READERS, QWISP_FAULT_READ.  NULL + err. */
+qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d, qw_error *err);
 void qw_experts_close(qw_experts *x);
 
 qw_tier qw_experts_tier(const qw_experts *x);

@@ -3,7 +3,8 @@
  *
  * One code path runs a chunk of tokens: prefill passes many, decode passes one.
  *
- *     qw_model *m = qw_model_load("m.gguf", &err);
+ *     qw_model *m = qw_model_load("m.gguf", &err);    // mechanism: bind + check
+ *     qw_place_experts(m, 4096, &err);                  // the caller's tier (place.h)
  *     qw_ctx *c = qw_ctx_new(m, 4096, 2, &err);
  *     float *logits = qw_ctx_logits(c);                 // [n_vocab] of the last token
  *     qw_ctx_eval(c, ids, n, QW_LOGITS_LAST, &err);     // appends to the KV cache
@@ -13,8 +14,9 @@
 #define QWISP_MODEL_H
 
 #include "qwisp/base.h"
+#include "qwisp/experts.h"
 #include "qwisp/gguf.h"
-#include "qwisp/quant.h"
+#include "qwisp/ops.h" /* the kernels seam: qw_type and the math the forward pass uses */
 
 /* A view of one weight tensor in the mapping.  ne[0] is the row length. */
 typedef struct qw_tensor {
@@ -26,7 +28,8 @@ typedef struct qw_tensor {
     size_t matrix_bytes; /* bytes of one ne[0]×ne[1] matrix (3-D expert tensors) */
 } qw_tensor;
 
-/* Architectures one forward pass runs (qwen3moe.c + deltanet.c). */
+/* Architectures one forward pass runs (src/model/forward.c: a layer's flags, not
+ * this id, pick its blocks). */
 typedef enum {
     QW_ARCH_QWEN3MOE = 0,  /* attention + routed MoE, every layer */
     QW_ARCH_QWEN35MOE = 1, /* Gated DeltaNet / gated attention + routed MoE + shared expert */
@@ -99,7 +102,13 @@ typedef struct qw_model {
     bool tied_output;
     qw_layer *layers;      /* [n_layer] */
     uint64_t weight_bytes; /* all tensors */
-    struct qw_experts *experts; /* where the MoE layer gets experts (experts.h): tier chosen at load */
+    /* how experts/ sees this model (qw_model_expert_layout), built at load */
+    qw_expert_part (*expert_parts)[3]; /* [n_layer][gate, up, down] */
+    qw_mapped_range *weight_ranges;    /* [n_weight_ranges] every tensor's bytes */
+    size_t n_weight_ranges;
+    /* where the MoE layer gets experts (experts.h); NULL until the caller
+     * places them (qw_model_set_experts / qw_place_experts), owned after */
+    struct qw_experts *experts;
 } qw_model;
 
 /* Binds weight tensor `name` of g into *t after checking its type (computable;
@@ -110,9 +119,21 @@ int qw_model_bind_tensor(const qw_gguf *g, qw_tensor *t, const char *name, int n
                          const int64_t *want, bool float_only, qw_error *err);
 
 /* Loads and validates (architecture, hyper-parameters, every tensor's presence,
- * type and shape).  NULL + err naming the file and what is wrong. */
+ * type and shape).  Mechanism only: no policy is applied and no expert source
+ * is opened — the caller decides the tier once it knows the real context
+ * (qw_place_experts in place.h, or qw_experts_open + qw_model_set_experts).
+ * NULL + err naming the file and what is wrong. */
 qw_model *qw_model_load(const char *path, qw_error *err);
 void qw_model_free(qw_model *m);
+/* The layout experts/ opens a source on (points into m; valid while m lives). */
+qw_expert_layout qw_model_expert_layout(const qw_model *m);
+/* The model's side of the tier decision: expert, non-expert, KV (for
+ * kv_positions positions over all contexts; <= 0 = the trained context) and
+ * slot bytes, and the expert counts.  The RAM and knob fields are left 0 / -1
+ * for the caller. */
+void qw_model_tier_sizes(const qw_model *m, int64_t kv_positions, qw_tier_input *in);
+/* Hands m the expert source x (m closes it; a previous one is closed). */
+void qw_model_set_experts(qw_model *m, qw_experts *x);
 /* One Gated DeltaNet layer's recurrent state for one sequence (qwen35moe):
  * the last d_conv-1 conv inputs and the vheads x S x S delta state. */
 size_t qw_model_conv_state_bytes(const qw_hparams *hp);

@@ -1,8 +1,14 @@
 /* ops.h — the math the model reaches through: matmuls by weight type,
- * attention over an f16 KV cache, norms, RoPE, softmax, activations.
+ * attention over an f16 KV cache, norms, RoPE, softmax, activations, the
+ * gated-delta step.
  *
- * This is the backend seam of DESIGN.md: model/ calls only these functions,
- * so a GPU backend can provide the same set later without touching model/.
+ * This is the backend seam of DESIGN.md: src/model/ includes no other
+ * kernels header (tests/arch/t_include_direction.sh checks it).  What model/
+ * uses is the functions below, plus what this header brings in with it: from
+ * quant.h the type table (qw_row_bytes, qw_vec_dot_type) and the row
+ * conversions qw_quantize_row / qw_dequantize_row (KV append, embedding
+ * lookup), and the thread pool (threadpool.h) the blocks parallelize over.
+ * A GPU backend provides this set; model/ does not change.
  *
  * Matmul convention: W is [n_rows][k] (one row per output), activations are
  * f32 [n_tok][k]; y = x W^T is [n_tok][ldy].  Activations are first converted
@@ -25,11 +31,6 @@ void qw_act_convert(qw_threadpool *tp, qw_type wtype, const float *x, int64_t ld
 void qw_matmul_q(qw_threadpool *tp, qw_type wtype, const void *w, size_t w_row_bytes, int64_t n_rows,
                  int64_t k, const void *xq, const int32_t *idx, int64_t n_tok, float *y, int64_t ldy);
 
-/* Two matmuls over the same activations in one parallel pass (MoE gate + up). */
-void qw_matmul_q2(qw_threadpool *tp, qw_type wtype, const void *w0, const void *w1,
-                  size_t w_row_bytes, int64_t n_rows, int64_t k, const void *xq, const int32_t *idx,
-                  int64_t n_tok, float *y0, float *y1, int64_t ldy);
-
 /* Several matmuls over one weight type and row length k, run as ONE parallel
  * pass (one barrier): e.g. wq/wk/wv of a layer, or gate+up (then down) of all
  * the experts a decode token chose.  Each task is y[j][r] = dot(w[r],
@@ -51,11 +52,9 @@ void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_ta
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], for n_rows rows of n. */
 void qw_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t n_rows, float eps);
 
-/* NeoX-style RoPE in place on x [n_heads][head_dim] at position pos:
- * pairs (i, i + head_dim/2) rotated by pos * base^(-2i/head_dim). */
-void qw_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, float base);
-/* The same over the first n_rot dims of each head only (partial RoPE; the rest
- * pass through); theta uses n_rot as the dimension: pos * base^(-2i/n_rot). */
+/* NeoX-style RoPE in place on x [n_heads][head_dim] at position pos, over the
+ * first n_rot dims of each head (n_rot = head_dim: all of it; the rest pass
+ * through): pairs (i, i + n_rot/2) rotated by pos * base^(-2i/n_rot). */
 void qw_rope_neox_partial(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int32_t pos,
                           float base);
 

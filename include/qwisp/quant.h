@@ -14,6 +14,8 @@
 #ifndef QWISP_QUANT_H
 #define QWISP_QUANT_H
 
+#include "qwisp/base.h"
+
 #include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -135,11 +137,7 @@ size_t qw_row_bytes(uint32_t type, int64_t n);
 /* The activation type that qw_vec_dot pairs with a weight of this type. */
 qw_type qw_vec_dot_type(qw_type type);
 
-/* Scalar conversions, bit-exact with ggml (round to nearest even). */
-float qw_fp16_to_f32(uint16_t h);
-uint16_t qw_f32_to_fp16(float f);
-float qw_bf16_to_f32(uint16_t h);
-uint16_t qw_f32_to_bf16(float f);
+/* Scalar f16 / bf16 conversions: qw_fp16_to_f32 and friends, base.h. */
 
 /* x[n] (f32) -> dst in `type`.  n must be a multiple of the block size.
  * Q8_0 matches ggml's quantize_row_q8_0 results; Q4_0 matches ggml's reference

@@ -10,8 +10,10 @@
  *   lanes (QWISP_LANES=B; src/runtime/lanes.c): B jobs decoded together in one
  *       batched forward per step, new jobs admitted between steps, pool limit
  *       QWISP_LANE_CACHE_MB.
- * serve/ and cli/ only ever call qw_sched_* and qw_job_*; they never know
- * which path runs their job.
+ * serve/ only ever calls qw_sched_* and qw_job_*; it never knows which path
+ * runs its job.  The one-shot CLI commands (run, chat, logits, bench) drive a
+ * single context directly (generate.h); run applies the serialize path's pool
+ * policy (run_memory.h).
  *
  * Threads: the submitter (an HTTP connection thread) and the scheduler's
  * worker share a job; it is reference counted and its token list is guarded
@@ -126,7 +128,8 @@ struct qw_sched {
 };
 
 typedef struct qw_sched_config {
-    const qw_model *model;
+    qw_model *model;   /* experts placed by the constructor for its real contexts
+                        * (n_ctx, times n_lanes for lanes) unless already placed */
     const qw_tokenizer *tok;
     int32_t n_ctx;     /* context of the (each) sequence */
     int n_threads;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -181,4 +182,17 @@ uint64_t qw_hash64(const void *data, size_t n, uint64_t seed) {
         h *= 1099511628211ULL;
     }
     return h;
+}
+
+int qw_parse_gb(const char *what, const char *text, uint64_t *bytes, qw_error *err) {
+    errno = 0;
+    char *end;
+    double v = strtod(text, &end);
+    while (*end == ' ') end++;
+    if (end != text && (*end == 'g' || *end == 'G')) end++;
+    if (end != text && (*end == 'b' || *end == 'B')) end++;
+    if (end == text || *end || errno || !isfinite(v) || v <= 0 || v > 1e6)
+        return qw_fail(err, "%s='%s': expected a positive number of GB (e.g. 16 or 0.5)", what, text);
+    *bytes = (uint64_t)(v * 1e9);
+    return 0;
 }

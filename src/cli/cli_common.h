@@ -6,7 +6,7 @@
 
 #include "qwisp/sampler.h"
 #include "qwisp/tokenizer.h"
-#include "serve/textout.h"
+#include "text/textout.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -19,6 +19,7 @@
  */
 #include "cli_common.h"
 #include "commands.h"
+#include "qwisp/place.h"
 #include "qwisp/model.h"
 #include "qwisp/threadpool.h"
 
@@ -222,7 +223,7 @@ int qw_cmd_bench(int argc, char **argv) {
     }
     const int threads = qw_cli_threads(a.threads);
     const int32_t n_max = (int32_t)(a.p > a.n ? a.p : a.n);
-    qw_ctx *c = qw_ctx_new(m, n_max + 16, threads, &err);
+    qw_ctx *c = qw_ctx_new_placed(m, n_max + 16, threads, &err);
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)(n_max + 1));
     double *pp = malloc(sizeof(double) * (size_t)a.r), *tg = malloc(sizeof(double) * (size_t)a.r);
     int rc = 1;

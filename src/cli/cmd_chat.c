@@ -15,7 +15,7 @@
  * One-shot: `qwisp chat PROMPT…`, or a prompt piped on stdin (read to EOF):
  * one reply, printed, then exit.  -i keeps the multi-turn loop with a
  * non-terminal stdin (one message per line; no "> " prompts), for scripts.
- * Replies go through the same text assembler as the server (serve/textout.c):
+ * Replies go through the same text assembler as the server (text/textout.c):
  * end-of-generation tokens are not printed, <think> content (reasoning) is
  * shown dimmed on a terminal and left out otherwise; a template that opens
  * the think block itself (Qwen3.5) makes the reply start as reasoning.
@@ -28,12 +28,13 @@
  */
 #include "cli_common.h"
 #include "commands.h"
+#include "qwisp/place.h"
 #include "qwisp/generate.h"
 #include "qwisp/model.h"
 #include "qwisp/options.h"
 #include "qwisp/tool_calls.h"
-#include "serve/textout.h"
 #include "serve/tools.h"
+#include "text/textout.h"
 
 #include <editline/readline.h>
 #include <errno.h>
@@ -493,7 +494,7 @@ int qw_cmd_chat(int argc, char **argv) {
     qw_model *m = qw_model_load(path, &err);
     qw_tokenizer *tok = m ? qw_tokenizer_from_gguf(m->gguf, &err) : NULL;
     long n_ctx = a.n_ctx ? a.n_ctx : (long)qw_opt_int(QW_OPT_CTX);
-    qw_ctx *c = tok ? qw_ctx_new(m, (int32_t)n_ctx, qw_cli_threads(a.threads), &err) : NULL;
+    qw_ctx *c = tok ? qw_ctx_new_placed(m, (int32_t)n_ctx, qw_cli_threads(a.threads), &err) : NULL;
     if (!c) {
         fprintf(stderr, "qwisp chat: %s\n", err.msg);
         qw_tokenizer_free(tok);

@@ -1,7 +1,7 @@
 /* cmd_convert.c — `qwisp convert HF_DIR -o OUT.gguf [--type T] [--name NAME]`:
  * a Hugging Face Qwen3MoeForCausalLM (-> qwen3moe) or Qwen3_5MoeForCausalLM /
  * Qwen3_5MoeForConditionalGeneration (-> qwen35moe) checkpoint directory to a GGUF that qwisp
- * and llama.cpp load (model/convert.c does the work).  --type sets the
+ * and llama.cpp load (offline/convert.c does the work).  --type sets the
  * matrices (f32|f16|bf16|q8_0|q4_0|q2_K..q6_K; default: bf16 for a bf16 checkpoint, else
  * f16); norms and the router always stay f32.  Exit 2 on bad flags, 1 when
  * the conversion fails (the message names the file, tensor or key). */

@@ -6,6 +6,7 @@
  * tests compare this with llama.cpp (they read [0] and [1] of each entry). */
 #include "cli_common.h"
 #include "commands.h"
+#include "qwisp/place.h"
 #include "qwisp/model.h"
 #include "qwisp/tokenizer.h"
 
@@ -94,7 +95,7 @@ int qw_cmd_logits(int argc, char **argv) {
         if (ids) fprintf(stderr, "qwisp logits: the prompt is empty\n");
         goto done;
     }
-    c = qw_ctx_new(m, (int32_t)n, qw_cli_threads(threads), &err);
+    c = qw_ctx_new_placed(m, (int32_t)n, qw_cli_threads(threads), &err);
     if (!c || qw_ctx_eval(c, ids, (int32_t)n, QW_LOGITS_ALL, &err)) {
         fprintf(stderr, "qwisp logits: %s\n", err.msg);
         goto done;

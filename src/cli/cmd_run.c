@@ -14,12 +14,13 @@
  * run, as in llama.cpp); it is printed so a run can be repeated. */
 #include "cli_common.h"
 #include "commands.h"
+#include "qwisp/place.h"
 #include "qwisp/generate.h"
 #include "qwisp/model.h"
 #include "qwisp/options.h"
 #include "qwisp/run_memory.h"
 #include "qwisp/tokenizer.h"
-#include "serve/textout.h"
+#include "text/textout.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -285,7 +286,7 @@ int qw_cmd_run(int argc, char **argv) {
         free(text);
         fflush(stdout);
     }
-    c = qw_ctx_new(m, (int32_t)n_ctx, threads, &err);
+    c = qw_ctx_new_placed(m, (int32_t)n_ctx, threads, &err);
     if (!c) {
         fprintf(stderr, "qwisp run: %s\n", err.msg);
         goto done;

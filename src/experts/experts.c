@@ -14,7 +14,6 @@
  */
 #include "stream.h"
 
-#include "qwisp/gguf.h"
 #include "qwisp/options.h"
 
 #include <cjson/cJSON.h>
@@ -26,7 +25,9 @@
 #include <unistd.h>
 
 struct qw_experts {
-    const qw_model *m;
+    char path[256];                /* for messages */
+    int32_t n_layer, n_expert;
+    qw_expert_part (*parts)[3];    /* the layout's, copied: [n_layer][gate, up, down] */
     qw_tier tier;
     int32_t c;
     qw_stream *s; /* streaming only */
@@ -52,7 +53,7 @@ static int prefault(qw_experts *x, const void *p, size_t n, bool lock, qw_error 
     if (lock) {
         if (mlock((void *)a0, a1 - a0) != 0)
             return qw_fail(err, "QWISP_MLOCK=1: mlock of %zu bytes of %s failed: %s (raise RLIMIT_MEMLOCK, ulimit -l)",
-                           (size_t)(a1 - a0), qw_gguf_path(x->m->gguf), strerror(errno));
+                           (size_t)(a1 - a0), x->path, strerror(errno));
         x->locked = realloc(x->locked, (x->n_locked + 1) * sizeof *x->locked);
         x->locked_len = realloc(x->locked_len, (x->n_locked + 1) * sizeof *x->locked_len);
         if (!x->locked || !x->locked_len) return qw_fail(err, "out of memory");
@@ -63,29 +64,30 @@ static int prefault(qw_experts *x, const void *p, size_t n, bool lock, qw_error 
     return 0;
 }
 
-static int open_resident(qw_experts *x, qw_error *err) {
-    const qw_gguf *g = x->m->gguf;
+static int open_resident(qw_experts *x, const qw_expert_layout *l, qw_error *err) {
     const bool lock = qw_opt_int(QW_OPT_MLOCK) == 1;
-    for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) {
-        const qw_gguf_tensor *t = qw_gguf_tensor_at(g, i);
-        if (t->nbytes && prefault(x, t->data, t->nbytes, lock, err)) return -1;
-    }
+    for (size_t i = 0; i < l->n_weights; i++)
+        if (l->weights[i].n && prefault(x, l->weights[i].p, l->weights[i].n, lock, err)) return -1;
     return 0;
 }
 
-qw_experts *qw_experts_open(const qw_model *m, const qw_tier_decision *d, qw_error *err) {
+qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d, qw_error *err) {
     qw_experts *x = qw_xcalloc(1, sizeof *x);
-    x->m = m;
+    snprintf(x->path, sizeof x->path, "%s", l->path);
+    x->n_layer = l->n_layer;
+    x->n_expert = l->n_expert;
+    x->parts = qw_xcalloc((size_t)l->n_layer, sizeof *x->parts);
+    memcpy(x->parts, l->parts, (size_t)l->n_layer * sizeof *x->parts);
     x->tier = d->tier;
-    x->c = d->tier == QW_TIER_STREAMING ? d->c : m->hp.n_expert;
+    x->c = d->tier == QW_TIER_STREAMING ? d->c : l->n_expert;
     memset(&g_ctr, 0, sizeof g_ctr);
     g_info.tier = x->tier;
     g_info.c = x->c;
-    g_info.n_expert = m->hp.n_expert;
+    g_info.n_expert = l->n_expert;
     g_info.arena_bytes = g_info.locked_bytes = 0;
     snprintf(g_info.line, sizeof g_info.line, "%s", d->line);
     if (x->tier == QW_TIER_RESIDENT) {
-        if (open_resident(x, err)) goto fail;
+        if (open_resident(x, l, err)) goto fail;
         return x;
     }
     qw_stream_config cfg = {.c = d->c,
@@ -97,7 +99,7 @@ qw_experts *qw_experts_open(const qw_model *m, const qw_tier_decision *d, qw_err
         if (qw_parse_gb("QWISP_SSD_THROTTLE_GBS", thr, &bps, err)) goto fail;
         cfg.throttle_bps = (double)bps;
     }
-    x->s = qw_stream_open(m, &cfg, &g_ctr, err);
+    x->s = qw_stream_open(l, &cfg, &g_ctr, err);
     if (!x->s) goto fail;
     g_info.arena_bytes = qw_stream_arena_bytes(x->s);
     return x;
@@ -112,6 +114,7 @@ void qw_experts_close(qw_experts *x) {
     for (size_t i = 0; i < x->n_locked; i++) munlock(x->locked[i], x->locked_len[i]);
     free(x->locked);
     free(x->locked_len);
+    free(x->parts);
     free(x);
 }
 
@@ -125,12 +128,12 @@ void qw_experts_need(qw_experts *x, int32_t il, const int32_t *sel, int32_t n) {
 
 int qw_experts_get(qw_experts *x, int32_t il, int32_t e, const char **gate, const char **up,
                    const char **down, qw_error *err) {
-    const qw_layer *L = &x->m->layers[il];
-    if (e < 0 || e >= x->m->hp.n_expert) return qw_fail(err, "layer %d: expert %d out of range", il, e);
+    if (e < 0 || e >= x->n_expert) return qw_fail(err, "layer %d: expert %d out of range", il, e);
     if (!x->s) {
-        *gate = (const char *)L->gate_exps.data + (size_t)e * L->gate_exps.matrix_bytes;
-        *up = (const char *)L->up_exps.data + (size_t)e * L->up_exps.matrix_bytes;
-        *down = (const char *)L->down_exps.data + (size_t)e * L->down_exps.matrix_bytes;
+        const qw_expert_part *p = x->parts[il];
+        *gate = (const char *)p[0].data + (size_t)e * p[0].matrix_bytes;
+        *up = (const char *)p[1].data + (size_t)e * p[1].matrix_bytes;
+        *down = (const char *)p[2].data + (size_t)e * p[2].matrix_bytes;
         atomic_fetch_add_explicit(&g_ctr.hits, 1, memory_order_relaxed);
         return 0;
     }

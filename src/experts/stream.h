@@ -5,7 +5,6 @@
 #define QWISP_EXPERTS_STREAM_H
 
 #include "qwisp/experts.h"
-#include "qwisp/model.h"
 
 #include <stdatomic.h>
 
@@ -23,7 +22,7 @@ typedef struct qw_stream_config {
     int64_t fault_read;     /* fail this 1-based read with EIO; 0 = never */
 } qw_stream_config;
 
-qw_stream *qw_stream_open(const qw_model *m, const qw_stream_config *cfg, qw_experts_counters *ctr,
+qw_stream *qw_stream_open(const qw_expert_layout *l, const qw_stream_config *cfg, qw_experts_counters *ctr,
                           qw_error *err);
 void qw_stream_close(qw_stream *s);
 uint64_t qw_stream_arena_bytes(const qw_stream *s);

@@ -26,7 +26,7 @@
  *
  * Cache policy.  Per layer: where[e] -> slot.  A slot is EMPTY, LOADING,
  * READY or FAILED.  need(il, sel) marks the chunk's needed experts with their
- * processing rank (ascending id, the order moe_block uses) and *reserves*
+ * processing rank (ascending id, the order qw_moe_block, model/moe.c, uses) and *reserves*
  * those already cached; then it starts loads for the first missing ones into
  * free slots.  get(il, e) pins e (loading it if absent, plus prefetching the
  * next missing needed experts into further free slots) and waits for it.
@@ -47,7 +47,6 @@
  */
 #include "stream.h"
 
-#include "qwisp/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,7 +89,6 @@ typedef struct job {
 } job;
 
 struct qw_stream {
-    const qw_model *m;
     int32_t n_layer, n_expert, c;
     layer *layers;
     char *arena;
@@ -393,20 +391,11 @@ void qw_stream_release(qw_stream *s, int32_t il) {
 
 uint64_t qw_stream_arena_bytes(const qw_stream *s) { return s->arena_bytes; }
 
-static int tensor_file_off(const qw_model *m, const qw_tensor *t, uint64_t *off, qw_error *err) {
-    const qw_gguf_tensor *gt = qw_gguf_find_tensor(m->gguf, t->name);
-    if (!gt) return qw_fail(err, "%s: tensor '%s' vanished", qw_gguf_path(m->gguf), t->name);
-    *off = (uint64_t)qw_gguf_data_offset(m->gguf) + gt->offset;
-    return 0;
-}
-
-qw_stream *qw_stream_open(const qw_model *m, const qw_stream_config *cfg, qw_experts_counters *ctr,
+qw_stream *qw_stream_open(const qw_expert_layout *l, const qw_stream_config *cfg, qw_experts_counters *ctr,
                           qw_error *err) {
-    const qw_hparams *hp = &m->hp;
     qw_stream *s = qw_xcalloc(1, sizeof *s);
-    s->m = m;
-    s->n_layer = hp->n_layer;
-    s->n_expert = hp->n_expert;
+    s->n_layer = l->n_layer;
+    s->n_expert = l->n_expert;
     s->c = cfg->c;
     s->ctr = ctr;
     s->throttle_bps = cfg->throttle_bps;
@@ -416,7 +405,7 @@ qw_stream *qw_stream_open(const qw_model *m, const qw_stream_config *cfg, qw_exp
     pthread_mutex_init(&s->thr_mu, NULL);
     pthread_cond_init(&s->job_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
-    snprintf(s->path, sizeof s->path, "%s", qw_gguf_path(m->gguf));
+    snprintf(s->path, sizeof s->path, "%s", l->path);
     if (s->c < 1 || s->c > s->n_expert) {
         qw_fail(err, "streaming tier: C=%d outside 1..%d", s->c, s->n_expert);
         goto fail;
@@ -430,8 +419,7 @@ qw_stream *qw_stream_open(const qw_model *m, const qw_stream_config *cfg, qw_exp
     atomic_store(&s->use_direct, s->fd_direct >= 0);
     posix_fadvise(s->fd_buf, 0, 0, POSIX_FADV_RANDOM);
 
-    const qw_layer *L0 = &m->layers[0];
-    const size_t mb[3] = {L0->gate_exps.matrix_bytes, L0->up_exps.matrix_bytes, L0->down_exps.matrix_bytes};
+    const size_t mb[3] = {l->parts[0][0].matrix_bytes, l->parts[0][1].matrix_bytes, l->parts[0][2].matrix_bytes};
     size_t slot_bytes = 0;
     for (int p = 0; p < 3; p++) {
         s->part_cap[p] = ((mb[p] + ALIGN - 1) / ALIGN + 1) * ALIGN; /* slice widened to pages */
@@ -450,15 +438,14 @@ qw_stream *qw_stream_open(const qw_model *m, const qw_stream_config *cfg, qw_exp
     char *p = s->arena;
     for (int32_t il = 0; il < s->n_layer; il++) {
         layer *L = &s->layers[il];
-        const qw_layer *ml = &m->layers[il];
-        const qw_tensor *ts[3] = {&ml->gate_exps, &ml->up_exps, &ml->down_exps};
+        const qw_expert_part *ts = l->parts[il];
         for (int q = 0; q < 3; q++) {
-            if (ts[q]->matrix_bytes != mb[q]) {
+            if (ts[q].matrix_bytes != mb[q]) {
                 qw_fail(err, "%s: layer %d's %s has %zu bytes per expert, layer 0's %zu (mixed layers are not streamed)",
-                        s->path, il, ts[q]->name, ts[q]->matrix_bytes, mb[q]);
+                        s->path, il, ts[q].name, ts[q].matrix_bytes, mb[q]);
                 goto fail;
             }
-            if (tensor_file_off(m, ts[q], &L->file_off[q], err)) goto fail;
+            L->file_off[q] = ts[q].file_off;
             L->mbytes[q] = mb[q];
         }
         L->slots = qw_xcalloc((size_t)s->c, sizeof(slot));

@@ -3,7 +3,7 @@
  *
  * This is deliberately separate from kernels/quant.h (qw_type_*): the format
  * layer must validate and describe files holding types qwisp cannot compute
- * with (q4_K, iq2_xxs, …) so that `qwisp info` and the reader work on any
+ * with (q5_0, q4_1, iq2_xxs, tq1_0, …) so that `qwisp info` and the reader work on any
  * GGUF, while quant.h speaks only for the types the kernels implement.
  * Ids that ggml has retired (4, 5, 31–33, 36–38) are unknown here: no GGUF
  * may contain them.

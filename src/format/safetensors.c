@@ -20,7 +20,6 @@
  */
 #include "qwisp/safetensors.h"
 
-#include "qwisp/quant.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>

@@ -9,26 +9,21 @@
  * transformers) nothing is rounded: q, k, p and v stay f32.
  *
  * The V accumulation runs SIMD over head_dim (qw_axpy_f16: F16C conversion,
- * multiply then add, the same bits as the scalar loop it replaced).  At the
- * AVX-512 level both loops over positions run in attention_avx512.c for
- * head_dim 64 / 128 / 256, with the same bits again.
+ * multiply then add, the same bits as the scalar loop it replaced).  A level
+ * whose kernel table has the specialised loops (attn_scores_f16 /
+ * attn_values_f16: AVX-512, attention_avx512.c, head_dim 64 / 128 / 256) runs
+ * both loops over positions there, with the same bits again.
  *
  * Work items are (token, head) pairs handed to the thread pool; each thread
  * owns a slice of `scratch` for its scores and converted query.  Scratch grows
  * with the context length (n_pos), never with its square.
  */
+#include "kernels/quant_impl.h"
 #include "qwisp/ops.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
-
-/* attention_avx512.c: the score and value loops of one query row, the bits of
- * the per-position dot / axpy calls below; false for head_dims they lack. */
-bool qw_attn_scores_f16_avx512(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
-                               float *scores);
-bool qw_attn_values_f16_avx512(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
-                               float *out);
 
 size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim) {
     /* per thread: scores [n_pos] f32, the probabilities as f16 [n_pos], q as f16
@@ -63,7 +58,10 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
     float *acc = (float *)(((uintptr_t)(q16 + D) + 63) & ~(uintptr_t)63);
 
     const qw_vec_dot_fn dot16 = qw_vec_dot_get(QW_TYPE_F16);
-    const bool avx512 = !f32 && qw_simd_isa() >= QW_ISA_AVX512;
+    const qw_kernel_table *kt = qw_kernels_active();
+    /* the level's specialised loops, NULL where it has none (f32 cache: never) */
+    const __typeof__(kt->attn_scores_f16) loop_scores = f32 ? NULL : kt->attn_scores_f16;
+    const __typeof__(kt->attn_values_f16) loop_values = f32 ? NULL : kt->attn_values_f16;
     for (int64_t item = i0; item < i1; item++) {
         const int64_t t = item / j->n_head, h = item % j->n_head, hkv = h / group;
         const int64_t n_pos = j->pos0 + t + 1; /* causal: positions 0..pos */
@@ -72,7 +70,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
         if (!f32) qw_quantize_row(QW_TYPE_F16, q, q16, D);
 
         float mx = -INFINITY;
-        if (avx512 && qw_attn_scores_f16_avx512(q16, j->k + head_off, kv_stride, n_pos, D, scores)) {
+        if (loop_scores && loop_scores(q16, j->k + head_off, kv_stride, n_pos, D, scores)) {
             for (int64_t s = 0; s < n_pos; s++) {
                 scores[s] *= j->scale;
                 mx = scores[s] > mx ? scores[s] : mx;
@@ -100,7 +98,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
             qw_dequantize_row(QW_TYPE_F16, p16, scores, n_pos);
         }
         float *out = j->out + (t * j->n_head + h) * D;
-        if (avx512 && qw_attn_values_f16_avx512(scores, j->v + head_off, kv_stride, n_pos, D, out)) continue;
+        if (loop_values && loop_values(scores, j->v + head_off, kv_stride, n_pos, D, out)) continue;
         memset(acc, 0, (size_t)D * sizeof(float));
         for (int64_t s = 0; s < n_pos; s++) {
             const char *vr = j->v + (size_t)s * kv_stride + head_off;

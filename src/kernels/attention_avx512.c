@@ -1,8 +1,8 @@
 /* attention_avx512.c — the two inner loops of attention over an f16 KV cache
  * (attention.c), for one query row against a run of cached positions:
  *
- *   qw_attn_scores_f16_avx512: scores[s] = dot(k_s, q16) for s < n_pos;
- *   qw_attn_values_f16_avx512: out = sum over s of p[s] * v_s (p[s] == 0 skipped).
+ *   qw_avx512_attn_scores_f16: scores[s] = dot(k_s, q16) for s < n_pos;
+ *   qw_avx512_attn_values_f16: out = sum over s of p[s] * v_s (p[s] == 0 skipped).
  *
  * They give exactly the bits of the per-position kernel calls they replace —
  * the AVX-512 qw_vec_dot F16 (four 16-lane accumulators over 64-element
@@ -14,6 +14,8 @@
  * Compiled for head_dim 64, 128 and 256 (the register arrays need a constant
  * size); both return false for any other, and the caller keeps its loop.
  */
+#include "kernels/quant_impl.h"
+
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -64,14 +66,14 @@ static inline __attribute__((always_inline)) void values_d(const float *p, const
     default: return false;                                                                                     \
     }
 
-bool qw_attn_scores_f16_avx512(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
+bool qw_avx512_attn_scores_f16(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
                                float *scores) {
 #define SCORES(d) scores_d(q16, k, kv_stride, n_pos, scores, d)
     FOR_HEAD_DIM(D, SCORES)
 #undef SCORES
 }
 
-bool qw_attn_values_f16_avx512(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
+bool qw_avx512_attn_values_f16(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
                                float *out) {
 #define VALUES(d) values_d(p, v, kv_stride, n_pos, out, d)
     FOR_HEAD_DIM(D, VALUES)

@@ -4,6 +4,8 @@
  * vec_dot_f32 / vec_mad_f32 in an AVX-512 build, so for state sizes that are
  * multiples of 64 (the real model's 128) the roundings match llama.cpp's.
  */
+#include "kernels/quant_impl.h"
+
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -32,7 +34,7 @@ static void mad(float *y, const float *x, float v, int64_t n) {
     for (int64_t i = np; i < n; i++) y[i] += x[i] * v;
 }
 
-void qw_delta_step_avx512(float *M, const float *q, const float *k, const float *v, float decay, float beta,
+void qw_avx512_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta,
                           float scale, int64_t S, float *o) {
     const int64_t n = S * S, n16 = n & ~(int64_t)15;
     const __m512 dv = _mm512_set1_ps(decay);

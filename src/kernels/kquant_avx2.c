@@ -347,4 +347,5 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 }
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
-const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, dot_q4_K, dot_q5_K, dot_q6_K, NULL, gemm_q4_K, GEMM_Q6_K};
+const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, dot_q4_K,       dot_q5_K,
+                                    dot_q6_K, qw_ref_dot_q8_K, gemm_q4_K, GEMM_Q6_K};

@@ -18,8 +18,9 @@
  *     build is ISO C11 (-ffp-contract=off), so no FMA sneaks into the float
  *     expression in one file and not another.
  *
- * qw_kq_dots is the per-level dot table; quant.c picks one alongside its
- * qw_kernel_table.  A level may point at a lower level's kernel.
+ * qw_kq_dots is the per-level K-quant part of a level's qw_kernel_table
+ * (its .kq); each is complete, a level pointing at a lower level's kernel
+ * where it has none of its own (Q8_K x Q8_K: the reference everywhere).
  */
 #ifndef QWISP_KERNELS_KQUANT_IMPL_H
 #define QWISP_KERNELS_KQUANT_IMPL_H
@@ -54,6 +55,7 @@ static inline bool qw_is_kquant(qw_type type) { return type >= QW_TYPE_Q2_K && t
 void qw_kq_quantize(qw_type type, const float *x, void *dst, int64_t n);
 void qw_kq_dequantize(qw_type type, const void *src, float *y, int64_t n);
 void qw_ref_quantize_q8_K(const float *x, void *dst, int64_t n);
+void qw_ref_dot_q8_K(int64_t n, float *s, const void *w, const void *x);
 
 /* One block's integer form; see the header comment. */
 typedef struct {

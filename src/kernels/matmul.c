@@ -171,11 +171,3 @@ void qw_matmul_q(qw_threadpool *tp, qw_type wtype, const void *w, size_t w_row_b
     qw_mm_task t = {w, w_row_bytes, n_rows, xq, idx, n_tok, y, ldy};
     qw_matmul_batch(tp, wtype, k, &t, 1);
 }
-
-void qw_matmul_q2(qw_threadpool *tp, qw_type wtype, const void *w0, const void *w1,
-                  size_t w_row_bytes, int64_t n_rows, int64_t k, const void *xq, const int32_t *idx,
-                  int64_t n_tok, float *y0, float *y1, int64_t ldy) {
-    qw_mm_task t[2] = {{w0, w_row_bytes, n_rows, xq, idx, n_tok, y0, ldy},
-                       {w1, w_row_bytes, n_rows, xq, idx, n_tok, y1, ldy}};
-    qw_matmul_batch(tp, wtype, k, t, 2);
-}

@@ -43,10 +43,6 @@ void qw_rope_neox_partial(float *x, int64_t n_heads, int64_t head_dim, int64_t n
     }
 }
 
-void qw_rope_neox(float *x, int64_t n_heads, int64_t head_dim, int32_t pos, float base) {
-    qw_rope_neox_partial(x, n_heads, head_dim, head_dim, pos, base);
-}
-
 void qw_softmax(float *x, int64_t n) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;

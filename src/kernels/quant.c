@@ -5,7 +5,8 @@
  * detection, and the active kernel table that every public qw_* kernel entry
  * point goes through.
  *
- * Dispatch: the first call detects the CPU once (__builtin_cpu_supports, which
+ * Dispatch: one kernel table per level (quant_impl.h), indexed by an enum;
+ * the first call detects the CPU once (__builtin_cpu_supports, which
  * also checks that the OS saves the AVX/AVX-512 register state) and picks the
  * best level: "avx512" needs avx512f+bw+vl+vnni (its bf16 dot additionally
  * needs avx512bf16 and its Q4_0 kernels avx512vbmi, else the AVX2 ones are
@@ -96,17 +97,28 @@ qw_type qw_vec_dot_type(qw_type type) {
 
 /* ---- CPU detection and the active table -------------------------------- */
 
-/* AVX-512 features some AVX-512 VNNI CPUs lack; the bits say which AVX-512
- * kernels are replaced by the AVX2 level's (tables are indexed by them). */
-enum { MISS_BF16 = 1, MISS_VBMI = 2, MISS_ALL = 3 };
-
-static int g_cpu_level = -1; /* best qw_isa the CPU supports, once detected */
-static int g_cpu_missing = 0; /* MISS_* bits of the features this CPU lacks */
-static qw_kernel_table g_avx512_patched[MISS_ALL + 1]; /* [0] unused: the full table */
-static const qw_kernel_table *g_active = NULL;
+/* The levels, best first, in qw_simd_levels' order: one kernel table each.
+ * The four AVX-512 ones differ by the features a CPU may lack (bits
+ * MISS_BF16 / MISS_VBMI = the enum's offset from QW_LEVEL_AVX512), whose
+ * kernels come from the AVX2 table. */
+typedef enum {
+    QW_LEVEL_AVX512 = 0,
+    QW_LEVEL_AVX512_NOBF16 = 1,
+    QW_LEVEL_AVX512_NOVBMI = 2,
+    QW_LEVEL_AVX512_NOVBMI_NOBF16 = 3,
+    QW_LEVEL_AVX2 = 4,
+    QW_LEVEL_SCALAR = 5,
+    QW_N_LEVELS
+} qw_level;
+enum { MISS_BF16 = 1, MISS_VBMI = 2 };
 
 const char *const qw_simd_levels[] = {"avx512", "avx512-nobf16", "avx512-novbmi", "avx512-novbmi-nobf16",
                                       "avx2", "scalar", NULL};
+
+static qw_kernel_table g_tables[QW_N_LEVELS]; /* filled once by detect_cpu */
+static qw_level g_cpu_best = QW_LEVEL_SCALAR;  /* best level this CPU runs */
+static bool g_detected = false;
+static const qw_kernel_table *g_active = NULL;
 
 /* F16C is CPUID leaf 1, ECX bit 29; read directly because clang 14's
  * __builtin_cpu_supports does not know the name. */
@@ -119,7 +131,7 @@ static bool cpu_has_f16c(void) {
 /* The AVX-512 table with the kernels named by `missing` taken from AVX2. */
 static void build_patched(qw_kernel_table *t, int missing) {
     *t = qw_kernels_avx512;
-    t->name = qw_simd_levels[missing]; /* the order of qw_simd_levels follows the bits */
+    t->name = qw_simd_levels[QW_LEVEL_AVX512 + missing];
     if (missing & MISS_BF16) t->dot_bf16 = qw_kernels_avx2.dot_bf16;
     if (missing & MISS_VBMI) { /* Q4_0 dot and tiles together: the tiles give the dot's bits */
         t->dot_q4_0 = qw_kernels_avx2.dot_q4_0;
@@ -130,77 +142,65 @@ static void build_patched(qw_kernel_table *t, int missing) {
 
 static void detect_cpu(void) {
     __builtin_cpu_init();
-    int level = QW_ISA_SCALAR;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-        level = QW_ISA_AVX2;
-    if (level == QW_ISA_AVX2 && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512vnni"))
-        level = QW_ISA_AVX512;
-    int missing = 0;
-    if (!__builtin_cpu_supports("avx512bf16")) missing |= MISS_BF16;
-    if (!__builtin_cpu_supports("avx512vbmi")) missing |= MISS_VBMI;
     /* Built before g_active is published, so readers never see a half-copied
      * table; racing first calls write the same bytes. */
-    for (int m = 1; m <= MISS_ALL; m++) build_patched(&g_avx512_patched[m], m);
-    g_cpu_missing = missing;
-    g_cpu_level = level;
-}
-
-/* `missing`: features the caller asks to do without, on top of the CPU's. */
-static const qw_kernel_table *table_for(int level, int missing) {
-    if (level >= QW_ISA_AVX512) {
-        missing |= g_cpu_missing;
-        return missing ? &g_avx512_patched[missing] : &qw_kernels_avx512;
+    for (int m = 0; m <= (MISS_BF16 | MISS_VBMI); m++) build_patched(&g_tables[QW_LEVEL_AVX512 + m], m);
+    g_tables[QW_LEVEL_AVX2] = qw_kernels_avx2;
+    g_tables[QW_LEVEL_SCALAR] = qw_kernels_ref;
+    qw_level best = QW_LEVEL_SCALAR;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) best = QW_LEVEL_AVX2;
+    if (best == QW_LEVEL_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
+        int missing = 0;
+        if (!__builtin_cpu_supports("avx512bf16")) missing |= MISS_BF16;
+        if (!__builtin_cpu_supports("avx512vbmi")) missing |= MISS_VBMI;
+        best = (qw_level)(QW_LEVEL_AVX512 + missing);
     }
-    if (level == QW_ISA_AVX2) return &qw_kernels_avx2;
-    return &qw_kernels_ref;
+    g_cpu_best = best;
+    __atomic_store_n(&g_detected, true, __ATOMIC_RELEASE);
 }
 
-static inline const qw_kernel_table *active(void) {
+/* The level this CPU runs for a requested one: the request lowered to the
+ * CPU's best, an AVX-512 request keeping the CPU's missing features. */
+static qw_level runnable(qw_level want) {
+    const bool want512 = want <= QW_LEVEL_AVX512_NOVBMI_NOBF16, cpu512 = g_cpu_best <= QW_LEVEL_AVX512_NOVBMI_NOBF16;
+    if (want512 && cpu512) return (qw_level)(QW_LEVEL_AVX512 + ((want - QW_LEVEL_AVX512) | (g_cpu_best - QW_LEVEL_AVX512)));
+    return want > g_cpu_best ? want : g_cpu_best; /* a larger enum value is a lower level */
+}
+
+const qw_kernel_table *qw_kernels_active(void) {
     const qw_kernel_table *t = __atomic_load_n(&g_active, __ATOMIC_ACQUIRE);
     if (__builtin_expect(t != NULL, 1)) return t;
     /* Racing first calls each detect the same answer; the store is idempotent. */
-    detect_cpu();
-    t = table_for(g_cpu_level, 0);
+    if (!__atomic_load_n(&g_detected, __ATOMIC_ACQUIRE)) detect_cpu();
+    t = &g_tables[g_cpu_best];
     __atomic_store_n(&g_active, t, __ATOMIC_RELEASE);
     return t;
 }
+
+static inline const qw_kernel_table *active(void) { return qw_kernels_active(); }
 
 const char *qw_simd_level(void) { return active()->name; }
 
 qw_isa qw_simd_isa(void) { return active()->isa; }
 
 int qw_simd_force(const char *level) {
-    int want = -1, missing = 0;
     if (!level) return -1;
-    for (int i = 0; qw_simd_levels[i]; i++) {
+    for (int i = 0; i < QW_N_LEVELS; i++) {
         if (strcasecmp(level, qw_simd_levels[i]) != 0) continue;
-        if (i <= MISS_ALL) want = QW_ISA_AVX512, missing = i;
-        else want = i == MISS_ALL + 1 ? QW_ISA_AVX2 : QW_ISA_SCALAR;
+        (void)active(); /* make sure the CPU has been detected */
+        __atomic_store_n(&g_active, &g_tables[runnable((qw_level)i)], __ATOMIC_RELEASE);
+        return 0;
     }
-    if (want < 0) return -1;
-    (void)active(); /* make sure the CPU has been detected */
-    if (want > g_cpu_level) want = g_cpu_level;
-    __atomic_store_n(&g_active, table_for(want, missing), __ATOMIC_RELEASE);
-    return 0;
+    return -1;
 }
 
 /* ---- public entry points ----------------------------------------------- */
 
-/* The K-quant dot (kquant_*.c) of the level whose main table is t; a level
- * without its own kernel for a type uses the next level down's. */
-static qw_vec_dot_fn kq_dot_of(const qw_kernel_table *t, qw_type type) {
-    qw_vec_dot_fn f = NULL;
-    if (t->isa >= QW_ISA_AVX512) f = qw_kq_dot_pick(&qw_kq_dots_avx512, type);
-    if (!f && t->isa >= QW_ISA_AVX2) f = qw_kq_dot_pick(&qw_kq_dots_avx2, type);
-    return f ? f : qw_kq_dot_pick(&qw_kq_dots_ref, type);
-}
-
 static qw_vec_dot_fn dot_of(const qw_kernel_table *t, qw_type type) {
     switch (type) {
     case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
-    case QW_TYPE_Q8_K: return kq_dot_of(t, type);
+    case QW_TYPE_Q8_K: return qw_kq_dot_pick(t->kq, type);
     case QW_TYPE_F32: return t->dot_f32;
     case QW_TYPE_F16: return t->dot_f16;
     case QW_TYPE_BF16: return t->dot_bf16;
@@ -216,12 +216,9 @@ qw_gemm_fn qw_gemm_get(qw_type type) {
     const qw_kernel_table *t = active();
     if (type == QW_TYPE_Q8_0) return t->gemm_q8_0;
     if (type == QW_TYPE_Q4_0) return t->gemm_q4_0;
-    if ((type == QW_TYPE_Q4_K || type == QW_TYPE_Q6_K) && t->isa >= QW_ISA_AVX2) {
-        /* the tile of the level whose dot kq_dot_of picks, so bits agree */
-        const bool own = t->isa >= QW_ISA_AVX512 && qw_kq_dot_pick(&qw_kq_dots_avx512, type);
-        const qw_kq_dots *k = own ? &qw_kq_dots_avx512 : &qw_kq_dots_avx2;
-        return type == QW_TYPE_Q4_K ? k->gemm_q4_K : k->gemm_q6_K;
-    }
+    /* the level's own tile, from the same file as its dot, so bits agree */
+    if (type == QW_TYPE_Q4_K) return t->kq->gemm_q4_K;
+    if (type == QW_TYPE_Q6_K) return t->kq->gemm_q6_K;
     return NULL;
 }
 

@@ -25,19 +25,7 @@
 #include <string.h>
 
 #include "kernels/quant_impl.h"
-
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline uint16_t load_u16(const void *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+#include "kernels/simd_x86.h"
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -292,4 +280,6 @@ const qw_kernel_table qw_kernels_avx2 = {
     .dot_f32v = dot_f32v,
     .axpy_f32 = axpy_f32,
     .axpy_f16 = axpy_f16,
+    .kq = &qw_kq_dots_avx2,
+    .delta_step = qw_ref_delta_step,
 };

@@ -22,19 +22,7 @@
 #include <string.h>
 
 #include "kernels/quant_impl.h"
-
-static inline uint16_t load_u16(const void *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline float hsum8(__m256 v) {
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    return _mm_cvtss_f32(t);
-}
+#include "kernels/simd_x86.h"
 
 static inline __mmask16 tail16(int64_t r) { return (__mmask16)((1u << r) - 1u); }
 static inline __mmask32 tail32(int64_t r) { return (__mmask32)(r >= 32 ? 0xffffffffu : (1u << r) - 1u); }
@@ -124,7 +112,7 @@ static inline float scale1(uint16_t dw, uint16_t dx) { return _cvtsh_ss(dw) * _c
  * llama.cpp's bits; any other (two accumulators, 16 lanes) differs in the
  * last bit, and on Q8_0 models such last-bit differences flip the rounding
  * of a later Q8_0 / f16 conversion now and then, which grows to 1e-2 in the
- * logprobs.  The tiles in gemm_avx512.c keep this order too. */
+ * logprobs.  The tiles in q8_0_avx512.c keep this order too. */
 static void dot_q8_0(int64_t n, float *s, const void *wv, const void *xv) {
     const qw_block_q8_0 *w = wv, *x = xv;
     const int64_t nb = n / QW_QK8_0;
@@ -271,4 +259,8 @@ const qw_kernel_table qw_kernels_avx512 = {
     .gemv_q8_0 = qw_avx512_gemv_q8_0,
     .gemv_q4_0 = qw_avx512_gemv_q4_0,
     .axpy_f16 = axpy_f16,
+    .kq = &qw_kq_dots_avx512,
+    .attn_scores_f16 = qw_avx512_attn_scores_f16,
+    .attn_values_f16 = qw_avx512_attn_values_f16,
+    .delta_step = qw_avx512_delta_step,
 };

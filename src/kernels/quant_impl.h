@@ -1,11 +1,18 @@
-/* quant_impl.h — private to kernels/quant*.c: the per-ISA kernel table.
+/* quant_impl.h — private to kernels/: the per-ISA kernel table.
  *
- * Each ISA file (quant_ref.c, quant_avx2.c, quant_avx512.c) exports one
- * constant table of function pointers; quant.c picks one at run time from the
- * CPU's features and routes the public qw_* entry points through it.  A table
- * never points at code the CPU it was selected for cannot run, with one
- * exception resolved in quant.c: the AVX-512 table's bf16 dot needs
- * AVX512_BF16, and when that is missing the AVX2 entry is patched in.
+ * One table per SIMD level holds every kernel whose code depends on the
+ * level: the dots of every type (the K-quants' through their own per-level
+ * table, kquant_impl.h), conversions, the GEMM/GEMV tiles, the attention
+ * inner loops and the gated-delta step.  Each ISA file (quant_ref.c,
+ * quant_avx2.c, quant_avx512.c) exports one constant table; quant.c picks one
+ * at run time by level (an enum, qw_simd_levels' order) and every public
+ * qw_* entry point — and attention.c / delta.c, through qw_kernels_active —
+ * goes through it: no kernel tests the CPU or a level's name itself.  A new
+ * ISA (or a backend's CPU-side twin) is one more table and one more level.
+ * A table never points at code the CPU it was selected for cannot run, with
+ * one exception resolved in quant.c: the AVX-512 table's bf16 dot needs
+ * AVX512_BF16 and its Q4_0 kernels AVX512_VBMI, and when those are missing
+ * the AVX2 entries are patched in (the "avx512-no…" levels).
  *
  * Contracts (same at every level):
  *   vec_dot[T](n, s, w, x): *s = dot of n elements; w is a row of type T, x a
@@ -20,6 +27,9 @@
 #define QWISP_KERNELS_QUANT_IMPL_H
 
 #include "qwisp/quant.h"
+#include "kernels/kquant_impl.h"
+
+#include <stdbool.h>
 
 typedef struct qw_kernel_table {
     const char *name; /* "scalar", "avx2", "avx512" (or a patched "avx512-no…", quant.c) */
@@ -44,7 +54,22 @@ typedef struct qw_kernel_table {
     qw_gemm_fn gemv_q4_0;
     /* y[i] += a * f16(x[i]), as mul then add (two roundings, like the reference). */
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
+    /* Q2_K..Q6_K (+ Q8_K) dots and the Q4_K/Q6_K tiles of this level (complete:
+     * a level without its own kernel for a type points at a lower level's) */
+    const qw_kq_dots *kq;
+    /* attention over an f16 cache, one query row's score and value loops
+     * (attention.c); NULL = the generic per-position loop; false from the
+     * kernel = this head_dim has no specialised form */
+    bool (*attn_scores_f16)(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
+                            float *scores);
+    bool (*attn_values_f16)(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D, float *out);
+    /* one token of the gated delta rule for one head (delta.c, ops.h) */
+    void (*delta_step)(float *M, const float *q, const float *k, const float *v, float decay, float beta,
+                       float scale, int64_t S, float *o);
 } qw_kernel_table;
+
+/* The table every kernel runs from now (quant.c; detects the CPU on first use). */
+const qw_kernel_table *qw_kernels_active(void);
 
 void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
@@ -55,6 +80,12 @@ void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
 void qw_avx512_dot_q4_0(int64_t n, float *s, const void *w, const void *x);
 void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
+bool qw_avx512_attn_scores_f16(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
+                               float *scores);
+bool qw_avx512_attn_values_f16(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
+                               float *out);
+void qw_avx512_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta,
+                          float scale, int64_t S, float *o);
 
 /* Decode streams weight rows from DRAM once, in order; with the hardware
  * prefetcher alone a row loop read at a third of the bandwidth here (7 vs
@@ -93,5 +124,7 @@ void qw_ref_bf16_to_f32(const uint16_t *x, float *y, int64_t n);
 float qw_ref_dot_f32v(const float *a, const float *b, int64_t n);
 void qw_ref_axpy_f32(float *y, float a, const float *x, int64_t n);
 void qw_ref_axpy_f16(float *y, float a, const uint16_t *x, int64_t n);
+void qw_ref_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta,
+                       float scale, int64_t S, float *o);
 
 #endif

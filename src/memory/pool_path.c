@@ -1,7 +1,8 @@
 /* pool_path.c — the per-path pool policy: each execution path calls
  * qw_pool_apply_path() when it starts, which sets the fit rule
  * (QWISP_POOL_FIT) and the path's cache limit from the knob table:
- *   serialize (qwisp run, later serve without lanes): QWISP_PREFILL_CACHE_MB
+ *   serialize (qwisp run through run_memory.c, serve without lanes
+ *     through runtime/serialize.c): QWISP_PREFILL_CACHE_MB
  *     (alias QWISP_PREFILL_MLX_CACHE_MB), unset or 0 = unbounded;
  *   lanes: QWISP_LANE_CACHE_MB (alias QWISP_LANE_MLX_CACHE_MB), default 2048.
  * Setting a limit trims what is already cached to it.  The values were

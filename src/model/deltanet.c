@@ -17,7 +17,7 @@
  * after a chunk is the state after its last token, so the result does not
  * depend on how a prompt is cut into chunks.
  */
-#include "forward.h"
+#include "layers.h"
 #include "qwisp/ops.h"
 
 #include <math.h>

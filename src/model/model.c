@@ -4,12 +4,16 @@
  * qw_tensor points into the read-only mapping owned by the qw_gguf handle.
  *
  * Architectures: qwen3moe (here) and qwen35moe (its keys and tensors:
- * qwen35moe_load.c); one forward pass runs both (qwen3moe.c + deltanet.c).
+ * qwen35moe_load.c); one forward pass runs both (forward.c and its blocks).
  * Anything else is refused with the architecture's name.
+ *
+ * Loading is mechanism only: it also describes the model to experts/ (the
+ * expert layout: file offsets and sizes of each layer's merged expert
+ * tensors) and states its sizes for the tier decision, but the caller, who
+ * knows the real context, decides the tier (runtime/place.c).
  */
 #include "model_load.h"
 #include "qwisp/experts.h"
-#include "qwisp/options.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,15 +195,24 @@ qw_model *qw_model_load(const char *path, qw_error *err) {
         if ((hp->arch_id == QW_ARCH_QWEN35MOE ? qw_qwen35moe_bind_layer : bind_layer)(g, hp, il, &m->layers[il], err))
             goto fail;
 
-    for (size_t i = 0; i < qw_gguf_n_tensors(g); i++) m->weight_bytes += qw_gguf_tensor_at(g, i)->nbytes;
-    /* Expert tier (experts/tier.c): from QWISP_RAW_C or RAM vs sizes, KV sized by QWISP_CTX. */
-    qw_tier_input tin;
-    qw_tier_decision dec;
-    if (qw_tier_input_for(m, (int32_t)qw_opt_int(QW_OPT_CTX), &tin, err)) goto fail;
-    qw_tier_decide(&tin, &dec);
-    m->experts = qw_experts_open(m, &dec, err);
-    if (!m->experts) goto fail;
-    qw_log(dec.tier == QW_TIER_STREAMING ? QW_LOG_WARN : QW_LOG_INFO, "%s", dec.line);
+    m->n_weight_ranges = qw_gguf_n_tensors(g);
+    m->weight_ranges = qw_xcalloc(m->n_weight_ranges ? m->n_weight_ranges : 1, sizeof *m->weight_ranges);
+    for (size_t i = 0; i < m->n_weight_ranges; i++) {
+        const qw_gguf_tensor *t = qw_gguf_tensor_at(g, i);
+        m->weight_bytes += t->nbytes;
+        m->weight_ranges[i] = (qw_mapped_range){t->data, (size_t)t->nbytes};
+    }
+    m->expert_parts = qw_xcalloc((size_t)hp->n_layer, sizeof *m->expert_parts);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const qw_layer *L = &m->layers[il];
+        const qw_tensor *ts[3] = {&L->gate_exps, &L->up_exps, &L->down_exps};
+        for (int q = 0; q < 3; q++) {
+            const qw_gguf_tensor *gt = qw_gguf_find_tensor(g, ts[q]->name);
+            m->expert_parts[il][q] = (qw_expert_part){ts[q]->name, ts[q]->data,
+                                                      (uint64_t)qw_gguf_data_offset(g) + gt->offset,
+                                                      ts[q]->matrix_bytes};
+        }
+    }
     return m;
 fail:
     qw_model_free(m);
@@ -209,6 +222,8 @@ fail:
 void qw_model_free(qw_model *m) {
     if (!m) return;
     qw_experts_close(m->experts);
+    free(m->expert_parts);
+    free(m->weight_ranges);
     free(m->layers);
     qw_gguf_close(m->gguf);
     free(m);
@@ -245,4 +260,54 @@ uint64_t qw_model_active_bytes(const qw_model *m) {
              (L->gate_exps.matrix_bytes + L->up_exps.matrix_bytes + L->down_exps.matrix_bytes);
     }
     return b;
+}
+
+qw_expert_layout qw_model_expert_layout(const qw_model *m) {
+    return (qw_expert_layout){.path = qw_gguf_path(m->gguf),
+                              .n_layer = m->hp.n_layer,
+                              .n_expert = m->hp.n_expert,
+                              .parts = (const qw_expert_part(*)[3])m->expert_parts,
+                              .weights = m->weight_ranges,
+                              .n_weights = m->n_weight_ranges};
+}
+
+void qw_model_set_experts(qw_model *m, qw_experts *x) {
+    if (m->experts != x) qw_experts_close(m->experts);
+    m->experts = x;
+}
+
+void qw_model_tier_sizes(const qw_model *m, int64_t kv_positions, qw_tier_input *in) {
+    const qw_hparams *hp = &m->hp;
+    *in = (qw_tier_input){0};
+    in->raw_c = -1;
+    in->n_layer = hp->n_layer;
+    in->n_expert = hp->n_expert;
+    in->n_expert_used = hp->n_expert_used;
+    uint64_t slot = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const qw_layer *L = &m->layers[il];
+        in->expert_bytes += (uint64_t)hp->n_expert *
+                            (L->gate_exps.matrix_bytes + L->up_exps.matrix_bytes + L->down_exps.matrix_bytes);
+    }
+    if (hp->n_layer > 0) {
+        const qw_layer *L = &m->layers[0];
+        const size_t mb[3] = {L->gate_exps.matrix_bytes, L->up_exps.matrix_bytes, L->down_exps.matrix_bytes};
+        for (int i = 0; i < 3; i++) slot += ((mb[i] + 4095) / 4096 + 1) * 4096; /* read alignment */
+    }
+    in->slot_bytes = slot;
+    in->nonexpert_bytes = m->weight_bytes > in->expert_bytes ? m->weight_bytes - in->expert_bytes : 0;
+    /* An untied token embedding is gathered a row per token, never streamed
+     * whole, so its pages barely count (151k x 1024 Q8_0 is 165 MB of which a
+     * run touches a few hundred KB).  Tied, it is also the LM head: all of it. */
+    if (!m->tied_output) {
+        const uint64_t embd = m->tok_embd.row_bytes * (uint64_t)m->tok_embd.ne[1];
+        in->nonexpert_bytes = in->nonexpert_bytes > embd ? in->nonexpert_bytes - embd : 0;
+    }
+    if (kv_positions <= 0) kv_positions = hp->n_ctx_train;
+    /* f16 K and V of the attention layers, plus the Gated DeltaNet layers'
+     * recurrent state, which does not grow with the context */
+    int n_attn = 0;
+    for (int il = 0; il < hp->n_layer; il++) n_attn += !m->layers[il].recurrent;
+    in->kv_bytes = (uint64_t)n_attn * (uint64_t)kv_positions * 2u * (uint64_t)hp->n_head_kv * hp->head_dim * 2u +
+                   qw_model_state_bytes(m);
 }

@@ -23,6 +23,7 @@
  */
 #include "job_queue.h"
 #include "qwisp/memdbg.h"
+#include "qwisp/place.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
 #include "qwisp/sched.h"
@@ -222,6 +223,8 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
         return NULL;
     }
     if (qw_pool_apply_path(QW_POOL_PATH_LANES, err)) return NULL;
+    /* the tier sees every lane's context and the workspace's */
+    if (qw_place_experts(cfg->model, (int64_t)n_lanes * cfg->n_ctx + 16, err)) return NULL;
     lanes *s = calloc(1, sizeof *s);
     if (!s) {
         qw_fail(err, "out of memory creating the lanes scheduler");

@@ -15,6 +15,7 @@
  */
 #include "job_queue.h"
 #include "qwisp/generate.h"
+#include "qwisp/place.h"
 #include "qwisp/pool.h"
 #include "qwisp/sched.h"
 
@@ -100,6 +101,7 @@ static const qw_sched_ops k_serial_ops = {
 
 qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
     if (qw_pool_apply_path(QW_POOL_PATH_SERIALIZE, err)) return NULL;
+    if (qw_place_experts(cfg->model, cfg->n_ctx, err)) return NULL;
     serial *s = calloc(1, sizeof *s);
     if (!s) {
         qw_fail(err, "out of memory creating the serialize scheduler");

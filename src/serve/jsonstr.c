@@ -9,7 +9,7 @@
  */
 #include "jsonstr.h"
 
-#include "textout.h"
+#include "text/textout.h"
 
 #include <stdint.h>
 #include <stdlib.h>

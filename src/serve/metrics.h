@@ -9,7 +9,7 @@
 #define QWISP_SERVE_METRICS_H
 
 #include "qwisp/sched.h"
-#include "textout.h"
+#include "text/textout.h"
 
 #include <stdatomic.h>
 

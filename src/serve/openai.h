@@ -8,7 +8,7 @@
 
 #include "qwisp/gguf.h"
 #include "qwisp/sampler.h"
-#include "textout.h"
+#include "text/textout.h"
 
 #include <cjson/cJSON.h>
 

@@ -3,7 +3,7 @@
  *
  * A generated model (16 experts, top-4, 3 layers, Q8_0) runs a 40-token
  * prompt in chunks of 16 (a chunk routes to more distinct experts than C, so
- * moe_block must work in groups of <= C pinned experts) and 12 greedy decode
+ * qw_moe_block must work in groups of <= C pinned experts) and 12 greedy decode
  * steps; every step's logits must be bit-identical to the resident tier's at
  * C = 4 (= top-k, the minimum), 7, 15 and 16.  Faults: QWISP_FAULT_READ=N
  * fails the N-th read with EIO — the eval fails with a message naming the
@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "qwisp/place.h"
 #include "qwisp/experts.h"
 #include "qwisp/gen_model.h"
 #include "qwisp/gguf.h"
@@ -45,6 +46,10 @@ static qw_model *load(const char *path, const char *raw_c) {
     qw_model *m = qw_model_load(path, &err);
     if (!m) fprintf(stderr, "load: %s\n", err.msg);
     assert_non_null(m);
+    /* the loader opens no source: the tier is the caller's (place.h) */
+    assert_null(m->experts);
+    if (qw_place_experts(m, 256, &err)) fprintf(stderr, "place: %s\n", err.msg);
+    assert_non_null(m->experts);
     return m;
 }
 
@@ -73,7 +78,7 @@ static int run_seq(qw_ctx *c, int32_t vocab, float *out, qw_error *err) {
 
 static qw_ctx *new_ctx(qw_model *m) {
     qw_error err = {0};
-    qw_ctx *c = qw_ctx_new(m, 256, 2, &err);
+    qw_ctx *c = qw_ctx_new_placed(m, 256, 2, &err);
     assert_non_null(c);
     qw_ctx_set_chunk_size(c, CHUNK);
     return c;

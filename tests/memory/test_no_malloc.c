@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "qwisp/place.h"
 #include "qwisp/gen_model.h"
 #include "qwisp/model.h"
 #include "qwisp/pool.h"
@@ -71,7 +72,7 @@ static void test_forward_and_sampling_make_no_malloc(void **state) {
     assert_int_equal(qw_gen_model_write(&p, path, &err), 0);
     qw_model *m = qw_model_load(path, &err);
     assert_non_null(m);
-    qw_ctx *c = qw_ctx_new(m, 1024, 2, &err);
+    qw_ctx *c = qw_ctx_new_placed(m, 1024, 2, &err);
     assert_non_null(c);
     qw_sampler_params sp = qw_sampler_default_params();
     sp.temp = 0.8f, sp.top_k = 40, sp.top_p = 0.9f, sp.min_p = 0.01f, sp.seed = 7;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "qwisp/place.h"
 #include "qwisp/gen_model.h"
 #include "qwisp/gguf.h"
 #include "qwisp/model.h"
@@ -73,13 +74,13 @@ static void check_chunking(const char *path) {
     int32_t ids[40];
     for (int i = 0; i < n; i++) ids[i] = (i * 37 + 11) % V;
 
-    qw_ctx *a = qw_ctx_new(m, 64, 2, &err);
+    qw_ctx *a = qw_ctx_new_placed(m, 64, 2, &err);
     assert_non_null(a);
     assert_int_equal(qw_ctx_eval(a, ids, n, QW_LOGITS_ALL, &err), 0);
     float *all = malloc((size_t)n * V * sizeof(float));
     memcpy(all, qw_ctx_logits(a), (size_t)n * V * sizeof(float));
 
-    qw_ctx *b = qw_ctx_new(m, 64, 1, &err);
+    qw_ctx *b = qw_ctx_new_placed(m, 64, 1, &err);
     assert_non_null(b);
     /* first 13 tokens as one chunk, then one at a time */
     assert_int_equal(qw_ctx_eval(b, ids, 13, QW_LOGITS_LAST, &err), 0);
@@ -128,7 +129,7 @@ static void check_against_scalar(const char *path) {
     float *got = malloc((size_t)n * V * sizeof(float));
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) assert_int_equal(qw_simd_force("scalar"), 0);
-        qw_ctx *c = qw_ctx_new(m, 64, 2, &err);
+        qw_ctx *c = qw_ctx_new_placed(m, 64, 2, &err);
         assert_non_null(c);
         assert_int_equal(qw_ctx_eval(c, ids, n, QW_LOGITS_ALL, &err), 0);
         const float *l = qw_ctx_logits(c);
@@ -162,11 +163,11 @@ static void test_kv_f32(void **state) {
     assert_non_null(m);
     int32_t ids[12];
     for (int i = 0; i < 12; i++) ids[i] = (i * 29 + 7) % m->hp.n_vocab;
-    qw_ctx *h = qw_ctx_new(m, 64, 1, &err);
+    qw_ctx *h = qw_ctx_new_placed(m, 64, 1, &err);
     assert_int_equal(qw_ctx_eval(h, ids, 12, QW_LOGITS_LAST, &err), 0);
     setenv("QWISP_KV_TYPE", "f32", 1);
     assert_int_equal(qw_options_init(&err), 0);
-    qw_ctx *f = qw_ctx_new(m, 64, 1, &err);
+    qw_ctx *f = qw_ctx_new_placed(m, 64, 1, &err);
     assert_int_equal(qw_ctx_eval(f, ids, 12, QW_LOGITS_LAST, &err), 0);
     assert_int_equal(qw_ctx_kv_bytes(f), 2 * qw_ctx_kv_bytes(h));
     float d = max_abs_diff(qw_ctx_logits(f), qw_ctx_logits(h), m->hp.n_vocab);
@@ -185,7 +186,7 @@ static void test_bad_inputs(void **state) {
     qw_model *m = qw_model_load(g_q8, &err);
     assert_non_null(m);
     assert_true(m->tied_output);
-    qw_ctx *c = qw_ctx_new(m, 16, 2, &err);
+    qw_ctx *c = qw_ctx_new_placed(m, 16, 2, &err);
     assert_non_null(c);
     int32_t bad = m->hp.n_vocab;
     assert_int_equal(qw_ctx_eval(c, &bad, 1, QW_LOGITS_LAST, &err), -1);
@@ -244,7 +245,7 @@ static void test_batch_matches_single(void **state) {
     float *ref = malloc((size_t)3 * 3 * V * sizeof(float));
     int32_t next[3][2];
     for (int s = 0; s < 3; s++) {
-        qw_ctx *c = qw_ctx_new(m, 64, 1, &err);
+        qw_ctx *c = qw_ctx_new_placed(m, 64, 1, &err);
         assert_non_null(c);
         assert_int_equal(qw_ctx_eval(c, seqs[s], lens[s], QW_LOGITS_LAST, &err), 0);
         memcpy(ref + (size_t)(s * 3) * V, qw_ctx_logits(c), (size_t)V * sizeof(float));
@@ -256,9 +257,9 @@ static void test_batch_matches_single(void **state) {
         qw_ctx_free(c);
     }
     /* batched: all three prompts in one step, then two joint decode steps */
-    qw_ctx *ws = qw_ctx_new(m, 64, 2, &err);
+    qw_ctx *ws = qw_ctx_new_placed(m, 64, 2, &err);
     qw_ctx *lanes[3];
-    for (int s = 0; s < 3; s++) assert_non_null(lanes[s] = qw_ctx_new(m, 64, 1, &err));
+    for (int s = 0; s < 3; s++) assert_non_null(lanes[s] = qw_ctx_new_placed(m, 64, 1, &err));
     qw_batch_seq bs[3];
     for (int s = 0; s < 3; s++) bs[s] = (qw_batch_seq){lanes[s], seqs[s], lens[s], true};
     assert_int_equal(qw_batch_eval(ws, bs, 3, &err), 0);

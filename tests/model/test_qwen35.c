@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "qwisp/place.h"
 #include "qwisp/gen_model.h"
 #include "qwisp/gguf.h"
 #include "qwisp/model.h"
@@ -80,7 +81,7 @@ static void check_chunk_sizes(const char *path, int interval) {
     const int32_t chunks[] = {512, 64, 7, 1};
     float *ref = malloc((size_t)V * sizeof(float));
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
-        qw_ctx *c = qw_ctx_new(m, 1024, 2, &err);
+        qw_ctx *c = qw_ctx_new_placed(m, 1024, 2, &err);
         assert_non_null(c);
         qw_ctx_set_chunk_size(c, chunks[k]);
         if (qw_ctx_eval(c, ids, N, QW_LOGITS_LAST, &err)) fail_msg("eval: %s", err.msg);
@@ -116,7 +117,7 @@ static void test_prefill_matches_decode(void **state) {
     const int V = m->hp.n_vocab;
     int32_t ids[N];
     fill_ids(ids, N, V, 13, 5);
-    qw_ctx *a = qw_ctx_new(m, 64, 2, &err), *b = qw_ctx_new(m, 64, 1, &err);
+    qw_ctx *a = qw_ctx_new_placed(m, 64, 2, &err), *b = qw_ctx_new_placed(m, 64, 1, &err);
     assert_int_equal(qw_ctx_eval(a, ids, N, QW_LOGITS_ALL, &err), 0);
     for (int i = 0; i < N; i++) {
         assert_int_equal(qw_ctx_eval(b, &ids[i], 1, QW_LOGITS_LAST, &err), 0);
@@ -138,7 +139,7 @@ static void test_truncate_restarts(void **state) {
     const int V = m->hp.n_vocab;
     int32_t ids[30];
     fill_ids(ids, 30, V, 7, 3);
-    qw_ctx *c = qw_ctx_new(m, 64, 2, &err), *fresh = qw_ctx_new(m, 64, 2, &err);
+    qw_ctx *c = qw_ctx_new_placed(m, 64, 2, &err), *fresh = qw_ctx_new_placed(m, 64, 2, &err);
     assert_true(qw_ctx_state_bytes(c) > 0);
     assert_int_equal(qw_ctx_eval(c, ids, 30, QW_LOGITS_LAST, &err), 0);
     assert_int_equal(qw_ctx_truncate(c, 30), 30); /* nothing to drop */
@@ -167,7 +168,7 @@ static void test_lanes_keep_own_state(void **state) {
     float *ref = malloc((size_t)6 * V * sizeof(float));
     int32_t next[3];
     for (int s = 0; s < 3; s++) {
-        qw_ctx *c = qw_ctx_new(m, 64, 1, &err);
+        qw_ctx *c = qw_ctx_new_placed(m, 64, 1, &err);
         assert_int_equal(qw_ctx_eval(c, seqs[s], lens[s], QW_LOGITS_LAST, &err), 0);
         memcpy(ref + (size_t)(2 * s) * V, qw_ctx_logits(c), (size_t)V * sizeof(float));
         next[s] = (s * 5 + 2) % V;
@@ -175,10 +176,10 @@ static void test_lanes_keep_own_state(void **state) {
         memcpy(ref + (size_t)(2 * s + 1) * V, qw_ctx_logits(c), (size_t)V * sizeof(float));
         qw_ctx_free(c);
     }
-    qw_ctx *ws = qw_ctx_new(m, 64, 2, &err), *lanes[3];
+    qw_ctx *ws = qw_ctx_new_placed(m, 64, 2, &err), *lanes[3];
     qw_batch_seq bs[3];
     for (int s = 0; s < 3; s++) {
-        lanes[s] = qw_ctx_new(m, 64, 1, &err);
+        lanes[s] = qw_ctx_new_placed(m, 64, 1, &err);
         bs[s] = (qw_batch_seq){lanes[s], seqs[s], lens[s], true};
     }
     assert_int_equal(qw_batch_eval(ws, bs, 3, &err), 0);

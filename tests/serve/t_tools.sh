@@ -2,13 +2,14 @@
 # t_tools.sh — OpenAI tool calling through `qwisp serve`, with the official
 # openai npm client (tools_client.mjs), streaming and not.
 #
-# What is exercised, honestly: the shipped model (models/default.gguf, a
-# small Qwen3-MoE trained on prose) never writes a tool call by itself, so
-# each server here runs with QWISP_TEST_REPLY_FILE, a test-only knob: the
+# What is exercised, honestly: the default model (models/default.gguf, a
+# small Qwen3-MoE trained on prose) never writes a tool call by itself, and
+# the shipped qwen35moe model writes only malformed ones (E), so servers A-D
+# run with QWISP_TEST_REPLY_FILE, a test-only knob: the
 # model still runs for every request, but the tokens handed to the text
 # assembler are the scripted reply's (tokenized with special tokens, then an
 # end-of-generation token).  So this tests everything from the request to the
-# wire — tools/tool_choice/parallel_tool_calls/chat_template_kwargs parsing,
+# wire - tools/tool_choice/parallel_tool_calls/chat_template_kwargs parsing,
 # the template rendering tools and fed-back calls and results, tokenization,
 # the <think> split into reasoning_content, the tool-call parser, the
 # hold-back of a possible call while streaming, message.tool_calls and
@@ -20,7 +21,8 @@
 #      llama.cpp source bundle, as t_chat_templates.sh takes it), a Qwen3.5
 #      <function=…><parameter=…> reply whose reasoning the template opened;
 #   C  the same with Qwen3-Coder.jinja and a Coder-style reply (no thinking);
-#   D  a reply that completes a call the prompt forced (tool_choice named).
+#   D  a reply that completes a call the prompt forced (tool_choice named);
+#   E  models/qwen35moe.gguf unscripted (see there).
 # Env: QWISP_BIN, QWISP_TEST_TMP.  Peers missing is a FAIL.
 set -u
 Q=${QWISP_BIN:-$PWD/build/qwisp}
@@ -93,6 +95,20 @@ Paris
     run_mode coder "$T/coder.txt" --chat-template-file "$T/llama/models/templates/Qwen3-Coder.jinja"
 else
     fail "tools: cannot take Qwen3.5-4B.jinja from $BUNDLE" "$(tail -c 300 "$T/clone.log")"
+fi
+
+# E  no script: the trained qwen35moe model's own reply to a request offering
+#    its get_verse tool (greedy).  It does write "<tool_call><function=get_verse>",
+#    but (tiny, trained 210 s) runs on with copies of the template's example
+#    parameters until max_tokens: a real malformed call, which must come back
+#    as plain content, the same streaming and not.
+if [ -f models/qwen35moe.gguf ]; then
+    if SERVE_MODEL=$PWD/models/qwen35moe.gguf start_server "$T/real.log" --; then
+        node "$DIR/tools_client.mjs" "http://127.0.0.1:$PORT" real
+        kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+    else
+        fail "tools: qwen35moe server did not start" "$(tail -c 300 "$T/real.log")"
+    fi
 fi
 
 printf '%s' '{"city": "Paris"}}

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "serve/openai.h"
-#include "serve/textout.h"
+#include "text/textout.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,6 +7,7 @@
 //   MODE qwen35      reply = reasoning (the template opened <think>) + text + one
 //                    Qwen3.5 <function=…><parameter=…> call
 //   MODE coder       reply = text + one call, under the Qwen3-Coder template
+//   MODE real        no script: models/qwen35moe.gguf's own reply to a get_verse request
 //   MODE forced      reply = the rest of a call whose opening the prompt forced
 //                    (tool_choice named / required)
 // Prints one "PASS: name" / "FAIL: name" line per check.
@@ -153,6 +154,26 @@ if (mode === "qwen3") {
     { role: "tool", tool_call_id: m.tool_calls[0].id, content: "18 C" }];
   const r2 = await client.chat.completions.create({ ...base_req, messages: back, tools: [weather] });
   check("tool result fed back: 200 and a longer prompt", r2.usage.prompt_tokens > r.usage.prompt_tokens + 10, J(r2.usage));
+} else if (mode === "real") {
+  // models/qwen35moe.gguf, trained on get_verse calls, no script: whatever it writes must come
+  // back either as valid tool_calls or as plain content, streaming and not, the same both ways.
+  const gv = { type: "function", function: { name: "get_verse", description: "Look up one verse of the King James Bible.",
+    parameters: { type: "object", properties: { book: { type: "string", description: "the book, e.g. Genesis" },
+      chapter: { type: "integer" }, verse: { type: "integer" } }, required: ["book", "chapter", "verse"] } } };
+  const req = { model: "qwen35moe", messages: [{ role: "user", content: "Use the tool to look up Genesis 1:1." }],
+                tools: [gv], temperature: 0, max_tokens: 80 };
+  const r = await client.chat.completions.create(req);
+  const c = r.choices[0], m = c.message;
+  const valid = (calls) => calls.every((t) => t.function.name === "get_verse" && typeof args(t) === "object");
+  const wrote = m.tool_calls ? `${m.tool_calls.length} valid call(s)` : `plain content (${JSON.stringify((m.content || "").slice(0, 60))}…)`;
+  check(`the model's own reply: valid tool_calls or plain content (it wrote ${wrote}, finish ${c.finish_reason})`,
+        m.tool_calls ? c.finish_reason === "tool_calls" && valid(m.tool_calls)
+                     : typeof m.content === "string" && m.content.length > 0 && c.finish_reason !== "tool_calls", J(c));
+  const s = await collect(await client.chat.completions.create({ ...req, stream: true }));
+  check("stream: the same outcome as non-streaming (greedy)",
+        m.tool_calls ? s.finish === "tool_calls" && s.calls.length === m.tool_calls.length && valid(s.calls)
+                     : s.calls.length === 0 && s.content === m.content && s.finish === c.finish_reason,
+        J({ s, m }));
 } else if (mode === "forced") {
   const named = { ...base_req, tools: [weather, search], tool_choice: { type: "function", function: { name: "get_weather" } } };
   const r = await client.chat.completions.create(named);

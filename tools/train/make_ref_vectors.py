@@ -29,6 +29,11 @@ PROMPTS = [
     "Blessed are the poor in spirit: for",
     "A fool and his money",
 ]
+# --chat: prompts in the Qwen3.5 chat format (the qwen35moe model learned it)
+CHAT_PROMPTS = [
+    "<|im_start|>user\nWhat does John 3:16 say?<|im_end|>\n<|im_start|>assistant\n<think>\n",
+    "<|im_start|>user\nTell me a fortune.<|im_end|>\n<|im_start|>assistant\n<think>\n",
+]
 TOP = 20
 
 
@@ -42,6 +47,7 @@ def main():
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--n-gen", type=int, default=64)
+    ap.add_argument("--chat", action="store_true")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_num_threads(8)
@@ -54,7 +60,7 @@ def main():
                checkpoint_config={k: v for k, v in model.config.to_dict().items()
                                   if isinstance(v, (int, float, str, bool))},
                top=TOP, prompts=[])
-    for p in PROMPTS:
+    for p in PROMPTS + (CHAT_PROMPTS if a.chat else []):
         ids = tok.encode(p, add_special_tokens=False).ids
         seq = list(ids)
         for _ in range(a.n_gen):

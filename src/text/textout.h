@@ -13,8 +13,8 @@
  * the last take (qw_textout_take_*), a non-streaming caller reads the whole.
  * Used by serve (HTTP) and chat (terminal).
  */
-#ifndef QWISP_SERVE_TEXTOUT_H
-#define QWISP_SERVE_TEXTOUT_H
+#ifndef QWISP_TEXT_TEXTOUT_H
+#define QWISP_TEXT_TEXTOUT_H
 
 #include "qwisp/tokenizer.h"
 

@@ -1,4 +1,4 @@
-/* gemm_avx512.c — register-blocked Q8_0×Q8_0 tiles (AVX-512 VNNI) for prefill
+/* q8_0_avx512.c — register-blocked Q8_0×Q8_0 tiles (AVX-512 VNNI) for prefill
  * matmuls (4 tokens × a block of rows) and decode (1 token, row by row).
  * (Q4_0's tiles are in q4_0_avx512vbmi.c.)
  *
@@ -25,21 +25,9 @@
 #include <string.h>
 
 #include "kernels/quant_impl.h"
-
-static inline uint16_t ld16(const void *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+#include "kernels/simd_x86.h"
 
 /* ---- Q8_0: two (row, token) pairs per zmm, llama.cpp's dot order ---- */
-
-static inline float hsum8(__m256 v) {
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    return _mm_cvtss_f32(t);
-}
 
 static inline __m512i q8_two(const qw_block_q8_0 *a, const qw_block_q8_0 *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a->qs)),
@@ -85,7 +73,7 @@ static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t
                 const qw_block_q8_0 *wb = (const qw_block_q8_0 *)((const char *)wv + (size_t)(r0 + r) * w_row_bytes) + k;
                 const __m512i w = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)wb->qs));
                 const __m512i nw = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, w)); /* -128*sum4(w) */
-                const __m512 dw = _mm512_set1_ps(_cvtsh_ss(ld16(&wb->d)));
+                const __m512 dw = _mm512_set1_ps(_cvtsh_ss(load_u16(&wb->d)));
                 UNROLL for (int tp = 0; tp < 2; tp++) {
                     const prep8 *q = &pp[tp * nb + k];
                     const __m512i p = _mm512_dpbusd_epi32(nw, q->u, w); /* x+128 u8, w s8 */
@@ -109,7 +97,7 @@ static inline __attribute__((always_inline)) __m256 q8_block_step(const qw_block
     const __m256i w = _mm256_loadu_si256((const __m256i *)wb->qs);
     const __m256i nw = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, w));
     const __m256i p = _mm256_dpbusd_epi32(nw, _mm512_castsi512_si256(x->u), w);
-    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(ld16(&wb->d))), _mm512_castps512_ps256(x->d));
+    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(load_u16(&wb->d))), _mm512_castps512_ps256(x->d));
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
 }
 
@@ -123,7 +111,7 @@ static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t 
     const qw_block_q8_0 *x = xv[0];
     for (int64_t k = 0; k < nb; k++) {
         pp[k].u = _mm512_castsi256_si512(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[k].qs), k80));
-        pp[k].d = _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(ld16(&x[k].d))));
+        pp[k].d = _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(load_u16(&x[k].d))));
     }
     qw_prefetch_bytes(wv, (size_t)(n_rows < 4 ? n_rows : 4) * w_row_bytes);
     int64_t r = 0;

@@ -1,13 +1,14 @@
-/* qwen3moe_meta.c — writes the qwen3moe hyper-parameter and tokenizer keys.
+/* gguf_meta.c — writes the hyper-parameter and tokenizer keys of the GGUF
+ * files qwisp writes (qwen3moe and qwen35moe; the file type id).
  *
  * One place for the key names and their types (u32 counts, f32 rope base and
- * epsilon), shared by gen_model.c and convert_qwen3moe.c.  The key set is the one
+ * epsilon), shared by the writers (gen_model*.c, convert_*.c).  The key set is the one
  * llama.cpp's convert_hf_to_gguf.py writes for Qwen3MoeForCausalLM: context,
  * embedding, block count, feed-forward length, head counts, key/value length,
  * rope base, RMS epsilon, expert count / used count / expert feed-forward
  * length; the tokenizer as gpt2-style BPE with the qwen2 pre-tokenizer.
  */
-#include "qwisp/qwen3moe_meta.h"
+#include "qwisp/gguf_meta.h"
 
 #include "qwisp/quant.h"
 

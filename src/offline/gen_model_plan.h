@@ -1,4 +1,4 @@
-/* gen_model_plan.h — private to src/model: the tensor plan gen_model.c
+/* gen_model_plan.h — private to src/offline: the tensor plan gen_model.c
  * writes from (one entry per tensor: name, type, dims, distribution) and the
  * per-architecture pieces that fill it (gen_model_qwen35.c for qwen35moe).
  */

@@ -1,5 +1,5 @@
-/* qwen3moe_meta.h — the metadata a qwen3moe (and a qwen35moe) GGUF carries,
- * written once.
+/* gguf_meta.h — the metadata a qwen3moe (and a qwen35moe) GGUF carries,
+ * written once (src/offline/gguf_meta.c).
  *
  * Both writers of qwen3moe files — the synthetic model generator
  * (gen_model.c) and the Hugging Face converter (convert_qwen3moe.c) — describe the
@@ -12,8 +12,8 @@
  *     qw_qwen3moe_set_metadata(w, &hp);
  *     qw_gguf_set_tokenizer(w, spec);
  */
-#ifndef QWISP_QWEN3MOE_META_H
-#define QWISP_QWEN3MOE_META_H
+#ifndef QWISP_GGUF_META_H
+#define QWISP_GGUF_META_H
 
 #include "qwisp/gguf.h"
 #include "qwisp/tokenizer.h"

@@ -15,7 +15,7 @@
 #include "convert_int.h"
 
 #include "qwisp/quant.h"
-#include "qwisp/qwen3moe_meta.h"
+#include "qwisp/gguf_meta.h"
 #include "qwisp/tokenizer.h"
 
 #include <math.h>

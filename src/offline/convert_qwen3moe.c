@@ -2,7 +2,7 @@
  *
  * What it owns: reading a Qwen3-MoE config.json and the HF -> GGUF tensor
  * mapping for it (the shared machinery is convert.c's, the metadata keys are
- * qwen3moe_meta.c's, shared with gen_model.c).
+ * gguf_meta.c's, shared with gen_model.c).
  *
  * Mapping (HF name, PyTorch shape -> GGUF name, ggml ne; ne[0] is the row):
  *   model.embed_tokens.weight [V, E]              -> token_embd [E, V]
@@ -27,7 +27,7 @@
 #include "convert_int.h"
 
 #include "qwisp/quant.h"
-#include "qwisp/qwen3moe_meta.h"
+#include "qwisp/gguf_meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>

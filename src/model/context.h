@@ -1,12 +1,16 @@
-/* forward.h — private to src/model: the inference context's layout and the
- * helpers the forward pass's files share (qwen3moe.c runs the layer loop,
- * attention and MoE; deltanet.c the Gated DeltaNet layers of qwen35moe).
+/* context.h — private to src/model: the inference context's layout (owned
+ * by context.c) and the helpers every block of the forward pass shares.
+ *
+ * Dependency order inside model/ (no file calls one above it):
+ *   forward.c (layer loop, batch driver)
+ *     -> attention.c, moe.c, deltanet.c (the blocks; layers.h)
+ *       -> context.c (buffers, KV cache, recurrent state; this header)
  */
-#ifndef QWISP_FORWARD_H
-#define QWISP_FORWARD_H
+#ifndef QWISP_MODEL_CONTEXT_H
+#define QWISP_MODEL_CONTEXT_H
 
 #include "qwisp/model.h"
-#include "qwisp/threadpool.h"
+#include "qwisp/ops.h"
 
 enum { DEFAULT_CHUNK = 512, KV_INITIAL = 256 };
 
@@ -83,9 +87,10 @@ typedef struct {
 int qw_fwd_grow(void **p, size_t *cap, size_t need, qw_error *err);
 /* y[n][rows] = x[n][k] W^T for a 2-D weight, through c's activation buffer. */
 int qw_fwd_linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, float *y, qw_error *err);
-
-/* One Gated DeltaNet layer on a chunk of n rows (deltanet.c): x += layer(x). */
-int qw_deltanet_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spans, int n_spans, int32_t n,
-                      qw_error *err);
+/* Grows c's KV cache (attention layers) to hold at least need positions
+ * (doubling, capped at n_ctx).  0, or -1 + err. */
+int qw_ctx_kv_reserve(qw_ctx *c, int32_t need, qw_error *err);
+/* (Re)allocates c's chunk buffers for chunks of `rows` rows.  0, or -1. */
+int qw_ctx_alloc_chunk_bufs(qw_ctx *c, int32_t rows);
 
 #endif

@@ -37,7 +37,7 @@
 #include "convert_int.h"
 
 #include "qwisp/quant.h"
-#include "qwisp/qwen3moe_meta.h"
+#include "qwisp/gguf_meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>

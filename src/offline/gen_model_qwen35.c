@@ -14,7 +14,7 @@
 #include "gen_model_plan.h"
 
 #include "qwisp/quant.h"
-#include "qwisp/qwen3moe_meta.h"
+#include "qwisp/gguf_meta.h"
 
 #include <math.h>
 #include <stdio.h>

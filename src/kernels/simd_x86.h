@@ -1,0 +1,30 @@
+/* simd_x86.h — private to the x86 SIMD kernel files (*_avx2.c, *_avx512.c):
+ * the small helpers more than one of them needs, written once.  Include only
+ * from files compiled with AVX2 or better (the Makefile's ISA flags).
+ *
+ *   hsum8     the sum of 8 f32 lanes in one fixed order ((lo + hi) pairwise,
+ *             then the last two), the order llama.cpp's AVX2 dots reduce in, so
+ *             every level that ends a chain with it gives the same bits;
+ *   load_u16  an unaligned 16-bit load (a block's f16 scale).
+ */
+#ifndef QWISP_KERNELS_SIMD_X86_H
+#define QWISP_KERNELS_SIMD_X86_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline uint16_t load_u16(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+#endif

@@ -1,0 +1,209 @@
+/* context.c — the inference context (qw_ctx; layout in context.h): what one
+ * sequence keeps between evals and the workspace a forward pass computes in.
+ *
+ *   KV cache        per attention layer, f16 (or f32 with QWISP_KV_TYPE=f32),
+ *                   starting at KV_INITIAL positions and doubling on demand up
+ *                   to n_ctx instead of reserving the worst case;
+ *   recurrent state per Gated DeltaNet layer (conv tail + delta matrix), fixed
+ *                   size, zeroed when the context is truncated (it cannot rewind);
+ *   chunk buffers   activations sized by the chunk, allocated on first use (a
+ *                   lane's context run only through a workspace never needs them);
+ *   logits          of the last eval.
+ *
+ * Every one of these buffers comes from the pool.  Also here: the two helpers
+ * every block of the forward pass shares (a growable pool buffer, and a 2-D
+ * matmul through the context's converted-activation buffer), so that the
+ * blocks (attention.c, moe.c, deltanet.c) depend on this file only and the
+ * layer loop (forward.c) on them: no file calls back up.
+ */
+#include "context.h"
+#include "qwisp/ops.h"
+#include "qwisp/options.h"
+#include "qwisp/pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int qw_fwd_grow(void **p, size_t *cap, size_t need, qw_error *err) {
+    if (need <= *cap) return 0;
+    void *q = qw_pool_realloc(*p, need);
+    if (!q) return qw_fail(err, "out of memory growing a buffer to %zu bytes", need);
+    *p = q;
+    *cap = need;
+    return 0;
+}
+
+static void *chunk_buf(int32_t chunk, size_t row_bytes) { return qw_pool_alloc((size_t)chunk * row_bytes); }
+
+int qw_ctx_kv_reserve(qw_ctx *c, int32_t need, qw_error *err) {
+    if (need <= c->kv_cap) return 0;
+    int32_t cap = c->kv_cap ? c->kv_cap : KV_INITIAL;
+    while (cap < need) cap = cap > c->n_ctx / 2 ? c->n_ctx : cap * 2;
+    if (cap > c->n_ctx) cap = c->n_ctx;
+    const qw_hparams *hp = &c->m->hp;
+    const size_t row = (size_t)hp->n_head_kv * hp->head_dim * c->kv_elt;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (c->m->layers[il].recurrent) continue;
+        void *nk = qw_pool_realloc(c->k[il], (size_t)cap * row);
+        if (!nk) return qw_fail(err, "out of memory growing the KV cache to %d positions", cap);
+        c->k[il] = nk;
+        void *nv = qw_pool_realloc(c->v[il], (size_t)cap * row);
+        if (!nv) return qw_fail(err, "out of memory growing the KV cache to %d positions", cap);
+        c->v[il] = nv;
+    }
+    c->kv_cap = cap;
+    return 0;
+}
+
+/* (Re)allocates every buffer whose size is proportional to the chunk. */
+int qw_ctx_alloc_chunk_bufs(qw_ctx *c, int32_t C) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_embd, QD = hp->n_head * hp->head_dim;
+    const int32_t KD = hp->n_head_kv * hp->head_dim, K = hp->n_expert_used;
+    const bool q35 = hp->arch_id == QW_ARCH_QWEN35MOE;
+    /* qwen35moe only: gated q, DeltaNet and shared-expert rows (0 = none) */
+    const size_t S = (size_t)hp->ssm_state, CH = 2 * S * hp->ssm_groups + S * hp->ssm_vheads;
+    const size_t VD = S * hp->ssm_vheads, HV = (size_t)hp->ssm_vheads, FS = (size_t)hp->n_ff_shexp;
+    void **bufs[] = {(void **)&c->x,      (void **)&c->xn,     (void **)&c->q,    (void **)&c->kc,
+                     (void **)&c->vc,     (void **)&c->attn,   (void **)&c->proj, (void **)&c->router,
+                     (void **)&c->sel,    (void **)&c->selw,   (void **)&c->eout, (void **)&c->gate,
+                     (void **)&c->up,     (void **)&c->down,   (void **)&c->tok_of,
+                     (void **)&c->slot_of,
+                     (void **)&c->qg,     (void **)&c->mix,    (void **)&c->cv,   (void **)&c->z,
+                     (void **)&c->beta,   (void **)&c->alpha,  (void **)&c->o,    (void **)&c->sg,
+                     (void **)&c->su,     (void **)&c->sd,     (void **)&c->sgate};
+    const size_t row_bytes[] = {E * 4,  E * 4, QD * 4, KD * 4, KD * 4, QD * 4, E * 4,
+                                hp->n_expert * 4, K * 4, K * 4, (size_t)K * E * 4,
+                                hp->n_ff_exp * 4, hp->n_ff_exp * 4, E * 4, K * 4, K * 4,
+                                q35 ? 2 * (size_t)QD * 4 : 0, CH * 4, CH * 4, VD * 4,
+                                HV * 4, HV * 4, VD * 4, FS * 4,
+                                FS * 4, q35 ? (size_t)E * 4 : 0, q35 ? 4 : 0};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        qw_pool_free(*bufs[i]);
+        *bufs[i] = row_bytes[i] ? chunk_buf(C, row_bytes[i]) : NULL;
+        bad |= row_bytes[i] && *bufs[i] == NULL;
+    }
+    if (!c->count) c->count = qw_pool_alloc((size_t)hp->n_expert * 4);
+    c->chunk_cap = C;
+    return bad || !c->count ? -1 : 0;
+}
+
+void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk) {
+    /* Buffers follow on the next eval (forward.c's eval_spans grows them when needed). */
+    c->chunk = chunk < 1 ? 1 : chunk;
+}
+
+qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err) {
+    const qw_hparams *hp = &m->hp;
+    if (n_ctx <= 0) n_ctx = hp->n_ctx_train;
+    if (n_ctx <= 0) n_ctx = 4096;
+    if (hp->head_dim > 1024) {
+        qw_fail(err, "head_dim %d exceeds the supported 1024", hp->head_dim);
+        return NULL;
+    }
+    if (!m->experts) {
+        qw_fail(err, "%s: the experts are not placed (the loader leaves the tier to its caller: qw_place_experts)",
+                qw_gguf_path(m->gguf));
+        return NULL;
+    }
+    qw_ctx *c = qw_xcalloc(1, sizeof *c);
+    c->m = m;
+    c->n_ctx = n_ctx;
+    c->n_threads = n_threads < 1 ? 1 : n_threads;
+    c->tp = qw_threadpool_new(c->n_threads);
+    c->chunk = DEFAULT_CHUNK < n_ctx ? DEFAULT_CHUNK : n_ctx;
+    const char *kvt = qw_opt_str(QW_OPT_KV_TYPE);
+    c->kv_type = kvt && !strcmp(kvt, "f32") ? QW_TYPE_F32 : QW_TYPE_F16;
+    c->kv_elt = c->kv_type == QW_TYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    c->k = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
+    c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
+    c->conv = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
+    c->delta = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!m->layers[il].recurrent) continue;
+        c->conv[il] = qw_pool_calloc(qw_model_conv_state_bytes(hp));
+        c->delta[il] = qw_pool_calloc(qw_model_delta_state_bytes(hp));
+        if (!c->conv[il] || !c->delta[il]) {
+            qw_fail(err, "out of memory for the recurrent state of layer %d", il);
+            qw_ctx_free(c);
+            return NULL;
+        }
+    }
+
+    /* Chunk buffers are allocated on first use: a lane's context that only
+     * ever runs through a workspace (qw_batch_eval) never needs them. */
+    if (qw_ctx_kv_reserve(c, 1, err)) {
+        if (!err || !err->msg[0]) qw_fail(err, "out of memory creating the context");
+        qw_ctx_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void qw_ctx_free(qw_ctx *c) {
+    if (!c) return;
+    if (c->k)
+        for (int il = 0; il < c->m->hp.n_layer; il++) {
+            qw_pool_free(c->k[il]);
+            qw_pool_free(c->v[il]);
+        }
+    if (c->conv)
+        for (int il = 0; il < c->m->hp.n_layer; il++) {
+            qw_pool_free(c->conv[il]);
+            qw_pool_free(c->delta[il]);
+        }
+    free(c->k);
+    free(c->v);
+    free(c->conv);
+    free(c->delta);
+    void *bufs[] = {c->x,    c->xn,   c->q,    c->kc,     c->vc,      c->attn,  c->proj,
+                    c->router, c->sel, c->selw, c->eout,  c->gate,    c->up,    c->down,
+                    c->tok_of, c->slot_of, c->count, c->xq, c->attn_scratch, c->logits,
+                    c->qg,   c->mix,  c->cv,   c->z,      c->beta,    c->alpha, c->o,
+                    c->sg,   c->su,   c->sd,   c->sgate};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qw_pool_free(bufs[i]);
+    qw_threadpool_free(c->tp);
+    free(c);
+}
+
+int32_t qw_ctx_n_ctx(const qw_ctx *c) { return c->n_ctx; }
+
+void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user) {
+    c->chunk_cb = fn;
+    c->chunk_user = user;
+}
+
+uint64_t qw_ctx_kv_bytes(const qw_ctx *c) {
+    const qw_hparams *hp = &c->m->hp;
+    int n_attn = 0;
+    for (int il = 0; il < hp->n_layer; il++) n_attn += !c->m->layers[il].recurrent;
+    return 2ull * n_attn * (uint64_t)c->kv_cap * hp->n_head_kv * hp->head_dim * c->kv_elt;
+}
+
+uint64_t qw_ctx_state_bytes(const qw_ctx *c) { return qw_model_state_bytes(c->m); }
+int32_t qw_ctx_n_past(const qw_ctx *c) { return c->n_past; }
+const float *qw_ctx_logits(const qw_ctx *c) { return c->logits; }
+
+int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
+    if (n_past < 0 || n_past >= c->n_past) return c->n_past;
+    const qw_hparams *hp = &c->m->hp;
+    bool recurrent = false;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->m->layers[il].recurrent) continue;
+        /* a recurrent state holds every token seen: it can only start over */
+        recurrent = true;
+        memset(c->conv[il], 0, qw_model_conv_state_bytes(hp));
+        memset(c->delta[il], 0, qw_model_delta_state_bytes(hp));
+    }
+    c->n_past = recurrent ? 0 : n_past;
+    return c->n_past;
+}
+
+int qw_fwd_linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, float *y, qw_error *err) {
+    const int64_t k = w->ne[0], rows = w->ne[1];
+    if (qw_fwd_grow(&c->xq, &c->xq_cap, qw_act_bytes(w->type, k, n), err)) return -1;
+    qw_act_convert(c->tp, w->type, x, k, k, n, c->xq);
+    qw_matmul_q(c->tp, w->type, w->data, w->row_bytes, rows, k, c->xq, NULL, n, y, rows);
+    return 0;
+}

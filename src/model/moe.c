@@ -1,0 +1,210 @@
+/* moe.c — the MoE step of both architectures, for a chunk of n rows:
+ *   xn = RMSNorm(x) * ffn_norm
+ *   p = softmax(xn Wr) over experts; pick top-k; w = p_sel / sum(p_sel)
+ *   x += sum_{s<k} w_s * Down_e( silu(Gate_e xn) * Up_e xn ),  e = sel_s
+ *   (+ qwen35moe: an always-on shared expert scaled by sigmoid(xn . shexp_gate))
+ *
+ * The chunk's tokens are grouped by expert, so each chosen expert's weights
+ * are read once per chunk (and, streaming, pinned in the expert cache only
+ * while its group runs: experts.h).  Expert outputs are summed in top-k order,
+ * as llama.cpp does, so float rounding matches.
+ */
+#include "layers.h"
+#include "qwisp/experts.h"
+#include "qwisp/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Top-k of probs[n_expert] by descending probability (lower index wins ties). */
+static void top_k(const float *probs, int n_expert, int k, int32_t *sel) {
+    for (int s = 0; s < k; s++) {
+        int best = -1;
+        for (int e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (int u = 0; u < s; u++) taken |= sel[u] == e;
+            if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+        }
+        sel[s] = best;
+    }
+}
+
+static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int X = hp->n_expert, K = hp->n_expert_used;
+    if (qw_fwd_linear(c, &L->gate_inp, c->xn, n, c->router, err)) return -1;
+    for (int32_t t = 0; t < n; t++) {
+        float *p = c->router + (size_t)t * X;
+        qw_softmax(p, X);
+        int32_t *sel = c->sel + (size_t)t * K;
+        float *w = c->selw + (size_t)t * K;
+        top_k(p, X, K, sel);
+        float sum = 0.0f;
+        for (int s = 0; s < K; s++) {
+            w[s] = p[sel[s]];
+            sum += w[s];
+        }
+        if (hp->norm_topk) {
+            /* llama.cpp clamps the sum to the smallest normal f16 before dividing. */
+            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+            for (int s = 0; s < K; s++) w[s] /= sum;
+        }
+        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+            for (int s = 0; s < K; s++) w[s] *= hp->expert_weights_scale;
+    }
+    return 0;
+}
+
+/* Scales expert output rows down[i] by their routing weight into eout. */
+static void scatter_expert_rows(qw_ctx *c, const float *down, const int32_t *tok, const int32_t *slot,
+                                int32_t m) {
+    const int32_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
+    for (int32_t i = 0; i < m; i++) {
+        const int32_t t = tok[i], s = slot[i];
+        const float w = c->selw[t * K + s];
+        float *dst = c->eout + ((size_t)t * K + s) * E;
+        const float *src = down + (size_t)i * E;
+        for (int32_t d = 0; d < E; d++) dst[d] = src[d] * w;
+    }
+}
+
+/* Mixed gate/up types (rare): one expert at a time, each with its own conversion. */
+static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, int32_t m,
+                            const int32_t *tok, const int32_t *slot, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_embd, F = hp->n_ff_exp;
+    const qw_type gt = L->gate_exps.type, ut = L->up_exps.type, dt = L->down_exps.type;
+    const size_t gb = qw_act_bytes(gt, E, n), ub = qw_act_bytes(ut, E, n), db = qw_act_bytes(dt, F, m);
+    if (qw_fwd_grow(&c->xq, &c->xq_cap, gb + ub + db, err)) return -1;
+    char *gq = c->xq, *uq = gq + gb, *hq = uq + ub;
+    qw_act_convert(c->tp, gt, c->xn, E, E, n, gq);
+    qw_act_convert(c->tp, ut, c->xn, E, E, n, uq);
+    const char *wg, *wu, *wd; /* expert source (experts.h): pinned until released below */
+    if (qw_experts_get(c->m->experts, (int32_t)(L - c->m->layers), e, &wg, &wu, &wd, err)) return -1;
+    qw_matmul_q(c->tp, gt, wg, L->gate_exps.row_bytes, F, E, gq, tok, m, c->gate, F);
+    qw_matmul_q(c->tp, ut, wu, L->up_exps.row_bytes, F, E, uq, tok, m, c->up, F);
+    for (int32_t i = 0; i < m; i++)
+        qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
+    qw_act_convert(c->tp, dt, c->gate, F, F, m, hq);
+    qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down, E);
+    scatter_expert_rows(c, c->down, tok, slot, m);
+    qw_experts_release(c->m->experts, (int32_t)(L - c->m->layers));
+    return 0;
+}
+
+/* The shared expert (qwen35moe): sd = Down(silu(Gate xn) * Up xn) on every
+ * row, and its gate sgate = sigmoid(xn . shexp_gate). */
+static int shared_expert(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
+    const int32_t FS = c->m->hp.n_ff_shexp;
+    if (qw_fwd_linear(c, &L->gate_shexp, c->xn, n, c->sg, err) ||
+        qw_fwd_linear(c, &L->up_shexp, c->xn, n, c->su, err))
+        return -1;
+    for (int32_t i = 0; i < n; i++)
+        qw_swiglu(c->sg + (size_t)i * FS, c->sg + (size_t)i * FS, c->su + (size_t)i * FS, FS);
+    if (qw_fwd_linear(c, &L->down_shexp, c->sg, n, c->sd, err) ||
+        qw_fwd_linear(c, &L->shexp_gate, c->xn, n, c->sgate, err))
+        return -1;
+    for (int32_t i = 0; i < n; i++) c->sgate[i] = 1.0f / (1.0f + expf(-c->sgate[i]));
+    return 0;
+}
+
+/* The MoE step.  (token, slot) assignments are sorted by expert (counting
+ * sort, tokens ascending within an expert); then consecutive experts are
+ * packed into groups of at most chunk_cap assignments (the rows the gate/up/
+ * down buffers hold), and each group runs as two parallel passes: gate+up of
+ * all its experts, then down of all its experts.  Decode (k assignments) is
+ * one group: 2 barriers per layer instead of 2k.  Each dot is computed exactly
+ * as before, so results do not change. */
+int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
+    qw_rmsnorm(c->xn, c->x, L->ffn_norm.data, E, n, hp->rms_eps);
+    if (route(c, L, n, err)) return -1;
+    qw_experts *xs = c->m->experts; /* streaming: starts reads of the chunk's missing experts */
+    const int32_t il = (int32_t)(L - c->m->layers), max_pin = qw_experts_max_pinned(xs);
+    qw_experts_need(xs, il, c->sel, n * K);
+
+    /* Counting sort of the n*K assignments by expert.  Afterwards count[e] is
+     * the end of expert e's run, so its start is END(e - 1). */
+    memset(c->count, 0, (size_t)X * sizeof(int32_t));
+    for (int32_t i = 0; i < n * K; i++) c->count[c->sel[i]]++;
+    for (int32_t e = 0, acc = 0; e < X; e++) {
+        const int32_t m = c->count[e];
+        c->count[e] = acc; /* fill cursor = start */
+        acc += m;
+    }
+    for (int32_t t = 0; t < n; t++)
+        for (int32_t s = 0; s < K; s++) {
+            const int32_t at = c->count[c->sel[t * K + s]]++;
+            c->tok_of[at] = t;
+            c->slot_of[at] = s;
+        }
+#define END(e) c->count[e]
+#define START(e) ((e) > 0 ? c->count[(e) - 1] : 0)
+
+    const qw_type gt = L->gate_exps.type, dt = L->down_exps.type;
+    if (L->up_exps.type != gt) {
+        for (int32_t e = 0; e < X; e++)
+            if (END(e) > START(e) &&
+                moe_expert_mixed(c, L, n, e, END(e) - START(e), c->tok_of + START(e),
+                                 c->slot_of + START(e), err))
+                return -1;
+    } else {
+        const int32_t cap = c->chunk_cap; /* rows of gate/up/down */
+        const size_t gate_act_bytes = qw_act_bytes(gt, E, n);
+        if (qw_fwd_grow(&c->xq, &c->xq_cap, gate_act_bytes + qw_act_bytes(dt, F, cap), err)) return -1;
+        char *xq = c->xq, *hq = (char *)c->xq + gate_act_bytes;
+        qw_act_convert(c->tp, gt, c->xn, E, E, n, xq);
+        const size_t hq_row = qw_row_bytes(qw_vec_dot_type(dt), F);
+        qw_mm_task gu[QW_MM_MAX_TASKS], dn[QW_MM_MAX_TASKS / 2];
+        int32_t e = 0;
+        while (e < X) {
+            /* pack experts [e, e_end) into one group of <= cap rows */
+            int32_t e_end = e, nt = 0;
+            const int32_t row0 = START(e);
+            /* an expert has at most n <= cap rows, so each group takes at least one */
+            while (e_end < X && nt < QW_MM_MAX_TASKS / 2 && nt < max_pin && (e_end == e || END(e_end) - row0 <= cap)) {
+                const int32_t m = END(e_end) - START(e_end);
+                if (m) {
+                    const int32_t r = START(e_end) - row0;
+                    const char *wg, *wu, *wd; /* pinned until the group's release */
+                    if (qw_experts_get(xs, il, e_end, &wg, &wu, &wd, err)) return -1;
+                    const int32_t *tok = c->tok_of + START(e_end);
+                    gu[2 * nt] = (qw_mm_task){wg, L->gate_exps.row_bytes, F, xq, tok, m, c->gate + (size_t)r * F, F};
+                    gu[2 * nt + 1] = (qw_mm_task){wu, L->up_exps.row_bytes, F, xq, tok, m, c->up + (size_t)r * F, F};
+                    dn[nt] = (qw_mm_task){wd, L->down_exps.row_bytes, E, hq + (size_t)r * hq_row, NULL, m,
+                                          c->down + (size_t)r * E, E};
+                    nt++;
+                }
+                e_end++;
+            }
+            const int32_t rows = END(e_end - 1) - row0;
+            if (nt) {
+                qw_matmul_batch(c->tp, gt, E, gu, 2 * nt);
+                for (int32_t i = 0; i < rows; i++)
+                    qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
+                qw_act_convert(c->tp, dt, c->gate, F, F, rows, hq);
+                qw_matmul_batch(c->tp, dt, F, dn, nt);
+                qw_experts_release(xs, il);
+                scatter_expert_rows(c, c->down, c->tok_of + row0, c->slot_of + row0, rows);
+            }
+            e = e_end;
+        }
+    }
+#undef END
+#undef START
+    if (L->gate_shexp.data && shared_expert(c, L, n, err)) return -1;
+    /* Sum expert outputs in top-k order, add the gated shared expert (if
+     * any), then add to the residual. */
+    for (int32_t t = 0; t < n; t++) {
+        float *x = c->x + (size_t)t * E;
+        const float *eo = c->eout + (size_t)t * K * E;
+        const float *sd = L->gate_shexp.data ? c->sd + (size_t)t * E : NULL;
+        for (int32_t d = 0; d < E; d++) {
+            float acc = eo[d];
+            for (int32_t s = 1; s < K; s++) acc += eo[(size_t)s * E + d];
+            x[d] += sd ? acc + sd[d] * c->sgate[t] : acc;
+        }
+    }
+    return 0;
+}
