@@ -156,8 +156,12 @@ static void emit_deltas(gen *g) {
         c = qw_textout_take_content(&g->out, &nc);
     const char *r = qw_textout_take_reasoning(&g->out, &nr);
     if (!nc && !nr) return;
+    /* the chunk builder reads NUL-terminated text; with tools, c[nc] is not
+     * the end of the buffer (the rest is held back), so it gets a copy */
+    char *held = g->tools && nc ? strndup(c, nc) : NULL;
     qw_oai_reply rep = make_reply(g, NULL);
-    qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, nc ? c : NULL, nr ? r : NULL);
+    qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, nc ? (held ? held : c) : NULL, nr ? r : NULL);
+    free(held);
 }
 
 static void emit_end(gen *g) {

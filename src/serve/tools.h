@@ -10,7 +10,8 @@
 
 /* Streaming: the content not yet sent that cannot be part of a tool call
  * (everything before "<tool_call>"); nothing when prefill (a forced call) is
- * set.  Advances *sent; *n = 0 when nothing new. */
+ * set.  Advances *sent; *n = 0 when nothing new.  The text is p[0..*n), NOT
+ * NUL-terminated there: the held-back rest follows it. */
 const char *qw_tool_stream_take(const char *prefill, const qw_strbuf *content, size_t *sent, size_t *n);
 /* At the end: parses prefill + content into *calls (n = 0: none, or not a
  * valid call, which is logged with request number num).  Returns the content
