@@ -42,7 +42,8 @@
     X(SSD_THROTTLE_GBS, "QWISP_SSD_THROTTLE_GBS", NULL, STR, NULL, 0, 0, "cap expert read bandwidth at x GB/s (emulate a slow disk); unset = no cap") \
     X(MLOCK, "QWISP_MLOCK", NULL, INT, "0", 0, 1, "1: mlock the resident tier's weights") \
     X(EXPERT_READERS, "QWISP_EXPERT_READERS", NULL, INT, "4", 1, 64, "streaming tier: reader threads (expert reads in flight)") \
-    X(FAULT_READ, "QWISP_FAULT_READ", NULL, INT, "0", 0, 2147483647, "test/debug: fail the N-th expert disk read with EIO (0 = never)")
+    X(FAULT_READ, "QWISP_FAULT_READ", NULL, INT, "0", 0, 2147483647, "test/debug: fail the N-th expert disk read with EIO (0 = never)") \
+    X(TEST_REPLY_FILE, "QWISP_TEST_REPLY_FILE", NULL, STR, NULL, 0, 0, "tests only: serve/chat replies are this file's text (the model still runs)")
 
 typedef enum {
 #define QW_OPT_ENUM_ID(id, ...) QW_OPT_##id,

@@ -35,6 +35,9 @@ typedef struct qw_serve_config {
     size_t max_body;    /* request bodies beyond this get 413 */
     const char *api_key; /* NULL = no auth; else Bearer KEY on all but /health ("" is refused) */
     int lanes;          /* 0 = serialize path; B > 0 = lanes path with B lanes */
+    const char *chat_template_file; /* NULL: the GGUF's tokenizer.chat_template */
+    const char *test_reply_file;    /* tests only: every reply's tokens are this file's text
+                                       (tokenized with special tokens), the model still runs */
 } qw_serve_config;
 
 qw_serve_config qw_serve_default_config(void);

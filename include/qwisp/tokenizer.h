@@ -157,26 +157,70 @@ int qw_detok_stream_push(qw_detok_stream *s, const qw_tokenizer *t, int32_t id, 
 int qw_detok_stream_flush(qw_detok_stream *s, char *out, size_t cap);
 
 /* ---- chat template ---- */
+/* An assistant message's tool call, as the OpenAI API carries it. */
+typedef struct qw_chat_tool_call {
+    const char *name;
+    const char *arguments; /* JSON text of an object; NULL = none */
+} qw_chat_tool_call;
+
 typedef struct qw_chat_msg {
     const char *role;    /* "system" | "user" | "assistant" | "tool" */
     const char *content;
+    /* assistant only, both optional: */
+    const char *reasoning_content;         /* NULL: the template takes a <think> block out of content */
+    const qw_chat_tool_call *tool_calls;   /* [n_tool_calls] */
+    size_t n_tool_calls;
 } qw_chat_msg;
 
+/* The template families qwisp renders (see chat_template.c). */
+typedef enum qw_chat_family {
+    QW_CHAT_CHATML = 0, /* plain <|im_start|>role\n…<|im_end|>\n */
+    QW_CHAT_QWEN3 = 1,  /* Qwen3 (hybrid thinking, <tool_call>{json}</tool_call>) */
+    QW_CHAT_QWEN35 = 2, /* Qwen3.5/3.6 (<think> opened, <function=…><parameter=…> calls) */
+    QW_CHAT_QWEN3_CODER = 3, /* Qwen3-Coder (no thinking, XML tool list, <function=…> calls) */
+} qw_chat_family;
+
+typedef struct qw_chat_template_info {
+    qw_chat_family family;
+    const char *name;  /* "chatml", "qwen3", "qwen3.5", "qwen3-coder" */
+    bool exact;        /* a template qwisp renders byte for byte (known fingerprint), or none at all */
+    bool tools;        /* the renderer prints tool definitions and calls */
+    char note[320];    /* when !exact: what qwisp does instead (a caller prints it once) */
+} qw_chat_template_info;
+
+/* Which renderer a template text gets.  Known texts (the Qwen3 and Qwen3.5
+ * templates, by a hash of their bytes) are exact; a text with a known
+ * family's markers renders as that family, with a note; any other ChatML
+ * template renders as plain ChatML, with a note; anything else is an error
+ * naming its family.  NULL / "" / "chatml": ChatML, exact. */
+int qw_chat_template_identify(const char *tmpl, qw_chat_template_info *info, qw_error *err);
+/* The fingerprint identify compares: qw_hash64 of the text without trailing
+ * whitespace (printed by `qwisp template --info`). */
+uint64_t qw_chat_template_hash(const char *tmpl);
+/* The GGUF's tokenizer.chat_template, or NULL when it has none (or g is NULL). */
+int qw_chat_template_text(const qw_gguf *g, const char **tmpl, qw_error *err);
+
+typedef struct qw_chat_opts {
+    bool add_generation_prompt;
+    int enable_thinking;    /* -1: not given (the template's default), 0: false, 1: true */
+    const char *tools_json; /* JSON array of tool definitions (OpenAI "tools"), or NULL */
+    const char *prefill;    /* template-like text appended after the generation prompt (a
+                               forced tool call's opening), parsed as markup; or NULL */
+} qw_chat_opts;
+
 /* Renders messages with the model's chat template (tokenizer.chat_template)
- * and, when add_generation_prompt, opens the assistant turn.  To tokenize the
- * result use qw_chat_render_prompt + qw_tokenize_segments, never
+ * and, when add_generation_prompt, opens the assistant turn, with the
+ * template's defaults (no tools, enable_thinking not given).  To tokenize
+ * the result use qw_chat_render_prompt + qw_tokenize_segments, never
  * qw_tokenize(…, parse_special = true): that would turn control-token text
- * inside a message into real control tokens.  ChatML
- * (<|im_start|>role\n…<|im_end|>\n) is recognised from the template text; a
- * model without a template gets ChatML.  Returns malloc'd text, NULL + err if
- * the template is of a family qwisp does not render. */
+ * inside a message into real control tokens.  Which renderer a template gets
+ * is qw_chat_template_identify's; a model without a template gets ChatML.
+ * Returns malloc'd text, NULL + err if the template is of a family qwisp
+ * does not render (or refuses the conversation, as Qwen3.5's does). */
 char *qw_chat_render(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, bool add_generation_prompt,
                      qw_error *err);
 /* Same, from the template text itself (NULL or "" = ChatML; "chatml" names
- * it).  The output matches llama.cpp's built-in ChatML renderer, which is what
- * llama.cpp uses for Qwen2/Qwen3 templates when jinja is off; for a
- * system/user conversation with the default enable_thinking this equals the
- * Qwen3 jinja template's output. */
+ * it). */
 char *qw_chat_render_template(const char *tmpl, const qw_chat_msg *msgs, size_t n,
                               bool add_generation_prompt, qw_error *err);
 
@@ -196,6 +240,11 @@ int qw_chat_render_prompt(const qw_gguf *g, const qw_chat_msg *msgs, size_t n, b
 /* Same from the template text (see qw_chat_render_template). */
 int qw_chat_render_template_prompt(const char *tmpl, const qw_chat_msg *msgs, size_t n,
                                    bool add_generation_prompt, qw_chat_prompt *out, qw_error *err);
+/* Renders with every option (thinking, tools).  Errors name what the
+ * template refuses (e.g. "No user query found in messages.", from the
+ * Qwen3.5 template).  0, or -1 + err with *out zeroed. */
+int qw_chat_render_opts(const char *tmpl, const qw_chat_msg *msgs, size_t n, const qw_chat_opts *o,
+                        qw_chat_prompt *out, qw_error *err);
 /* Frees text and segs and zeroes *p (a zeroed prompt is fine). */
 void qw_chat_prompt_free(qw_chat_prompt *p);
 

@@ -35,6 +35,7 @@ static const char *k_usage =
     "  --prompt-tokens N    a prompt of exactly N tokens of natural text (benchmarks)\n"
     "  --chat               wrap the prompt in the model's chat template (user turn)\n"
     "  --system TEXT        system message for --chat\n"
+    "  --no-think           --chat with enable_thinking = false (Qwen3/3.5 templates)\n"
     "  -n N                 tokens to generate (default 128)\n"
     "  --temp T             temperature (default 0 = greedy)\n"
     "  --seed S             sampling seed (default: random, printed in the summary and --json)\n"
@@ -68,7 +69,7 @@ static bool on_token(void *user, int32_t id) {
 typedef struct {
     const char *model, *prompt, *prompt_file, *system;
     long prompt_tokens, n_gen, threads, n_ctx;
-    bool chat, json, ignore_eos, echo, seed_given;
+    bool chat, json, ignore_eos, echo, seed_given, no_think;
     qw_sampler_params sp;
 } run_args;
 
@@ -84,6 +85,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
             fputs(k_usage, stdout);
             return 1;
         } else if (!strcmp(argv[i], "--chat")) a->chat = true;
+        else if (!strcmp(argv[i], "--no-think")) a->no_think = true;
         else if (!strcmp(argv[i], "--json")) a->json = true;
         else if (!strcmp(argv[i], "--ignore-eos")) a->ignore_eos = true;
         else if (!strcmp(argv[i], "--echo")) a->echo = true;
@@ -144,11 +146,17 @@ static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_toke
     if (a->chat) {
         qw_chat_msg msgs[2];
         size_t nm = 0;
-        if (a->system) msgs[nm++] = (qw_chat_msg){"system", a->system};
-        msgs[nm++] = (qw_chat_msg){"user", text};
+        if (a->system) msgs[nm++] = (qw_chat_msg){.role = "system", .content = a->system};
+        msgs[nm++] = (qw_chat_msg){.role = "user", .content = text};
         qw_error err = {0};
         qw_chat_prompt cp;
-        int rc = qw_chat_render_prompt(m->gguf, msgs, nm, true, &cp, &err);
+        const char *tmpl;
+        qw_chat_opts o = {.add_generation_prompt = true, .enable_thinking = a->no_think ? 0 : -1};
+        int rc = qw_chat_template_text(m->gguf, &tmpl, &err);
+        qw_chat_template_info info;
+        if (rc == 0) rc = qw_chat_template_identify(tmpl, &info, &err);
+        if (rc == 0 && !info.exact) fprintf(stderr, "qwisp run: note: %s\n", info.note);
+        if (rc == 0) rc = qw_chat_render_opts(tmpl, msgs, nm, &o, &cp, &err);
         free(owned);
         owned = NULL;
         if (rc != 0) {

@@ -31,13 +31,14 @@ static const char *k_usage =
     "  --body-timeout S   the request body within S seconds of its headers (default 60; else 408)\n"
     "  --max-queue N      queued requests before 429 (default 64)\n"
     "  --max-body BYTES   request body limit (default 8388608)\n"
+    "  --chat-template-file F  chat template text to use instead of the GGUF's (Jinja; see docs/serve.md)\n"
     "Auth: QWISP_API_KEY=KEY requires 'Authorization: Bearer KEY' on all endpoints but /health\n"
     "(the scheme in any case; QWISP_API_KEY set but empty is refused).\n"
     "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
     "GET /metrics.  SIGINT/SIGTERM drain in-flight requests, then exit.  See docs/serve.md.\n";
 
 int qw_cmd_serve(int argc, char **argv) {
-    const char *C = "serve", *model = NULL, *host = "127.0.0.1";
+    const char *C = "serve", *model = NULL, *host = "127.0.0.1", *tmpl_file = NULL;
     long port = -1, threads = 0, n_ctx = 0, max_conns = 64, max_queue = 64, max_body = 8L << 20;
     long per_client = 16, header_to = 10, body_to = 60;
     for (int i = 1; i < argc; i++) {
@@ -56,6 +57,7 @@ int qw_cmd_serve(int argc, char **argv) {
         else if (QW_CLI_FLAG("--header-timeout")) { if (r < 0 || qw_cli_long(C, "--header-timeout", v, 1, 3600, &header_to)) return 2; }
         else if (QW_CLI_FLAG("--body-timeout")) { if (r < 0 || qw_cli_long(C, "--body-timeout", v, 1, 3600, &body_to)) return 2; }
         else if (QW_CLI_FLAG("--max-queue")) { if (r < 0 || qw_cli_long(C, "--max-queue", v, 0, 1000000, &max_queue)) return 2; }
+        else if (QW_CLI_FLAG("--chat-template-file")) { if (r < 0) return 2; tmpl_file = v; }
         else if (QW_CLI_FLAG("--max-body")) { if (r < 0 || qw_cli_long(C, "--max-body", v, 1024, 1L << 31, &max_body)) return 2; }
         else {
             fprintf(stderr, "qwisp serve: unknown option '%s' (see qwisp serve --help)\n", argv[i]);
@@ -84,6 +86,11 @@ int qw_cmd_serve(int argc, char **argv) {
     cfg.max_queue = (int)max_queue;
     cfg.max_body = (size_t)max_body;
     cfg.api_key = qw_opt_str(QW_OPT_API_KEY);
+    cfg.chat_template_file = tmpl_file;
+    /* tests only (tests/serve/t_tools.sh): a scripted reply, since the shipped
+     * model writes no tool calls by itself; announced loudly at start */
+    const char *test_reply = qw_opt_str(QW_OPT_TEST_REPLY_FILE);
+    cfg.test_reply_file = test_reply && *test_reply ? test_reply : NULL;
 
     /* Large malloc blocks (a request's multi-MB JSON strings, parsed by cJSON)
      * go back to the OS when freed.  glibc's default raises its mmap threshold

@@ -13,6 +13,7 @@ int qw_cmd_tokenize(int argc, char **argv);  /* text -> ids / ids -> text */
 int qw_cmd_config(int argc, char **argv);    /* every knob, its value and source */
 int qw_cmd_serve(int argc, char **argv);     /* OpenAI-compatible HTTP server */
 int qw_cmd_chat(int argc, char **argv);      /* terminal chat, interactive or one-shot */
+int qw_cmd_template(int argc, char **argv);  /* the prompt a chat request renders to */
 int qw_cmd_footprint(int argc, char **argv); /* footprint PID [--watch MS] */
 int qw_cmd_simulate(int argc, char **argv);  /* simulate NGB [--ram-gb X] [-- CMD...] */
 int qw_cmd_bench(int argc, char **argv);     /* pp/tg tok/s + bandwidth roofline */

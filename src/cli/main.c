@@ -33,6 +33,7 @@ static const subcommand g_cmds[] = {
     {"config", qw_cmd_config, "print every knob, its value and where it came from"},
     {"serve", qw_cmd_serve, "OpenAI-compatible HTTP server (chat/completions, SSE, /metrics)"},
     {"chat", qw_cmd_chat, "chat with the model in the terminal (or one-shot from args/stdin)"},
+    {"template", qw_cmd_template, "print the prompt a chat request renders to (chat template check)"},
     {"footprint", qw_cmd_footprint, "a process's memory footprint (what the OS cannot drop) vs RSS"},
     {"simulate", qw_cmd_simulate, "run a command as if on a machine with N GB of RAM (cgroup), or hold ballast"},
     {"ab", qw_cmd_ab, "paired A/B experiment with pre-registered kill criteria (docs/ab.md)"},

@@ -30,6 +30,7 @@
  *   decode=95.2 tok/s queue=0 ms finish=stop
  */
 #include "server.h"
+#include "tools.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -60,6 +61,10 @@ typedef struct gen {
     unsigned long long num;
     bool role_sent, finished, gone;
     qw_job_result res;
+    int32_t n_read;        /* tokens read from the job (the test reply's index) */
+    bool tools;            /* the reply may end in tool calls (tools.c) */
+    size_t content_sent;   /* with tools, streaming: content bytes sent so far */
+    qw_tool_calls calls;   /* parsed at the end (n = 0: none, the reply is content) */
 } gen;
 
 /* Gone = the socket reports an error (a reset).  0 (end-of-file) is a
@@ -79,6 +84,7 @@ static void generation_failed(const gen *g, qw_oai_error *e) {
 }
 
 static const char *finish_reason(const gen *g) {
+    if (g->calls.n) return "tool_calls";
     if (g->out.stop_hit || g->out.eos_hit) return "stop";
     return g->res.finish == QW_FINISH_LENGTH ? "length" : "stop";
 }
@@ -102,6 +108,7 @@ static void gen_free(gen *g) {
         atomic_fetch_sub(&g->s->metrics.in_flight, 1);
     }
     qw_textout_free(&g->out);
+    qw_tool_calls_free(&g->calls);
     qw_oai_request_free(&g->rq);
     qw_strbuf_free(&g->sse);
     free(g->toks);
@@ -118,6 +125,11 @@ static bool pump(gen *g, double timeout_s) {
     int k = qw_job_read(g->job, &g->cursor, buf, 64, timeout_s, &done);
     for (int i = 0; i < k; i++) {
         if (g->out.ended) break;
+        if (g->s->test_reply) { /* tests: the scripted reply replaces the model's tokens, then an end */
+            size_t j = (size_t)g->n_read++;
+            int32_t eos = qw_tokenizer_eos(g->s->tok);
+            buf[i] = j < g->s->n_test_reply ? g->s->test_reply[j] : eos >= 0 ? eos : buf[i];
+        }
         if (g->n_toks < g->cap_toks) g->toks[g->n_toks++] = buf[i];
         if (g->lps && g->n_lps < g->cap_toks && (g->rq.ignore_eos || !qw_tokenizer_is_eog(g->s->tok, buf[i])))
             g->n_lps += qw_job_read_logprobs(g->job, at + i, 1, &g->lps[g->n_lps]);
@@ -169,11 +181,19 @@ static qw_oai_reply chunk_reply(gen *g, const char *finish) {
 /* Appends one chunk with the new content/reasoning, if any. */
 static void emit_deltas(gen *g) {
     size_t nc, nr;
-    const char *c = qw_textout_take_content(&g->out, &nc);
+    const char *c;
+    if (g->tools) /* hold back from a "<tool_call>" on: it may be a call (tools.c) */
+        c = qw_tool_stream_take(g->rq.prefill, &g->out.content, &g->content_sent, &nc);
+    else
+        c = qw_textout_take_content(&g->out, &nc);
     const char *r = qw_textout_take_reasoning(&g->out, &nr);
     if (!nc && !nr && g->lps_sent == g->n_lps) return;
+    /* the chunk builder reads NUL-terminated text; with tools, c[nc] is not
+     * the end of the buffer (the rest is held back), so it gets a copy */
+    char *held = g->tools && nc ? strndup(c, nc) : NULL;
     qw_oai_reply rep = chunk_reply(g, NULL);
-    qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, nc ? c : NULL, nr ? r : NULL);
+    qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, nc ? (held ? held : c) : NULL, nr ? r : NULL);
+    free(held);
 }
 
 static void emit_end(gen *g) {
@@ -187,6 +207,15 @@ static void emit_end(gen *g) {
         free(js);
         log_line(g, 500, "error");
     } else {
+        if (g->tools) {
+            /* the held-back tail: tool calls, or (not a valid call) content */
+            size_t nh;
+            const char *held = qw_tool_finish(&g->rq, &g->out.content, g->content_sent, &g->calls, &nh, g->num);
+            qw_oai_reply rep = make_reply(g, NULL);
+            if (g->calls.n) qw_oai_tool_calls_sse(&g->sse, &g->rq, &rep, &g->calls);
+            else if (nh) qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, held, NULL);
+            free((char *)held);
+        }
         const char *fin = finish_reason(g);
         qw_oai_reply rep = chunk_reply(g, fin);
         qw_oai_chunk_sse(&g->sse, &g->rq, &rep, false, g->rq.kind == QW_OAI_CHAT ? NULL : "", NULL);
@@ -261,7 +290,7 @@ enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoin
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     g->fd = ci ? ci->connect_fd : -1;
     qw_oai_kind kind = ep == QW_EP_CHAT ? QW_OAI_CHAT : QW_OAI_COMPLETION;
-    if (qw_oai_parse(kind, body, n, s->model->gguf, s->model_id, s->model->hp.n_vocab, &g->rq, &e)) {
+    if (qw_oai_parse(kind, body, n, s->chat_template, s->model_id, s->model->hp.n_vocab, &g->rq, &e)) {
         free(g);
         return qw_http_send_error(s, c, ep, &e);
     }
@@ -291,9 +320,11 @@ enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoin
     if (g->rq.logprobs) g->lps = qw_xmalloc((size_t)g->cap_toks * sizeof *g->lps);
     qw_textout_init(&g->out, s->tok, (const char *const *)g->rq.stops, g->rq.n_stops, g->rq.think);
     g->out.ignore_eos = g->rq.ignore_eos;
+    g->tools = g->rq.tools_json != NULL;
     qw_job_params jp = {.prompt = ids, .n_prompt = (int32_t)np, .max_tokens = max_tokens,
-                        .ignore_eos = g->rq.ignore_eos, .logprobs = g->rq.logprobs,
+                        .ignore_eos = g->rq.ignore_eos || s->test_reply, .logprobs = g->rq.logprobs,
                         .top_logprobs = g->rq.top_logprobs, .sampler = g->rq.sp};
+    /* (test reply: the model must not end before the script does; the script ends with an end token) */
     if (g->rq.schema) {
         jp.sampler.constraint = qw_json_constraint_new(s->json_vocab, g->rq.schema); /* takes the schema */
         g->rq.schema = NULL;
@@ -351,10 +382,17 @@ enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoin
         log_line(g, 500, "error");
         ok = qw_http_send_error(s, c, ep, &e);
     } else {
+        char *held = NULL;
+        if (g->tools) {
+            size_t nh;
+            held = (char *)qw_tool_finish(&g->rq, &g->out.content, 0, &g->calls, &nh, g->num);
+        }
         const char *fin = finish_reason(g);
         qw_oai_reply rep = make_reply(g, fin);
-        char *js = qw_oai_response_json(&g->rq, &rep, g->out.content.p ? g->out.content.p : "",
+        rep.tool_calls = g->calls.n ? &g->calls : NULL;
+        char *js = qw_oai_response_json(&g->rq, &rep, held ? held : g->out.content.p ? g->out.content.p : "",
                                         g->out.reasoning.p ? g->out.reasoning.p : "");
+        free(held);
         log_line(g, 200, fin);
         ok = qw_http_send(s, c, ep, 200, "application/json", js);
     }

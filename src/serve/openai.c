@@ -13,8 +13,9 @@
  * max_tokens (alias max_completion_tokens), temperature, top_p, seed, stop,
  * presence_penalty, frequency_penalty, stream, stream_options.include_usage,
  * n (must be 1), logit_bias, logprobs / top_logprobs, response_format
- * (json_object, json_schema: compiled here, json_constraint.h);
- * llama.cpp-style extensions: top_k, min_p,
+ * (json_object, json_schema: compiled here, json_constraint.h), the chat
+ * fields of chat_req.c (messages, tools, tool_choice, parallel_tool_calls,
+ * chat_template_kwargs); llama.cpp-style extensions: top_k, min_p,
  * repeat_penalty, return_tokens (the generated ids in the choice), ignore_eos.
  * Defaults follow OpenAI: temperature 1, top_p 1; no seed means a fresh one
  * per request.
@@ -27,6 +28,7 @@
 
 #include "jsonstr.h"
 #include "qwisp/tokenizer.h"
+#include "qwisp/tool_calls.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -92,99 +94,6 @@ static int get_bool(const cJSON *o, const char *name, bool *out, qw_oai_error *e
     if (!cJSON_IsBool(f)) return BAD(name, "'%s' must be a boolean", name);
     *out = cJSON_IsTrue(f);
     return 1;
-}
-
-/* A message's content: a string or an array of {"type":"text","text":…}
- * parts.  Null or missing only on an assistant message that carries
- * tool_calls (as OpenAI's API: every other message must say something). */
-static char *message_content(const cJSON *m, int i, const char *role, qw_oai_error *e) {
-    char param[48];
-    snprintf(param, sizeof param, "messages[%d].content", i);
-    const cJSON *c = field(m, "content");
-    if (!c) {
-        if (!strcmp(role, "assistant") && field(m, "tool_calls")) return qw_xstrdup("");
-        bool missing = !cJSON_GetObjectItemCaseSensitive(m, "content");
-        qw_oai_fail(e, 400, "invalid_request_error", missing ? "missing_required_parameter" : "invalid_value", param,
-                    "'%s' is %s; a %s message needs content (only an assistant message with tool_calls may omit it)",
-                    param, missing ? "missing" : "null", role);
-        return NULL;
-    }
-    if (cJSON_IsString(c)) return qw_xstrdup(c->valuestring);
-    if (!cJSON_IsArray(c)) {
-        BAD(param, "'%s' must be a string or an array of text parts", param);
-        return NULL;
-    }
-    qw_strbuf b = {0};
-    qw_strbuf_add(&b, "", 0);
-    const cJSON *part;
-    cJSON_ArrayForEach(part, c) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
-        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 ||
-            !cJSON_IsString(text)) {
-            qw_strbuf_free(&b);
-            qw_oai_fail(e, 400, "invalid_request_error", "unsupported_content", param,
-                        "'%s': only text parts ({\"type\":\"text\",\"text\":…}) are supported", param);
-            return NULL;
-        }
-        qw_strbuf_add(&b, text->valuestring, strlen(text->valuestring));
-    }
-    return b.p;
-}
-
-static int parse_messages(const cJSON *root, const qw_gguf *g, qw_oai_request *r, qw_oai_error *e) {
-    const cJSON *ms = field(root, "messages");
-    if (!ms) return qw_oai_fail(e, 400, "invalid_request_error", "missing_required_parameter", "messages",
-                                "'messages' is required");
-    if (!cJSON_IsArray(ms)) return BAD("messages", "'messages' must be an array");
-    int n = cJSON_GetArraySize(ms);
-    if (n == 0) return BAD("messages", "'messages' must contain at least one message");
-    if (n > 100000) return BAD("messages", "too many messages (%d)", n);
-    qw_chat_msg *msgs = qw_xcalloc((size_t)n, sizeof *msgs);
-    char **owned = qw_xcalloc((size_t)n, sizeof *owned);
-    int rc = 0, i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, ms) {
-        char param[48];
-        snprintf(param, sizeof param, "messages[%d].role", i);
-        const cJSON *role = cJSON_IsObject(m) ? cJSON_GetObjectItemCaseSensitive(m, "role") : NULL;
-        if (!cJSON_IsObject(m)) { rc = BAD(param, "messages[%d] must be an object", i); break; }
-        if (!cJSON_IsString(role)) { rc = BAD(param, "'%s' must be a string", param); break; }
-        const char *rs = role->valuestring;
-        if (!strcmp(rs, "developer")) rs = "system";
-        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool")) {
-            rc = BAD(param, "'%s' = '%s': expected system, developer, user, assistant or tool", param,
-                     role->valuestring);
-            break;
-        }
-        owned[i] = message_content(m, i, rs, e);
-        if (!owned[i]) { rc = -1; break; }
-        msgs[i] = (qw_chat_msg){rs, owned[i]};
-        i++;
-    }
-    if (rc == 0) {
-        qw_error err = {0};
-        qw_chat_prompt cp;
-        if (qw_chat_render_prompt(g, msgs, (size_t)n, true, &cp, &err) != 0)
-            rc = qw_oai_fail(e, 400, "invalid_request_error", "template_error", "messages",
-                             "cannot apply the chat template: %s", err.msg);
-        r->prompt_text = cp.text;
-        r->prompt_segs = cp.segs;
-        r->n_prompt_segs = cp.n_segs;
-    }
-    for (int k = 0; k < n; k++) free(owned[k]);
-    free(owned);
-    free(msgs);
-    if (rc == 0) {
-        /* A template that opens the think block itself (Qwen3 thinking models)
-         * makes the output start inside it. */
-        size_t l = strlen(r->prompt_text);
-        const char *t = r->prompt_text;
-        r->prompt_len = l;
-        while (l && (t[l - 1] == '\n' || t[l - 1] == ' ')) l--;
-        r->think = l >= 7 && !memcmp(t + l - 7, "<think>", 7) ? QW_THINK_OPEN : QW_THINK_SPLIT;
-    }
-    return rc;
 }
 
 static int parse_prompt(const cJSON *root, const char *body, size_t len, int32_t n_vocab, qw_oai_request *r,
@@ -266,7 +175,7 @@ static const char *const k_completion_only[] = {"prompt", NULL};
 /* Deliberately ignored: bookkeeping for OpenAI's platform that changes
  * nothing in what this server generates (docs/serve.md lists them). */
 static const char *const k_ignored[] = {"user", "metadata", "store", "service_tier", "prompt_cache_key",
-                                        "safety_identifier", "parallel_tool_calls", NULL};
+                                        "safety_identifier", NULL};
 
 static bool in_list(const char *const *l, const char *k) {
     for (; *l; l++)
@@ -296,6 +205,7 @@ static int check_fields(const cJSON *root, qw_oai_kind kind, qw_oai_error *e) {
         const char *k = f->string;
         if (cJSON_IsNull(f) || in_list(k_common, k) || in_list(k_ignored, k)) continue;
         if (in_list(kind == QW_OAI_CHAT ? k_chat_only : k_completion_only, k)) continue;
+        if (kind == QW_OAI_CHAT && in_list(qw_oai_chat_fields, k)) continue; /* chat_req.c reads them */
         if (harmless_default(f)) continue;
         return qw_oai_fail(e, 400, "invalid_request_error", "unsupported_parameter", k,
                            "'%.48s' is not supported by this server%s", k,
@@ -391,7 +301,7 @@ static uint64_t fresh_seed(void) {
     return qw_hash64(&ts, sizeof ts, ++ctr);
 }
 
-int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *g, const char *model_id,
+int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const char *tmpl, const char *model_id,
                  int32_t n_vocab, qw_oai_request *r, qw_oai_error *e) {
     *r = (qw_oai_request){.kind = kind, .max_tokens = -1, .sp = qw_sampler_default_params()};
     r->sp.temp = 1.0f;
@@ -470,7 +380,7 @@ int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const qw_gguf *
         BAD("ignore_eos", "'ignore_eos' cannot be combined with a JSON 'response_format' (generation ends when the value is complete)");
         goto out;
     }
-    if (kind == QW_OAI_CHAT ? parse_messages(root, g, r, e) : parse_prompt(root, body, len, n_vocab, r, e)) goto out;
+    if (kind == QW_OAI_CHAT ? qw_oai_parse_chat(root, tmpl, r, e) : parse_prompt(root, body, len, n_vocab, r, e)) goto out;
     /* Constrained output is all content: a template that opens <think>
      * would otherwise make the JSON reasoning. */
     if (r->schema) r->think = QW_THINK_NONE;
@@ -492,6 +402,10 @@ void qw_oai_request_free(qw_oai_request *r) {
     r->prompt_text = NULL;
     r->prompt_ids = NULL;
     r->n_stops = 0;
+    free(r->tools_json);
+    free(r->tool_name);
+    free(r->prefill);
+    r->tools_json = r->tool_name = r->prefill = NULL;
 }
 
 /* ---- responses ---- */
@@ -604,6 +518,30 @@ static void add_finish(cJSON *o, const char *finish) {
     else cJSON_AddNullToObject(o, "finish_reason");
 }
 
+/* "call_" + 24 hex digits, from the response id and the call's index. */
+static void call_id(const qw_oai_reply *rep, size_t i, char out[32]) {
+    uint64_t h = qw_hash64(rep->id, strlen(rep->id), i + 1);
+    snprintf(out, 32, "call_%016llx%08llx", (unsigned long long)h, (unsigned long long)(i & 0xffffffffu));
+}
+
+/* message.tool_calls, or one stream delta's (part 0: head, 1: arguments). */
+static cJSON *tool_calls_json(const qw_oai_reply *rep, const qw_tool_calls *tc, bool index) {
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; i < tc->n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        char id[32];
+        call_id(rep, i, id);
+        if (index) cJSON_AddNumberToObject(c, "index", (double)i);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        cJSON *f = cJSON_AddObjectToObject(c, "function");
+        cJSON_AddStringToObject(f, "name", tc->calls[i].name);
+        cJSON_AddStringToObject(f, "arguments", tc->calls[i].arguments);
+        cJSON_AddItemToArray(arr, c);
+    }
+    return arr;
+}
+
 char *qw_oai_response_json(const qw_oai_request *r, const qw_oai_reply *rep, const char *content,
                            const char *reasoning) {
     cJSON *o = cJSON_CreateObject();
@@ -614,8 +552,10 @@ char *qw_oai_response_json(const qw_oai_request *r, const qw_oai_reply *rep, con
     if (chat) {
         cJSON *m = cJSON_AddObjectToObject(ch, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", content ? content : "");
+        if (rep->tool_calls && !(content && content[0])) cJSON_AddNullToObject(m, "content");
+        else cJSON_AddStringToObject(m, "content", content ? content : "");
         if (reasoning && reasoning[0]) cJSON_AddStringToObject(m, "reasoning_content", reasoning);
+        if (rep->tool_calls) cJSON_AddItemToObject(m, "tool_calls", tool_calls_json(rep, rep->tool_calls, false));
     } else {
         cJSON_AddStringToObject(ch, "text", content ? content : "");
     }
@@ -664,6 +604,41 @@ void qw_oai_chunk_sse(qw_strbuf *out, const qw_oai_request *r, const qw_oai_repl
     cJSON_AddItemToArray(arr, ch);
     if (r->include_usage) cJSON_AddNullToObject(o, "usage");
     emit_sse(out, o);
+}
+
+void qw_oai_tool_calls_sse(qw_strbuf *out, const qw_oai_request *r, const qw_oai_reply *rep,
+                           const qw_tool_calls *tc) {
+    for (size_t i = 0; i < tc->n; i++)
+        for (int part = 0; part < 2; part++) {
+            cJSON *o = cJSON_CreateObject();
+            add_head(o, rep, "chat.completion.chunk");
+            cJSON *ch = cJSON_CreateObject();
+            cJSON_AddNumberToObject(ch, "index", 0);
+            cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+            cJSON *arr = cJSON_AddArrayToObject(d, "tool_calls");
+            cJSON *c = cJSON_CreateObject();
+            cJSON_AddNumberToObject(c, "index", (double)i);
+            cJSON *f;
+            if (part == 0) {
+                char id[32];
+                call_id(rep, i, id);
+                cJSON_AddStringToObject(c, "id", id);
+                cJSON_AddStringToObject(c, "type", "function");
+                f = cJSON_AddObjectToObject(c, "function");
+                cJSON_AddStringToObject(f, "name", tc->calls[i].name);
+                cJSON_AddStringToObject(f, "arguments", "");
+            } else {
+                f = cJSON_AddObjectToObject(c, "function");
+                cJSON_AddStringToObject(f, "arguments", tc->calls[i].arguments);
+            }
+            cJSON_AddItemToArray(arr, c);
+            cJSON_AddNullToObject(ch, "logprobs");
+            cJSON_AddNullToObject(ch, "finish_reason");
+            cJSON *chs = cJSON_AddArrayToObject(o, "choices");
+            cJSON_AddItemToArray(chs, ch);
+            if (r->include_usage) cJSON_AddNullToObject(o, "usage");
+            emit_sse(out, o);
+        }
 }
 
 void qw_oai_usage_sse(qw_strbuf *out, const qw_oai_request *r, const qw_oai_reply *rep) {

@@ -76,6 +76,40 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 }
 
 /* "name" of the model for clients: the file name without .gguf. */
+/* The chat template (the GGUF's, or --chat-template-file's) and what qwisp
+ * makes of it, said once at start: exact, rendered as a family with a note,
+ * or refused (then every chat request gets 400 naming it; /v1/completions
+ * still works).  Plus the test-only reply file. */
+static int load_chat_template(qw_server *s, const qw_serve_config *cfg, qw_error *err) {
+    if (cfg->chat_template_file) {
+        size_t n;
+        s->chat_template_owned = qw_read_file(cfg->chat_template_file, 1 << 20, &n, err);
+        if (!s->chat_template_owned) return -1;
+        s->chat_template = s->chat_template_owned;
+    } else if (qw_chat_template_text(s->model->gguf, &s->chat_template, err)) {
+        return -1;
+    }
+    qw_chat_template_info info;
+    qw_error terr = {0};
+    if (qw_chat_template_identify(s->chat_template, &info, &terr))
+        fprintf(stderr, "qwisp serve: warning: chat requests will be refused: %s\n", terr.msg);
+    else if (!info.exact)
+        fprintf(stderr, "qwisp serve: note: %s\n", info.note);
+    else
+        fprintf(stderr, "qwisp serve: chat template: %s%s\n", info.name,
+                s->chat_template ? " (known template, rendered exactly)" : " (the model has none)");
+    if (cfg->test_reply_file) {
+        size_t n;
+        char *text = qw_read_file(cfg->test_reply_file, 1 << 20, &n, err);
+        if (!text) return -1;
+        s->test_reply = qw_tokenize(s->tok, text, n, true, &s->n_test_reply);
+        free(text);
+        fprintf(stderr, "qwisp serve: TEST MODE: every reply is the %zu tokens of %s (the model still runs)\n",
+                s->n_test_reply, cfg->test_reply_file);
+    }
+    return 0;
+}
+
 static void model_id_of(const char *path, char *out, size_t cap) {
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
@@ -149,6 +183,7 @@ qw_server *qw_server_start(const qw_serve_config *cfg, qw_error *err) {
     if (!s->model) goto fail;
     s->tok = qw_tokenizer_from_gguf(s->model->gguf, err);
     if (!s->tok) goto fail;
+    if (load_chat_template(s, cfg, err)) goto fail;
     s->json_vocab = qw_json_vocab_new(s->tok);
     if (!s->json_vocab) {
         qw_fail(err, "out of memory building the token table for response_format");
@@ -186,6 +221,8 @@ void qw_server_shutdown(qw_server *s) {
     qw_json_vocab_free(s->json_vocab);
     qw_tokenizer_free(s->tok);
     qw_model_free(s->model);
+    free(s->chat_template_owned);
+    free(s->test_reply);
     free(s->host);
     free(s->model_path);
     free(s->api_key);

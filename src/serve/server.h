@@ -42,6 +42,10 @@ struct qw_server {
     qw_metrics metrics;
     qw_conns conns;          /* open connections' phases + the deadline watchdog */
     qw_body_budget bodies;   /* what all request bodies in flight may map */
+    const char *chat_template;   /* the template text (GGUF's or --chat-template-file's); NULL: none */
+    char *chat_template_owned;   /* read from --chat-template-file */
+    int32_t *test_reply;         /* test_reply_file's tokens [n_test_reply], or NULL */
+    size_t n_test_reply;
 };
 
 /* One HTTP request's state between the handler's calls (MHD's req_cls). */

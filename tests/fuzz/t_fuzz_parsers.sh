@@ -5,6 +5,8 @@
 #   fuzz_openai_request   `qwisp serve` request bodies (src/serve/openai.c)
 #   fuzz_tokenizer        BPE encode/decode round trip (src/text/tokenizer.c)
 #   fuzz_ab_criteria      `qwisp ab` criteria files (src/ab/ab_criteria.c)
+#   fuzz_chat_tools       tool-call replies + chat requests with tools (src/text/tool_calls.c,
+#                         src/serve/chat_req.c, src/text/chat_qwen.c)
 # Each needs build-fuzz/bin/<name> (built by `make fuzz`, which `make test`
 # runs first); a missing binary is a FAIL, not a SKIP, so a broken fuzz build
 # shows.  Per target: the seeds alone (fuzz/seeds/<seeds>, no mutation), then
@@ -13,7 +15,7 @@
 # it (UBSAN_OPTIONS halt_on_error=1: by default UBSan only prints and libFuzzer
 # carries on).  Crash/leak/timeout/oom artifacts are copied to
 # FUZZ_ARTIFACT_DIR (default /tmp, which outlives run.sh's scratch dir) and
-# named in an INFO line.  Total about 7 x 10 s.
+# named in an INFO line.  Total about 8 x 10 s.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 SECS=${FUZZ_PARSERS_SECONDS:-10}
@@ -57,3 +59,4 @@ run_target fuzz_safetensors safetensors
 run_target fuzz_openai_request openai_request
 run_target fuzz_tokenizer tokenizer
 run_target fuzz_ab_criteria ab_criteria
+run_target fuzz_chat_tools chat_tools

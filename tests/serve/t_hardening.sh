@@ -102,7 +102,7 @@ grep -q '"tokens":\[42,42,42,42,42,42\]' "$T/body" && pass "logit_bias applied w
 post /v1/chat/completions '{"messages":[{"role":"user","content":null}]}'; expect "user content null -> 400" 400 '"param":"messages\[0\].content"'
 post /v1/chat/completions '{"messages":[{"role":"user"}]}'; expect "user content missing -> 400" 400 '"code":"missing_required_parameter"'
 post /v1/chat/completions '{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"user","content":"and?"}],"max_tokens":2}'
-expect "assistant with tool_calls and no content is valid" 200
+expect "assistant tool_calls on a template without tool syntax (none: ChatML) -> 400 naming it" 400 'plain ChatML template cannot show'
 
 # 8, 9, 2 (raw sockets)
 "${PROBE[@]}" halfclose "$PORT"

@@ -110,11 +110,13 @@ static void test_parse_rules(void **state) {
                "messages[0].content");
     expect_400(QW_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\"}]}",
                "messages[1].content");
-    assert_int_equal(parse(QW_OAI_CHAT,
-                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
-                           "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"1\"}]}]}",
-                           &r, &e),
-                     0);
+    /* (a template with tool syntax: plain ChatML refuses tool calls; this
+     * text has the Qwen3 template's markers) */
+    const char *qwen3ish = "<|im_start|> <tool_call> <function-name> last_query_index reasoning_content";
+    const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+                           "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"1\",\"type\":"
+                           "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}";
+    assert_int_equal(qw_oai_parse(QW_OAI_CHAT, b, strlen(b), qwen3ish, "tiny", 259, &r, &e), 0);
     assert_int_equal(r.prompt_len, strlen(r.prompt_text));
     qw_oai_request_free(&r);
 }

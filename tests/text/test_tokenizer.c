@@ -464,7 +464,7 @@ static void test_from_gguf(void **state) {
     assert_memory_equal(a, b, n1 * sizeof *a);
     free(a);
     free(b);
-    qw_chat_msg msgs[] = {{"user", "hi"}};
+    qw_chat_msg msgs[] = {{.role = "user", .content = "hi"}};
     char *r = qw_chat_render(g, msgs, 1, true, &err);
     assert_string_equal(r, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
     free(r);
