@@ -172,19 +172,23 @@ void qw_experts_stats_json(void *cjson_object) {
     const qw_experts_stats s = qw_experts_get_stats();
     cJSON *o = cJSON_AddObjectToObject(cjson_object, "experts");
     cJSON_AddStringToObject(o, "tier", s.tier == QW_TIER_STREAMING ? "streaming" : "resident");
-    cJSON_AddNumberToObject(o, "c", s.c);
-    cJSON_AddNumberToObject(o, "n_expert", s.n_expert);
-    cJSON_AddNumberToObject(o, "hits", (double)s.hits);
-    cJSON_AddNumberToObject(o, "misses", (double)s.misses);
-    const uint64_t tot = s.hits + s.misses;
-    cJSON_AddNumberToObject(o, "hit_rate", tot ? (double)s.hits / (double)tot : 0);
-    cJSON_AddNumberToObject(o, "bytes_read", (double)s.bytes_read);
-    cJSON_AddNumberToObject(o, "reads", (double)s.reads);
-    cJSON_AddNumberToObject(o, "read_errors", (double)s.read_errors);
-    cJSON_AddNumberToObject(o, "read_ms", (double)s.read_ns / 1e6);
-    cJSON_AddNumberToObject(o, "wait_ms", (double)s.wait_ns / 1e6);
-    cJSON_AddNumberToObject(o, "throttle_ms", (double)s.throttle_ns / 1e6);
-    cJSON_AddNumberToObject(o, "arena_bytes", (double)s.arena_bytes);
-    cJSON_AddNumberToObject(o, "locked_bytes", (double)s.locked_bytes);
+    qw_stats_json(&qw_experts_stat_group, &s, o, 0, -1);
     cJSON_AddStringToObject(o, "decision", s.line);
 }
+
+void qw_experts_stats_line(FILE *f) {
+    const qw_experts_stats s = qw_experts_get_stats();
+    qw_stats_line(f, &qw_experts_stat_group, &s, 0, -1);
+}
+
+/* ---- the counter list as a table (experts.h's QW_EXPERTS_STATS) ---- */
+#define DERIVE(name, kind, unit, key, prom, help, expr) QW_STAT_DERIVE_FN(qw_experts_stats, name, expr)
+QW_EXPERTS_STATS(QW_STAT_NONE, DERIVE)
+#undef DERIVE
+#define ROW(...) QW_STAT_ROW(qw_experts_stats, __VA_ARGS__)
+#define DROW(name, kind, unit, key, prom, help, expr) QW_STAT_DROW(name, kind, unit, key, prom, help)
+static const qw_stat k_rows[] = {QW_EXPERTS_STATS(ROW, DROW)};
+#undef ROW
+#undef DROW
+const qw_stat_group qw_experts_stat_group = {"experts", "expert_", "expert source: ", k_rows,
+                                             (int)(sizeof k_rows / sizeof *k_rows)};
