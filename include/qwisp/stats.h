@@ -74,6 +74,18 @@ typedef struct qw_stat_group {
 #define QW_STAT_DROW(name, kind, unit, key, prom, help)                                             \
     {#name, key, prom, help, QW_STAT_##kind, QW_STAT_##unit, 0, qw_stat_derive_##name},
 
+/* Kind dispatch inside a list's X: QW_STAT_IF_TOTAL(kind, text) is text for
+ * TOTAL rows and nothing otherwise; QW_STAT_IF_GAUGE for CURRENT and PEAK rows.
+ * (Storage that differs by kind — atomics for totals — comes from the list too.) */
+#define QW_STAT_IF_TOTAL(kind, ...) QW_STAT_IF_TOTAL_##kind(__VA_ARGS__)
+#define QW_STAT_IF_TOTAL_TOTAL(...) __VA_ARGS__
+#define QW_STAT_IF_TOTAL_CURRENT(...)
+#define QW_STAT_IF_TOTAL_PEAK(...)
+#define QW_STAT_IF_GAUGE(kind, ...) QW_STAT_IF_GAUGE_##kind(__VA_ARGS__)
+#define QW_STAT_IF_GAUGE_TOTAL(...)
+#define QW_STAT_IF_GAUGE_CURRENT(...) __VA_ARGS__
+#define QW_STAT_IF_GAUGE_PEAK(...) __VA_ARGS__
+
 /* ---- values ---- */
 /* The raw value (bytes, ns, count, ratio) of row r in the struct stats. */
 double qw_stat_value(const qw_stat *r, const void *stats);

@@ -35,11 +35,13 @@ struct qw_experts {
 };
 
 static qw_experts_counters g_ctr;
+/* The gauges of QW_EXPERTS_STATS (set at open), beside g_ctr's totals. */
 static struct {
     int tier;
-    int32_t c, n_expert;
-    uint64_t arena_bytes, locked_bytes;
     char line[192];
+#define GAUGE(field, kind, ...) QW_STAT_IF_GAUGE(kind, uint64_t field;)
+    QW_EXPERTS_STATS(GAUGE, QW_STAT_NONE)
+#undef GAUGE
 } g_info;
 
 /* Prefaults [p, p+n) (page-aligned outward); mlocks it if lock.  -1 + err. */
@@ -152,18 +154,10 @@ void qw_experts_release(qw_experts *x, int32_t il) {
 qw_experts_stats qw_experts_get_stats(void) {
     qw_experts_stats s = {0};
     s.tier = g_info.tier;
-    s.c = g_info.c;
-    s.n_expert = g_info.n_expert;
-    s.hits = atomic_load(&g_ctr.hits);
-    s.misses = atomic_load(&g_ctr.misses);
-    s.bytes_read = atomic_load(&g_ctr.bytes_read);
-    s.reads = atomic_load(&g_ctr.reads);
-    s.read_errors = atomic_load(&g_ctr.read_errors);
-    s.read_ns = atomic_load(&g_ctr.read_ns);
-    s.wait_ns = atomic_load(&g_ctr.wait_ns);
-    s.throttle_ns = atomic_load(&g_ctr.throttle_ns);
-    s.arena_bytes = g_info.arena_bytes;
-    s.locked_bytes = g_info.locked_bytes;
+#define LOAD(field, kind, ...)                                                                                         \
+    QW_STAT_IF_TOTAL(kind, s.field = atomic_load(&g_ctr.field);) QW_STAT_IF_GAUGE(kind, s.field = g_info.field;)
+    QW_EXPERTS_STATS(LOAD, QW_STAT_NONE)
+#undef LOAD
     snprintf(s.line, sizeof s.line, "%s", g_info.line);
     return s;
 }

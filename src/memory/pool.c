@@ -430,7 +430,7 @@ void qw_pool_reset_peak(void) {
 void qw_pool_reset_counters(void) {
     pthread_mutex_lock(&g_lock);
     /* TOTAL rows are the event counters; CURRENT and PEAK rows stay. */
-#define ZERO_TOTAL(field, kind, ...) if (QW_STAT_##kind == QW_STAT_TOTAL) g_st.field = 0;
+#define ZERO_TOTAL(field, kind, ...) QW_STAT_IF_TOTAL(kind, g_st.field = 0;)
     QW_POOL_STATS(ZERO_TOTAL, QW_STAT_NONE)
 #undef ZERO_TOTAL
     pthread_mutex_unlock(&g_lock);
