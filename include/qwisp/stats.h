@@ -14,8 +14,10 @@
  * the struct `s` (no field).  From the one list come the struct's fields
  * (QW_STAT_FIELD) and a table of qw_stat rows (QW_STAT_ROW / QW_STAT_DROW in
  * the owner's .c); every output iterates the table: `--json` (qw_stats_json),
- * /metrics (serve/metrics.c), the MEMDBG lines (qw_stats_line).  Adding a
- * counter is one line in its list; tests/base/test_stats.c fails when a row
+ * /metrics (serve/metrics.c), the MEMDBG lines (qw_stats_line).  Storage
+ * that differs by kind comes from the list too (QW_STAT_IF_TOTAL below: the
+ * expert source's atomic totals, the pool's counter reset).  Adding a
+ * counter is one line in its list (plus the code that counts it); tests/base/test_stats.c fails when a row
  * is missing from an output or breaks the naming rules below.
  *
  * kind  CURRENT (a gauge), PEAK (max of a gauge since a reset), TOTAL (counts
