@@ -40,6 +40,7 @@
 #define QWISP_EXPERTS_H
 
 #include "qwisp/base.h"
+#include "qwisp/stats.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -125,23 +126,46 @@ int qw_experts_get(qw_experts *x, int32_t il, int32_t e, const char **gate, cons
 /* Unpins every expert of layer il. */
 void qw_experts_release(qw_experts *x, int32_t il);
 
-/* Process-wide statistics of the most recently opened source. */
+/* The expert source's counters, declared once (stats.h says how the list is
+ * read): the struct below, `qwisp run --json`'s "experts" object (between
+ * "tier" and "decision"), /metrics' qwisp_expert_* and the MEMDBG lines
+ * ("expert_" + key) come from this list, in this order.  Keys "hits",
+ * "misses", "bytes_read" are read by `qwisp ab` (ab_trial.c): rename none.
+ * Process-wide, of the most recently opened source. */
+#define QW_EXPERTS_STATS(X, D)                                                                             \
+    X(c, CURRENT, COUNT, "c", "expert_cache_slots", "slots per layer (C; n_expert when resident)")        \
+    X(n_expert, CURRENT, COUNT, "n_expert", "expert_n_expert", "routed experts per layer")                \
+    X(hits, TOTAL, COUNT, "hits", "expert_cache_hits_total",                                              \
+      "gets served from the cache (resident: every get)")                                                  \
+    X(misses, TOTAL, COUNT, "misses", "expert_cache_misses_total", "gets that read the expert from disk") \
+    D(hit_rate, CURRENT, RATIO, "hit_rate", "expert_cache_hit_ratio",                                     \
+      "hits / (hits + misses) since start; 1 with resident experts, 0 before any",                        \
+      s->hits + s->misses ? (double)s->hits / (double)(s->hits + s->misses) : 0)                           \
+    X(bytes_read, TOTAL, BYTES, "bytes_read", "expert_read_bytes_total",                                  \
+      "bytes read from disk (incl. alignment)")                                                            \
+    X(reads, TOTAL, COUNT, "reads", "expert_reads_total", "preads issued (3 per expert)")                 \
+    X(read_errors, TOTAL, COUNT, "read_errors", "expert_read_errors_total", "preads that failed")         \
+    X(read_ns, TOTAL, NS, "read_ms", "expert_read_seconds_total",                                         \
+      "time inside preads, summed over reader threads")                                                   \
+    X(wait_ns, TOTAL, NS, "wait_ms", "expert_wait_seconds_total", "time the forward waited for reads")    \
+    X(throttle_ns, TOTAL, NS, "throttle_ms", "expert_throttle_seconds_total",                             \
+      "time readers slept for QWISP_SSD_THROTTLE_GBS")                                                    \
+    X(arena_bytes, CURRENT, BYTES, "arena_bytes", "expert_arena_bytes", "the slot arena's size (streaming)") \
+    X(locked_bytes, CURRENT, BYTES, "locked_bytes", "expert_locked_bytes",                                \
+      "mlock'ed weights (resident, QWISP_MLOCK=1)")
+
 typedef struct qw_experts_stats {
-    int tier;               /* qw_tier */
-    int32_t c, n_expert;
-    uint64_t hits, misses;  /* gets served from the cache / needing a disk read */
-    uint64_t bytes_read;    /* bytes read from disk (incl. alignment) */
-    uint64_t reads;         /* preads issued (3 per expert) */
-    uint64_t read_errors;
-    uint64_t read_ns;       /* time inside preads, summed over reader threads */
-    uint64_t wait_ns;       /* time the forward waited for reads */
-    uint64_t throttle_ns;   /* time readers slept for QWISP_SSD_THROTTLE_GBS */
-    uint64_t arena_bytes;   /* the slot arena's size (streaming) */
-    uint64_t locked_bytes;  /* mlock'ed (resident, QWISP_MLOCK=1) */
-    char line[192];         /* the load-time decision */
+    int tier;       /* qw_tier ("tier" in --json) */
+    char line[192]; /* the load-time decision ("decision" in --json) */
+    QW_EXPERTS_STATS(QW_STAT_FIELD, QW_STAT_NONE)
 } qw_experts_stats;
+
+/* The list as a table (experts.c), for the outputs. */
+extern const qw_stat_group qw_experts_stat_group;
 qw_experts_stats qw_experts_get_stats(void);
 /* Adds "experts": {...} to a cJSON object (void * keeps cJSON out of this header). */
 void qw_experts_stats_json(void *cjson_object);
+/* Writes the list as " expert_KEY=VALUE" fields (a MEMDBG line's tail). */
+void qw_experts_stats_line(FILE *f);
 
 #endif

@@ -1,7 +1,11 @@
 /* memdbg.h — memory breakdown lines (QWISP_PREFILL_MEMDBG, QWISP_LANE_MEMDBG).
  *
- * One stderr line per report, greppable, values in MiB:
- *   [prefill-memdbg] pos=P/T active=MB cache=MB peak=MB footprint=MB rss=MB kv=MB file=MB hits=N misses=N
+ * One stderr line per report, greppable, bytes in MiB, times in ms:
+ *   [prefill-memdbg] pos=P/T active=MB cache=MB peak=MB footprint=MB rss=MB kv=MB file=MB hits=N misses=N …
+ * The pool's fields are its counter list (pool.h's QW_POOL_STATS: the first
+ * QW_POOL_STATS_LINE_HEAD rows, the footprint fields, then the other rows),
+ * then what the tail hook adds (the runtime sets the expert source's list:
+ * expert_c=… expert_hits=… …).
  * Mode 1 only reads (pool stats, /proc/self smaps_rollup).  Mode 2 then calls
  * qw_pool_clear_cache() and appends the after-clear values to the same line:
  *   … | cleared active=MB cache=MB footprint=MB rss=MB
@@ -27,6 +31,7 @@ typedef struct qw_memdbg {
     int every;       /* chunks between reports (>= 1) */
     int64_t n_chunks;
     FILE *out;
+    void (*tail)(FILE *f); /* appends " key=value" fields to each line; NULL: none */
 } qw_memdbg;
 
 void qw_memdbg_init(qw_memdbg *d, const char *tag, int mode, int every, FILE *out);

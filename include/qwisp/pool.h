@@ -21,6 +21,7 @@
 #define QWISP_POOL_H
 
 #include "qwisp/base.h"
+#include "qwisp/stats.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -63,27 +64,59 @@ uint64_t qw_pool_get_cache_limit(void);
 /* Returns every cached buffer to the OS. */
 void qw_pool_clear_cache(void);
 
+/* The pool's counters, declared once (stats.h says how the list is read):
+ * X(field, kind, unit, key, prom, help); D(name, …, expr) is derived.  The
+ * struct below, `qwisp run --json`'s "pool" object, /metrics' qwisp_pool_*
+ * and the MEMDBG lines all come from this list, in this order.  The first
+ * QW_POOL_STATS_LINE_HEAD rows open a MEMDBG line ahead of its footprint
+ * fields (memdbg.h: tests read "cache=… peak=… footprint=…"): keep them first.
+ * Keys "active", "peak_held", "os_calls"… are read by `qwisp ab`
+ * (ab_trial.c) and tests: rename none. */
+#define QW_POOL_STATS(X, D)                                                                               \
+    X(active_bytes, CURRENT, BYTES, "active", "pool_active_bytes", "bytes handed out")                 \
+    X(cache_bytes, CURRENT, BYTES, "cache", "pool_cache_bytes", "bytes held free for reuse")           \
+    X(peak_bytes, PEAK, BYTES, "peak", "pool_peak_bytes", "max active bytes")                          \
+    X(hits, TOTAL, COUNT, "hits", "pool_hits_total", "requests served from the cache")                 \
+    X(misses, TOTAL, COUNT, "misses", "pool_misses_total", "requests that went to the OS")             \
+    X(peak_held_bytes, PEAK, BYTES, "peak_held", "pool_peak_held_bytes", "max active + cache bytes")   \
+    X(cache_limit, CURRENT, BYTES, "limit", "pool_cache_limit_bytes", "cache limit (0 = unbounded)")  \
+    X(os_alloc_bytes, TOTAL, BYTES, "os_bytes", "pool_os_alloc_bytes_total",                           \
+      "bytes asked of the OS (mmap/mremap/aligned_alloc)")                                              \
+    X(os_alloc_calls, TOTAL, COUNT, "os_calls", "pool_os_alloc_calls_total",                           \
+      "calls to the OS allocator (mmap/mremap/aligned_alloc)")                                          \
+    X(os_free_bytes, TOTAL, BYTES, "os_free_bytes", "pool_os_free_bytes_total",                        \
+      "bytes given back to the OS (munmap/free)")                                                       \
+    D(os_ns, TOTAL, NS, "os_ms", "pool_os_seconds_total", "time inside OS alloc + free calls",          \
+      s->os_alloc_ns + s->os_free_ns)                                                                   \
+    X(touch_ns, TOTAL, NS, "touch_ms", "pool_touch_seconds_total",                                     \
+      "first touch of fresh mmaped pages (prefaulted by the pool)")                                     \
+    X(os_free_calls, TOTAL, COUNT, "os_free_calls", "pool_os_free_calls_total",                        \
+      "calls to munmap/free")                                                                           \
+    X(os_alloc_ns, TOTAL, NS, "os_alloc_ms", "pool_os_alloc_seconds_total", "time inside OS allocs")   \
+    X(os_free_ns, TOTAL, NS, "os_free_ms", "pool_os_free_seconds_total", "time inside OS frees")       \
+    X(n_alloc, TOTAL, COUNT, "allocs", "pool_allocs_total",                                            \
+      "calls to alloc/calloc (+ realloc that allocates)")                                               \
+    X(n_free, TOTAL, COUNT, "frees", "pool_frees_total", "calls to free (+ realloc that releases)")    \
+    X(cache_buffers, CURRENT, COUNT, "cache_buffers", "pool_cache_buffers", "buffers held free")       \
+    X(requested_bytes, CURRENT, BYTES, "requested", "pool_requested_bytes",                            \
+      "sum of requested sizes of active buffers (<= active)")                                           \
+    X(realloc_in_place, TOTAL, COUNT, "realloc_in_place", "pool_realloc_in_place_total",               \
+      "reallocs served by the buffer's own capacity")                                                   \
+    X(realloc_remap, TOTAL, COUNT, "realloc_remap", "pool_realloc_remap_total",                        \
+      "reallocs grown with mremap (no copy, nothing cached)")                                           \
+    X(evicted_buffers, TOTAL, COUNT, "evicted_buffers", "pool_evicted_buffers_total",                  \
+      "cached buffers released to honour the limit or a clear")                                         \
+    X(evicted_bytes, TOTAL, BYTES, "evicted_bytes", "pool_evicted_bytes_total",                        \
+      "cached bytes released to honour the limit or a clear")
+#define QW_POOL_STATS_LINE_HEAD 3
+
+/* Byte gauges are buffer capacities; peaks are since the last reset. */
 typedef struct qw_pool_stats {
-    uint64_t active_bytes;    /* capacity of buffers handed out, not yet freed */
-    uint64_t peak_bytes;      /* max active_bytes since the last reset */
-    uint64_t n_alloc;         /* calls to alloc/calloc (+ realloc that allocates) */
-    uint64_t n_free;          /* calls to free (+ realloc that releases) */
-    uint64_t cache_bytes;     /* capacity of buffers held free for reuse */
-    uint64_t cache_buffers;   /* how many */
-    uint64_t requested_bytes; /* sum of requested sizes of active buffers (<= active) */
-    uint64_t peak_held_bytes; /* max (active + cache) since the last reset */
-    uint64_t cache_limit;     /* 0 = unbounded */
-    uint64_t hits;            /* requests served from the cache */
-    uint64_t misses;          /* requests that went to the OS */
-    uint64_t realloc_in_place;/* reallocs served by the buffer's own capacity */
-    uint64_t realloc_remap;   /* reallocs grown with mremap (no copy, nothing cached) */
-    uint64_t evicted_buffers; /* cached buffers released to honour the limit or clear */
-    uint64_t evicted_bytes;
-    uint64_t os_alloc_calls, os_alloc_bytes; /* mmap/mremap/aligned_alloc */
-    uint64_t os_free_calls, os_free_bytes;   /* munmap/free */
-    uint64_t os_alloc_ns, os_free_ns;        /* time inside those calls */
-    uint64_t touch_ns;        /* first-touch of fresh mmap'ed pages (prefaulted by the pool) */
+    QW_POOL_STATS(QW_STAT_FIELD, QW_STAT_NONE)
 } qw_pool_stats;
+
+/* The list as a table (pool.c), for the outputs. */
+extern const qw_stat_group qw_pool_stat_group;
 
 qw_pool_stats qw_pool_get_stats(void);
 /* peak := active, peak_held := active + cache. */

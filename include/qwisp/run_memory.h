@@ -29,7 +29,8 @@ typedef struct qw_run_memory {
 int qw_run_memory_begin(qw_run_memory *rm, qw_ctx *c, bool sample, qw_error *err);
 /* Stops the sampler and removes the hook. */
 void qw_run_memory_end(qw_run_memory *rm, qw_ctx *c);
-/* Adds "pool": {active, cache, peak, hits, misses, os_bytes} (bytes) and
+/* Adds "pool": {pool.h's QW_POOL_STATS, then "fit"}, "knobs", "experts"
+ * (experts.h's QW_EXPERTS_STATS between "tier" and "decision") and
  * footprint_peak_mb / rss_peak_mb to a cJSON object (passed as void * so this
  * header does not drag cJSON into every user). */
 void qw_run_memory_json(const qw_run_memory *rm, void *cjson_object);

@@ -35,11 +35,13 @@ struct qw_experts {
 };
 
 static qw_experts_counters g_ctr;
+/* The gauges of QW_EXPERTS_STATS (set at open), beside g_ctr's totals. */
 static struct {
     int tier;
-    int32_t c, n_expert;
-    uint64_t arena_bytes, locked_bytes;
     char line[192];
+#define GAUGE(field, kind, ...) QW_STAT_IF_GAUGE(kind, uint64_t field;)
+    QW_EXPERTS_STATS(GAUGE, QW_STAT_NONE)
+#undef GAUGE
 } g_info;
 
 /* Prefaults [p, p+n) (page-aligned outward); mlocks it if lock.  -1 + err. */
@@ -152,18 +154,10 @@ void qw_experts_release(qw_experts *x, int32_t il) {
 qw_experts_stats qw_experts_get_stats(void) {
     qw_experts_stats s = {0};
     s.tier = g_info.tier;
-    s.c = g_info.c;
-    s.n_expert = g_info.n_expert;
-    s.hits = atomic_load(&g_ctr.hits);
-    s.misses = atomic_load(&g_ctr.misses);
-    s.bytes_read = atomic_load(&g_ctr.bytes_read);
-    s.reads = atomic_load(&g_ctr.reads);
-    s.read_errors = atomic_load(&g_ctr.read_errors);
-    s.read_ns = atomic_load(&g_ctr.read_ns);
-    s.wait_ns = atomic_load(&g_ctr.wait_ns);
-    s.throttle_ns = atomic_load(&g_ctr.throttle_ns);
-    s.arena_bytes = g_info.arena_bytes;
-    s.locked_bytes = g_info.locked_bytes;
+#define LOAD(field, kind, ...)                                                                                         \
+    QW_STAT_IF_TOTAL(kind, s.field = atomic_load(&g_ctr.field);) QW_STAT_IF_GAUGE(kind, s.field = g_info.field;)
+    QW_EXPERTS_STATS(LOAD, QW_STAT_NONE)
+#undef LOAD
     snprintf(s.line, sizeof s.line, "%s", g_info.line);
     return s;
 }
@@ -172,19 +166,23 @@ void qw_experts_stats_json(void *cjson_object) {
     const qw_experts_stats s = qw_experts_get_stats();
     cJSON *o = cJSON_AddObjectToObject(cjson_object, "experts");
     cJSON_AddStringToObject(o, "tier", s.tier == QW_TIER_STREAMING ? "streaming" : "resident");
-    cJSON_AddNumberToObject(o, "c", s.c);
-    cJSON_AddNumberToObject(o, "n_expert", s.n_expert);
-    cJSON_AddNumberToObject(o, "hits", (double)s.hits);
-    cJSON_AddNumberToObject(o, "misses", (double)s.misses);
-    const uint64_t tot = s.hits + s.misses;
-    cJSON_AddNumberToObject(o, "hit_rate", tot ? (double)s.hits / (double)tot : 0);
-    cJSON_AddNumberToObject(o, "bytes_read", (double)s.bytes_read);
-    cJSON_AddNumberToObject(o, "reads", (double)s.reads);
-    cJSON_AddNumberToObject(o, "read_errors", (double)s.read_errors);
-    cJSON_AddNumberToObject(o, "read_ms", (double)s.read_ns / 1e6);
-    cJSON_AddNumberToObject(o, "wait_ms", (double)s.wait_ns / 1e6);
-    cJSON_AddNumberToObject(o, "throttle_ms", (double)s.throttle_ns / 1e6);
-    cJSON_AddNumberToObject(o, "arena_bytes", (double)s.arena_bytes);
-    cJSON_AddNumberToObject(o, "locked_bytes", (double)s.locked_bytes);
+    qw_stats_json(&qw_experts_stat_group, &s, o, 0, -1);
     cJSON_AddStringToObject(o, "decision", s.line);
 }
+
+void qw_experts_stats_line(FILE *f) {
+    const qw_experts_stats s = qw_experts_get_stats();
+    qw_stats_line(f, &qw_experts_stat_group, &s, 0, -1);
+}
+
+/* ---- the counter list as a table (experts.h's QW_EXPERTS_STATS) ---- */
+#define DERIVE(name, kind, unit, key, prom, help, expr) QW_STAT_DERIVE_FN(qw_experts_stats, name, expr)
+QW_EXPERTS_STATS(QW_STAT_NONE, DERIVE)
+#undef DERIVE
+#define ROW(...) QW_STAT_ROW(qw_experts_stats, __VA_ARGS__)
+#define DROW(name, kind, unit, key, prom, help, expr) QW_STAT_DROW(name, kind, unit, key, prom, help)
+static const qw_stat k_rows[] = {QW_EXPERTS_STATS(ROW, DROW)};
+#undef ROW
+#undef DROW
+const qw_stat_group qw_experts_stat_group = {"experts", "expert_", "expert source: ", k_rows,
+                                             (int)(sizeof k_rows / sizeof *k_rows)};

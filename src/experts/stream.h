@@ -10,10 +10,13 @@
 
 typedef struct qw_stream qw_stream;
 
-/* The counters, updated with relaxed atomics by the forward and the readers. */
+/* The counters (the TOTAL rows of experts.h's QW_EXPERTS_STATS), updated with
+ * relaxed atomics by the forward and the readers. */
+#define QW_X_ATOMIC_(field, kind, ...) QW_STAT_IF_TOTAL(kind, _Atomic uint64_t field;)
 typedef struct qw_experts_counters {
-    _Atomic uint64_t hits, misses, bytes_read, reads, read_errors, read_ns, wait_ns, throttle_ns;
+    QW_EXPERTS_STATS(QW_X_ATOMIC_, QW_STAT_NONE)
 } qw_experts_counters;
+#undef QW_X_ATOMIC_
 
 typedef struct qw_stream_config {
     int32_t c;              /* slots per layer */

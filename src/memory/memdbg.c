@@ -27,14 +27,15 @@ void qw_memdbg_report(const qw_memdbg *d, int64_t pos, int64_t total, uint64_t k
     qw_pool_stats s = qw_pool_get_stats();
     qw_footprint fp;
     bool ok = qw_footprint_read(0, &fp, NULL) == 0;
-    fprintf(f, "[%s-memdbg] pos=%lld/%lld active=%.1f cache=%.1f peak=%.1f", d->tag, (long long)pos,
-            (long long)total, MIB(s.active_bytes), MIB(s.cache_bytes), MIB(s.peak_bytes));
+    fprintf(f, "[%s-memdbg] pos=%lld/%lld", d->tag, (long long)pos, (long long)total);
+    qw_stats_line(f, &qw_pool_stat_group, &s, 0, QW_POOL_STATS_LINE_HEAD);
     if (ok)
         fprintf(f, " footprint=%.1f rss=%.1f kv=%.1f file=%.1f", MIB(fp.footprint), MIB(fp.rss),
                 MIB(kv_bytes), MIB(fp.file));
     else
         fprintf(f, " footprint=? rss=? kv=%.1f file=?", MIB(kv_bytes));
-    fprintf(f, " hits=%llu misses=%llu", (unsigned long long)s.hits, (unsigned long long)s.misses);
+    qw_stats_line(f, &qw_pool_stat_group, &s, QW_POOL_STATS_LINE_HEAD, -1);
+    if (d->tail) d->tail(f);
     if (d->mode >= 2) {
         qw_pool_clear_cache();
         s = qw_pool_get_stats();

@@ -429,10 +429,20 @@ void qw_pool_reset_peak(void) {
 
 void qw_pool_reset_counters(void) {
     pthread_mutex_lock(&g_lock);
-    qw_pool_stats k = g_st;
-    g_st = (qw_pool_stats){.active_bytes = k.active_bytes, .peak_bytes = k.peak_bytes,
-                           .cache_bytes = k.cache_bytes, .cache_buffers = k.cache_buffers,
-                           .requested_bytes = k.requested_bytes, .peak_held_bytes = k.peak_held_bytes,
-                           .cache_limit = k.cache_limit};
+    /* TOTAL rows are the event counters; CURRENT and PEAK rows stay. */
+#define ZERO_TOTAL(field, kind, ...) QW_STAT_IF_TOTAL(kind, g_st.field = 0;)
+    QW_POOL_STATS(ZERO_TOTAL, QW_STAT_NONE)
+#undef ZERO_TOTAL
     pthread_mutex_unlock(&g_lock);
 }
+
+/* ---- the counter list as a table (pool.h's QW_POOL_STATS) ---- */
+#define DERIVE(name, kind, unit, key, prom, help, expr) QW_STAT_DERIVE_FN(qw_pool_stats, name, expr)
+QW_POOL_STATS(QW_STAT_NONE, DERIVE)
+#undef DERIVE
+#define ROW(...) QW_STAT_ROW(qw_pool_stats, __VA_ARGS__)
+#define DROW(name, kind, unit, key, prom, help, expr) QW_STAT_DROW(name, kind, unit, key, prom, help)
+static const qw_stat k_rows[] = {QW_POOL_STATS(ROW, DROW)};
+#undef ROW
+#undef DROW
+const qw_stat_group qw_pool_stat_group = {"pool", "", "buffer pool: ", k_rows, (int)(sizeof k_rows / sizeof *k_rows)};

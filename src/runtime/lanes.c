@@ -31,6 +31,7 @@
  */
 #include "prefix_cache.h"
 #include "job_queue.h"
+#include "qwisp/experts.h"
 #include "qwisp/memdbg.h"
 #include "qwisp/place.h"
 #include "qwisp/options.h"
@@ -313,6 +314,7 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
         }
     }
     qw_memdbg_init(&s->md, "lane", (int)qw_opt_int(QW_OPT_LANE_MEMDBG), 1, stderr);
+    s->md.tail = qw_experts_stats_line; /* memory/ cannot see experts/ */
     qw_jq_init(&s->q, cfg->max_queue, n_lanes);
     s->q.prefix_reuse = s->pc != NULL;
     s->q.kv_capacity = (int64_t)cfg->n_ctx * n_lanes;

@@ -23,6 +23,7 @@ int qw_run_memory_begin(qw_run_memory *rm, qw_ctx *c, bool sample, qw_error *err
     if (qw_pool_apply_path(QW_POOL_PATH_SERIALIZE, err)) return -1;
     qw_memdbg_init(&rm->dbg, "prefill", (int)qw_opt_int(QW_OPT_PREFILL_MEMDBG),
                    (int)qw_opt_int(QW_OPT_PREFILL_MEMDBG_EVERY), stderr);
+    rm->dbg.tail = qw_experts_stats_line; /* memory/ cannot see experts/ */
     if (rm->dbg.mode > 0) qw_ctx_set_chunk_cb(c, on_chunk, rm);
     qw_pool_reset_peak();
     if (sample) {
@@ -42,18 +43,7 @@ void qw_run_memory_json(const qw_run_memory *rm, void *cjson_object) {
     cJSON *o = cjson_object;
     qw_pool_stats s = qw_pool_get_stats();
     cJSON *p = cJSON_AddObjectToObject(o, "pool");
-    cJSON_AddNumberToObject(p, "active", (double)s.active_bytes);
-    cJSON_AddNumberToObject(p, "cache", (double)s.cache_bytes);
-    cJSON_AddNumberToObject(p, "peak", (double)s.peak_bytes);
-    cJSON_AddNumberToObject(p, "peak_held", (double)s.peak_held_bytes);
-    cJSON_AddNumberToObject(p, "limit", (double)s.cache_limit);
-    cJSON_AddNumberToObject(p, "hits", (double)s.hits);
-    cJSON_AddNumberToObject(p, "misses", (double)s.misses);
-    cJSON_AddNumberToObject(p, "os_bytes", (double)s.os_alloc_bytes);
-    cJSON_AddNumberToObject(p, "os_calls", (double)s.os_alloc_calls);
-    cJSON_AddNumberToObject(p, "os_free_bytes", (double)s.os_free_bytes);
-    cJSON_AddNumberToObject(p, "os_ms", (double)(s.os_alloc_ns + s.os_free_ns) / 1e6);
-    cJSON_AddNumberToObject(p, "touch_ms", (double)s.touch_ns / 1e6);
+    qw_stats_json(&qw_pool_stat_group, &s, p, 0, -1); /* pool.h's QW_POOL_STATS, in order */
     cJSON_AddStringToObject(p, "fit", qw_pool_get_fit() == QW_POOL_FIT_EXACT ? "exact" : "classes");
     /* The knobs this process saw set (env or flag), so `qwisp ab` can check
      * that its arms differ only by their environment. */
@@ -63,5 +53,5 @@ void qw_run_memory_json(const qw_run_memory *rm, void *cjson_object) {
             cJSON_AddStringToObject(k, qw_opt_name((qw_opt)i), i == QW_OPT_API_KEY ? "(hidden)" : qw_opt_str((qw_opt)i));
     cJSON_AddNumberToObject(o, "footprint_peak_mb", (double)rm->peak_footprint / 1048576.0);
     cJSON_AddNumberToObject(o, "rss_peak_mb", (double)rm->peak_rss / 1048576.0);
-    qw_experts_stats_json(o); /* "experts": tier, C, hits/misses, bytes/ms read, wait (experts.h) */
+    qw_experts_stats_json(o); /* "experts": tier, experts.h's QW_EXPERTS_STATS, decision */
 }

@@ -5,10 +5,12 @@
  * requests_in_flight, queue_depth, requests_running, jobs_total{result},
  * prompt_tokens_total, generated_tokens_total, prefill_seconds_total,
  * decode_seconds_total, prefill_tokens_per_second / decode_tokens_per_second
- * (the last finished request), pool_{active,cache,peak,cache_limit}_bytes,
- * pool_{hits,misses}_total, footprint_bytes, rss_bytes, uptime_seconds.
- * expert_cache_{hits,misses}_total and expert_read_bytes_total (experts.h;
- * hit rate = hits / (hits + misses), also given as expert_cache_hit_ratio).
+ * (the last finished request), footprint_bytes, rss_bytes, uptime_seconds;
+ * pool_* and expert_* are the counter lists of pool.h (QW_POOL_STATS) and
+ * experts.h (QW_EXPERTS_STATS), one family per row, written by group() —
+ * e.g. pool_{active,cache,peak,cache_limit}_bytes, pool_{hits,misses}_total,
+ * expert_cache_{hits,misses}_total, expert_read_bytes_total,
+ * expert_cache_hit_ratio.
  * For routers: ready (what /ready answers), kv_cache_usage_ratio with
  * kv_cache_tokens / kv_cache_capacity_tokens, and the vLLM names that the
  * Gateway API Inference Extension's model-server protocol and vLLM-aware
@@ -67,6 +69,16 @@ static void one(qw_strbuf *o, const char *name, const char *type, const char *he
 /* A family under a name of another project (vLLM's), written as-is. */
 static void foreign(qw_strbuf *o, const char *name, const char *type, const char *help, double v) {
     addf(o, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+/* Every row of a counter list (stats.h) as its own family. */
+static void group(qw_strbuf *o, const qw_stat_group *g, const void *s) {
+    for (int i = 0; i < g->n; i++) {
+        const qw_stat *r = &g->rows[i];
+        addf(o, "# HELP qwisp_%s %s%s\n# TYPE qwisp_%s %s\n", r->prom, g->help_prefix, r->help, r->prom,
+             qw_stat_prom_type(r));
+        addf(o, "qwisp_%s %.17g\n", r->prom, qw_stat_prom_value(r, s));
+    }
 }
 
 void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bool ready, qw_strbuf *o) {
@@ -129,18 +141,9 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bo
     }
 
     qw_pool_stats ps = qw_pool_get_stats();
-    one(o, "pool_active_bytes", "gauge", "buffer pool: bytes handed out", (double)ps.active_bytes);
-    one(o, "pool_cache_bytes", "gauge", "buffer pool: bytes held free for reuse", (double)ps.cache_bytes);
-    one(o, "pool_peak_bytes", "gauge", "buffer pool: max active bytes", (double)ps.peak_bytes);
-    one(o, "pool_cache_limit_bytes", "gauge", "buffer pool: cache limit (0 = unbounded)", (double)ps.cache_limit);
-    one(o, "pool_hits_total", "counter", "buffer pool: requests served from the cache", (double)ps.hits);
-    one(o, "pool_misses_total", "counter", "buffer pool: requests that went to the OS", (double)ps.misses);
-    qw_experts_stats xs = qw_experts_get_stats(); /* expert cache (experts.h) */
-    one(o, "expert_cache_hits_total", "counter", "expert source: gets served from the cache (resident: every get)", (double)xs.hits);
-    one(o, "expert_cache_misses_total", "counter", "expert source: gets that read the expert from disk", (double)xs.misses);
-    one(o, "expert_read_bytes_total", "counter", "expert source: bytes read from disk", (double)xs.bytes_read);
-    one(o, "expert_cache_hit_ratio", "gauge", "expert cache hits / (hits + misses) since start; 1 with resident experts, 0 before any",
-        xs.hits + xs.misses ? (double)xs.hits / (double)(xs.hits + xs.misses) : 0);
+    group(o, &qw_pool_stat_group, &ps);
+    qw_experts_stats xs = qw_experts_get_stats();
+    group(o, &qw_experts_stat_group, &xs);
 
     qw_footprint fp;
     qw_error err = {0};

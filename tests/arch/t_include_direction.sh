@@ -25,7 +25,7 @@ declare -A RANK=([base]=0 [format]=1 [kernels]=1 [memory]=1 [text]=2 [model]=2 [
                  [offline]=2 [runtime]=3 [serve]=4 [ab]=4 [cli]=5)
 SIDEWAYS=" model>experts offline>text "
 declare -A HEADER_LAYER=(
-    [base.h]=base [options.h]=base
+    [base.h]=base [options.h]=base [stats.h]=base
     [gguf.h]=format [safetensors.h]=format
     [quant.h]=kernels [ops.h]=kernels [threadpool.h]=kernels
     [pool.h]=memory [footprint.h]=memory [memdbg.h]=memory [sysmem.h]=memory
