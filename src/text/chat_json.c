@@ -88,28 +88,36 @@ static void put_string(jbuf *b, const char *s) {
     jput(b, "\"", 1);
 }
 
+static void dumps(jbuf *b, const cJSON *v);
+
+/* A list or dict as both writers print it — "[a, b]" / "{k: v}", ", " and
+ * ": " as Python does — with the writers' own key and element forms. */
+static void put_container(jbuf *b, const cJSON *v, void (*put_key)(jbuf *, const char *),
+                          void (*put_elem)(jbuf *, const cJSON *)) {
+    const bool obj = cJSON_IsObject(v);
+    jputs(b, obj ? "{" : "[");
+    const cJSON *x;
+    bool first = true;
+    cJSON_ArrayForEach(x, v) {
+        if (!first) jputs(b, ", ");
+        first = false;
+        if (obj) {
+            put_key(b, x->string ? x->string : "");
+            jputs(b, ": ");
+        }
+        put_elem(b, x);
+    }
+    jputs(b, obj ? "}" : "]");
+}
+
 static void dumps(jbuf *b, const cJSON *v) {
     if (cJSON_IsNull(v) || !v) jputs(b, "null");
     else if (cJSON_IsTrue(v)) jputs(b, "true");
     else if (cJSON_IsFalse(v)) jputs(b, "false");
     else if (cJSON_IsNumber(v)) put_number(b, v->valuedouble);
     else if (cJSON_IsString(v)) put_string(b, v->valuestring);
-    else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
-        bool obj = cJSON_IsObject(v);
-        jputs(b, obj ? "{" : "[");
-        const cJSON *x;
-        bool first = true;
-        cJSON_ArrayForEach(x, v) {
-            if (!first) jputs(b, ", ");
-            first = false;
-            if (obj) {
-                put_string(b, x->string ? x->string : "");
-                jputs(b, ": ");
-            }
-            dumps(b, x);
-        }
-        jputs(b, obj ? "}" : "]");
-    } else jputs(b, "null"); /* cJSON_Raw / invalid: not produced by the parser */
+    else if (cJSON_IsArray(v) || cJSON_IsObject(v)) put_container(b, v, put_string, dumps);
+    else jputs(b, "null"); /* cJSON_Raw / invalid: not produced by the parser */
 }
 
 char *qw_json_dumps(const cJSON *v) {
@@ -148,6 +156,9 @@ static void put_pyrepr_str(jbuf *b, const char *s) {
 }
 
 /* Python's str() of a JSON value: repr() inside lists and dicts. */
+static void pystr(jbuf *b, const cJSON *v, bool top);
+static void pystr_elem(jbuf *b, const cJSON *v) { pystr(b, v, false); }
+
 static void pystr(jbuf *b, const cJSON *v, bool top) {
     if (cJSON_IsString(v)) {
         if (top) jputs(b, v->valuestring);
@@ -155,22 +166,8 @@ static void pystr(jbuf *b, const cJSON *v, bool top) {
     } else if (cJSON_IsTrue(v)) jputs(b, "True");
     else if (cJSON_IsFalse(v)) jputs(b, "False");
     else if (cJSON_IsNull(v)) jputs(b, "None");
-    else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
-        bool obj = cJSON_IsObject(v);
-        jputs(b, obj ? "{" : "[");
-        const cJSON *x;
-        bool first = true;
-        cJSON_ArrayForEach(x, v) {
-            if (!first) jputs(b, ", ");
-            first = false;
-            if (obj) {
-                put_pyrepr_str(b, x->string ? x->string : "");
-                jputs(b, ": ");
-            }
-            pystr(b, x, false);
-        }
-        jputs(b, obj ? "}" : "]");
-    } else dumps(b, v);
+    else if (cJSON_IsArray(v) || cJSON_IsObject(v)) put_container(b, v, put_pyrepr_str, pystr_elem);
+    else dumps(b, v);
 }
 
 char *qw_json_pystr(const cJSON *v) {
