@@ -5,11 +5,11 @@ set -eu
 cd "$(dirname "$0")/.."
 BIN=${1:-build}/qwisp
 tmp=$(mktemp)
+trap 'rm -f "$tmp" "$tmp.table"' EXIT # a failed run leaves docs/knobs.md as it was, and no temp files
 "$BIN" config --markdown >"$tmp.table"
 awk -v table="$tmp.table" '
     /^<!-- BEGIN generated/ { print; while ((getline l < table) > 0) print l; skip = 1; next }
     /^<!-- END generated/ { skip = 0 }
     !skip { print }' docs/knobs.md >"$tmp"
 mv "$tmp" docs/knobs.md
-rm -f "$tmp.table"
 echo "gen_knobs_doc: docs/knobs.md table regenerated"

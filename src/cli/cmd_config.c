@@ -18,8 +18,9 @@ int qw_cmd_config(int argc, char **argv) {
         qw_options_print_markdown(stdout);
         return 0;
     }
-    if (argc > 1) {
-        fprintf(stderr, "qwisp config: unexpected argument '%s'\n", argv[1]);
+    if (argc > 1) { /* the first argument that is not the one flag taken */
+        const char *bad = strcmp(argv[1], "--markdown") ? argv[1] : argv[2];
+        fprintf(stderr, "qwisp config: unexpected argument '%s'\n", bad);
         return 2;
     }
     qw_options_print(stdout);

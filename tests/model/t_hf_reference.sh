@@ -51,10 +51,8 @@ python3 "$CHECK" "$BIN" "$MODEL" "$REF" --mode quant | sed "s/^PASS: hf_ref_quan
 PEER="$ROOT/tests/peers/llama_ref.mjs"
 if [ -z "${LLAMA_PRIMARY:-}" ] && command -v node >/dev/null && [ -d "$ROOT/tests/peers/node_modules/node-llama-cpp" ]; then
     # shellcheck source=tests/peers/llama_variants.sh
-    HERE_MODEL=$HERE; HERE="$ROOT/tests/peers"; T="timeout 300"
-    . "$HERE/llama_variants.sh"
+    . "$ROOT/tests/peers/llama_variants.sh"
     llama_variants_init "$TMP"
-    HERE=$HERE_MODEL
 fi
 if ! command -v node >/dev/null || [ ! -d "$ROOT/tests/peers/node_modules/node-llama-cpp" ]; then
     echo "FAIL: $NAME hf_ref_llamacpp_greedy: node / node-llama-cpp missing (scripts/setup.sh)"
@@ -66,9 +64,7 @@ else
         "$BIN" run -m "$MODEL" -p "$p" -n 64 --temp 0 --ignore-eos --json --threads 2 >"$TMP/qwisp_$i.json" 2>/dev/null
         seq=$(python3 -c "import json,sys; q=json.load(open(sys.argv[1])); print(','.join(map(str, q['prompt_ids'] + q['tokens'][:-1])))" "$TMP/qwisp_$i.json")
         timeout 300 node "$PEER" --model "$MODEL" --tokens "$seq" --teacher-force --top 2 --threads 2 >"$TMP/llama_tf_$i.json" 2>"$TMP/llama_tf_$i.err"
-        HERE_MODEL=$HERE; HERE="$ROOT/tests/peers"
         mapfile -t alts < <(llama_noise_runs "$MODEL" "$seq" "$TMP/llama_tf_$i" 2)
-        HERE=$HERE_MODEL
         timeout 300 node "$PEER" --model "$MODEL" --prompt "$p" --generate 64 --threads 2 >"$TMP/llama_$i.json" 2>"$TMP/llama_$i.err"
         if ! python3 - "$TMP/llama_$i.json" "$TMP/qwisp_$i.json" "$TMP/llama_tf_$i.json" "$p" "${alts[@]}" <<'PY'; then ok=0; fi
 import json, sys

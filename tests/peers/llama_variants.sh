@@ -26,7 +26,10 @@
 #                         caller (llama_ref --batch 1)
 #   Prints "INFO: llama.cpp CPU variants: primary X, alternates Y Z".
 #
-# Needs HERE (tests/peers) and T (a timeout prefix) from the caller.
+# Finds tests/peers from its own path; T (a timeout prefix) may be set by the caller.
+
+LLAMA_PEERS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${T:=timeout 300}"
 
 llama_bins_dir() {
     echo "$1/@node-llama-cpp/linux-x64/bins/linux-x64"
@@ -55,7 +58,7 @@ make_alt_peer() {
         if [ -n "$keep" ]; then [[ $v =~ $keep ]] || rm -f "$lib"
         else for n in "$@"; do [ "$v" = "$n" ] && rm -f "$lib"; done; fi
     done
-    cp "$HERE/llama_ref.mjs" "$dest/llama_ref.mjs"
+    cp "$LLAMA_PEERS/llama_ref.mjs" "$dest/llama_ref.mjs"
 }
 
 variant_of() { # variant_of NODE_ARGS... SCRIPT — prints the variant it loads
@@ -63,9 +66,9 @@ variant_of() { # variant_of NODE_ARGS... SCRIPT — prints the variant it loads
 }
 
 llama_variants_init() {
-    local tmp=$1 nm="$HERE/node_modules" alt v seen
+    local tmp=$1 nm="$LLAMA_PEERS/node_modules" alt v seen
     LLAMA_ALTS=()
-    LLAMA_PRIMARY=$(variant_of "$HERE/llama_ref.mjs")
+    LLAMA_PRIMARY=$(variant_of "$LLAMA_PEERS/llama_ref.mjs")
     [ -n "$LLAMA_PRIMARY" ] || LLAMA_PRIMARY=unknown
     seen=" $LLAMA_PRIMARY "
     alt="$tmp/llama-next"
@@ -99,6 +102,6 @@ llama_noise_runs() {
             echo "$out"
     done
     out="$prefix.alt-b1.json"
-    $T node "$HERE/llama_ref.mjs" --model "$m" --tokens "$ids" --teacher-force --top 10 --batch 1 \
+    $T node "$LLAMA_PEERS/llama_ref.mjs" --model "$m" --tokens "$ids" --teacher-force --top 10 --batch 1 \
         --threads "$threads" >"$out" 2>"$out.err" && echo "$out"
 }

@@ -12,18 +12,9 @@ mkdir -p "$T"
 DIR=$(cd "$(dirname "$0")" && pwd)
 source "$DIR/lib.sh"
 SERVE_MODEL=$T/tiny.gguf SERVE_THREADS=1
-"$Q" gen-model --preset tiny -o "$T/tiny.gguf" >/dev/null 2>&1 || { fail "gen-model tiny"; exit 1; }
-
-start_server "$T/reuse.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=64 -- --ctx 4096 || { fail "reuse server starts" "$(tail -3 "$T/reuse.log")"; exit 1; }
-R=$PORT
-start_server "$T/plain.log" QWISP_LOG=warn -- --ctx 4096 || { fail "plain server starts" "$(tail -3 "$T/plain.log")"; exit 1; }
-P=$PORT
-start_server "$T/small.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=1 -- --ctx 4096 || { fail "1 MB server starts" "$(tail -3 "$T/small.log")"; exit 1; }
-S=$PORT
-
-python3 - "$R" "$P" "$S" <<'PY'
-import json, sys, threading, urllib.request
-R, P, S = sys.argv[1], sys.argv[2], sys.argv[3]
+# the Python helpers both request scripts below use
+cat >"$T/prefix_lib.py" <<'PY'
+import json, urllib.request
 def post(port, path, body):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as r:
@@ -36,6 +27,21 @@ def metric(port, name):
     return None
 def check(name, ok, detail=""):
     print(("PASS: " if ok else "FAIL: ") + name + ("" if ok else " — " + str(detail)[:300]))
+PY
+export PYTHONPATH="$T${PYTHONPATH:+:$PYTHONPATH}"
+"$Q" gen-model --preset tiny -o "$T/tiny.gguf" >/dev/null 2>&1 || { fail "gen-model tiny"; exit 1; }
+
+start_server "$T/reuse.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=64 -- --ctx 4096 || { fail "reuse server starts" "$(tail -3 "$T/reuse.log")"; exit 1; }
+R=$PORT
+start_server "$T/plain.log" QWISP_LOG=warn -- --ctx 4096 || { fail "plain server starts" "$(tail -3 "$T/plain.log")"; exit 1; }
+P=$PORT
+start_server "$T/small.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=1 -- --ctx 4096 || { fail "1 MB server starts" "$(tail -3 "$T/small.log")"; exit 1; }
+S=$PORT
+
+python3 - "$R" "$P" "$S" <<'PY'
+import json, sys, threading, urllib.request
+R, P, S = sys.argv[1], sys.argv[2], sys.argv[3]
+from prefix_lib import post, metric, check
 
 system = "You are a careful assistant who answers in the manner of an old scribe. " * 12
 def convo(tag, turns):
@@ -126,17 +132,8 @@ if start_server "$T/lanes.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=64 QWISP_LAN
     python3 - "$PORT" "$P" <<'PY'
 import json, sys, threading, urllib.request
 L, P = sys.argv[1], sys.argv[2]
-def post(port, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r)
-def metric(port, name):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-def check(name, ok, detail=""):
-    print(("PASS: " if ok else "FAIL: ") + name + ("" if ok else " — " + str(detail)[:300]))
+from prefix_lib import metric, check, post as post_path
+def post(port, body): return post_path(port, "/v1/chat/completions", body)
 system = "You are a careful assistant who answers in the manner of an old scribe. " * 12
 turns = {"A": ["Tell me of the river.", "And of the hills?", "What came after?"], "B": ["Count the stars.", "Name the brightest."],
          "C": ["Sing.", "Again."]}
