@@ -24,6 +24,11 @@
     X(THREADS, "QWISP_THREADS", NULL, INT, "0", 0, 1024, "compute threads; 0 = all CPUs")           \
     X(CTX, "QWISP_CTX", NULL, INT, "4096", 16, 1048576, "context length (KV cache positions) for run/chat") \
     X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512[-novbmi][-nobf16]|avx2|scalar (lowers only)") \
+    X(TUNE, "QWISP_TUNE", NULL, ENUM, "auto", 0, 0, "auto: use the calibration `qwisp tune` wrote for this CPU and binary, if any | off: built-in defaults") \
+    X(TUNE_FILE, "QWISP_TUNE_FILE", NULL, STR, NULL, 0, 0, "calibration cache file; unset = $XDG_CACHE_HOME/qwisp/tune.txt (or ~/.cache/qwisp/tune.txt)") \
+    X(DECODE_ITEM_BYTES, "QWISP_DECODE_ITEM_BYTES", NULL, SIZE, NULL, 1, 1073741824, "weight bytes per decode work item (16K..64M); unset = calibrated or 256K") \
+    X(DECODE_AHEAD_BYTES, "QWISP_DECODE_AHEAD_BYTES", NULL, SIZE, NULL, 1, 1073741824, "decode row loops prefetch this many bytes ahead (1K..1M); unset = calibrated or 8K") \
+    X(PREFILL_ROWS, "QWISP_PREFILL_ROWS", NULL, INT, NULL, 4, 512, "rows per prefill work item (rounded up to a multiple of 4); unset = calibrated or 32") \
     X(KV_TYPE, "QWISP_KV_TYPE", NULL, ENUM, "f16", 0, 0, "KV cache element type: f16 (as llama.cpp) | f32 (exact fp32 attention, 2x KV memory)") \
     X(PORT, "QWISP_PORT", NULL, INT, "8080", 1, 65535, "HTTP port for serve") \
     X(API_KEY, "QWISP_API_KEY", NULL, SECRET, NULL, 0, 0, "serve: require Authorization: Bearer KEY (all endpoints but /health)") \

@@ -5,6 +5,7 @@
 
 #include "qwisp/options.h"
 #include "qwisp/threadpool.h"
+#include "qwisp/tune.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -136,6 +137,35 @@ int qw_cli_threads(long flag_value) {
     int64_t env = qw_opt_int(QW_OPT_THREADS);
     if (env > 0) return (int)env;
     return qw_cpu_count();
+}
+
+static char g_tune_path[4096], g_tune_state[600] = "not read";
+
+const char *qw_cli_tune_path(void) { return g_tune_path; }
+const char *qw_cli_tune_state(void) { return g_tune_state; }
+
+void qw_cli_tune_init(void) {
+    qw_error err = {0};
+    const char *file = qw_opt_str(QW_OPT_TUNE_FILE);
+    if (file && *file) snprintf(g_tune_path, sizeof g_tune_path, "%s", file);
+    else if (qw_tune_default_path(getenv("XDG_CACHE_HOME"), getenv("HOME"), g_tune_path, sizeof g_tune_path, &err))
+        g_tune_path[0] = 0;
+    if (!strcmp(qw_opt_str(QW_OPT_TUNE), "off")) snprintf(g_tune_state, sizeof g_tune_state, "off");
+    else if (!g_tune_path[0]) snprintf(g_tune_state, sizeof g_tune_state, "unusable: %s", err.msg);
+    else {
+        const int rc = qw_tune_load(g_tune_path, &err);
+        if (rc < 0) {
+            snprintf(g_tune_state, sizeof g_tune_state, "unusable: %s", err.msg);
+            fprintf(stderr, "qwisp: %s; using the built-in defaults (run `qwisp tune` to recalibrate)\n", err.msg);
+        } else snprintf(g_tune_state, sizeof g_tune_state, rc == 0 ? "loaded" : "absent");
+    }
+    static const struct { qw_opt opt; qw_tune_id id; } knobs[] = {
+        {QW_OPT_DECODE_ITEM_BYTES, QW_TUNE_DECODE_ITEM},
+        {QW_OPT_DECODE_AHEAD_BYTES, QW_TUNE_DECODE_AHEAD},
+        {QW_OPT_PREFILL_ROWS, QW_TUNE_PREFILL_ROWS},
+    };
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+        if (qw_opt_str(knobs[i].opt)) qw_tune_set(knobs[i].id, qw_opt_int(knobs[i].opt), QW_TUNE_SRC_KNOB);
 }
 
 static const char k_natural_text[] =

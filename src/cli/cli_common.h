@@ -41,6 +41,17 @@ const char *qw_cli_model_path(const char *cmd, const char *flag_value);
 /* Thread count: flag if > 0, else QWISP_THREADS if > 0, else all CPUs. */
 int qw_cli_threads(long flag_value);
 
+/* The kernels' tune.h values for this run: the calibration cache (unless
+ * QWISP_TUNE=off; QWISP_TUNE_FILE or the default path), then the knobs
+ * QWISP_DECODE_ITEM_BYTES / _AHEAD_BYTES / QWISP_PREFILL_ROWS over it.  A
+ * cache that cannot be used leaves the defaults and prints one "qwisp: …"
+ * line on stderr; an absent one is silent.  Called once by main(). */
+void qw_cli_tune_init(void);
+/* The cache path used (or "" when none could be formed) and a word on what
+ * became of it: "loaded", "absent", "off", "unusable: <why>". */
+const char *qw_cli_tune_path(void);
+const char *qw_cli_tune_state(void);
+
 /* Exactly n tokens of natural English text (repeated as needed). */
 int32_t *qw_cli_natural_prompt(const qw_tokenizer *tok, int32_t n);
 

@@ -17,6 +17,7 @@ int qw_cmd_template(int argc, char **argv);  /* the prompt a chat request render
 int qw_cmd_footprint(int argc, char **argv); /* footprint PID [--watch MS] */
 int qw_cmd_simulate(int argc, char **argv);  /* simulate NGB [--ram-gb X] [-- CMD...] */
 int qw_cmd_bench(int argc, char **argv);     /* pp/tg tok/s + bandwidth roofline */
+int qw_cmd_tune(int argc, char **argv);      /* kernel parameters measured and cached */
 int qw_cmd_ab(int argc, char **argv);        /* paired A/B with kill criteria (docs/ab.md) */
 
 int qw_cmd_convert(int argc, char **argv);   /* Hugging Face checkpoint -> GGUF */

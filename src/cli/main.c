@@ -2,6 +2,7 @@
  * cmd_<name>.c.  Parses the knob table from the environment first so a bad
  * QWISP_* value is reported once, before any work.  `--version` prints the
  * release and the commit (QW_VERSION, QW_GIT_REV: set by the Makefile). */
+#include "cli_common.h"
 #include "commands.h"
 #include "qwisp/base.h"
 #include "qwisp/options.h"
@@ -37,6 +38,7 @@ static const subcommand g_cmds[] = {
     {"footprint", qw_cmd_footprint, "a process's memory footprint (what the OS cannot drop) vs RSS"},
     {"simulate", qw_cmd_simulate, "run a command as if on a machine with N GB of RAM (cgroup), or hold ballast"},
     {"ab", qw_cmd_ab, "paired A/B experiment with pre-registered kill criteria (docs/ab.md)"},
+    {"tune", qw_cmd_tune, "measure this machine's kernel parameters once and cache them (see qwisp config)"},
     {"bench", qw_cmd_bench, "prefill/decode tok/s (llama-bench style) and the bandwidth roofline"},
 };
 
@@ -69,6 +71,7 @@ int main(int argc, char **argv) {
     }
     const char *simd = qw_opt_str(QW_OPT_SIMD);
     if (simd && strcmp(simd, "auto") != 0) qw_simd_force(simd);
+    qw_cli_tune_init();
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
         if (!strcmp(argv[1], g_cmds[i].name)) return g_cmds[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "qwisp: unknown command '%s'\n", argv[1]);

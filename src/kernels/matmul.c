@@ -3,7 +3,7 @@
  * Activations are converted once per matmul to the weight type's dot partner
  * (Q8_0 for Q8_0/Q4_0, F16 for F16, BF16 for BF16, F32 for F32), then each
  * weight row is dotted with every token's converted row.  Work is split by
- * blocks of ROW_BLOCK rows so a block of weights is read from memory once and
+ * blocks of rows (tune.h) so a block of weights is read from memory once and
  * reused from L1/L2 across all tokens of a prefill chunk.
  */
 #include "qwisp/ops.h"
@@ -12,17 +12,19 @@
 
 #include <string.h>
 
-/* Rows per work item: prefill re-reads a block once per 4 tokens, so it must
- * stay in L1/L2 (32 rows: 16 gave 4-5 % less prefill, the tiles prepare the
- * 4 tokens once per call).  Decode reads each row once; every work item
- * starts a new stream from DRAM, so items are sized in bytes (256 KiB, at
- * least 64 rows): MoE decode matmuls ran 10-20 % faster than with 64-row
- * items (36 KiB for a small model's experts), with no loss to imbalance. */
-enum { ROW_BLOCK = 32, ROW_BLOCK_DECODE_MIN = 64, DECODE_ITEM_BYTES = 256 << 10 };
+/* Rows per work item (tune.h: default, calibrated by `qwisp tune`, or a
+ * knob; no choice changes a result bit): prefill re-reads a block once per 4
+ * tokens, so it must stay in L1/L2 (QW_TUNE_PREFILL_ROWS, 32 by default: on
+ * a Zen 5, 16 gave 4-5 % less prefill, the tiles prepare the 4 tokens once
+ * per call).  Decode reads each row once; every work item starts a new
+ * stream from DRAM, so items are sized in bytes (QW_TUNE_DECODE_ITEM, 256 KiB
+ * by default, at least 64 rows): on a Zen 5 MoE decode matmuls ran 10-20 %
+ * faster than with 64-row items (36 KiB for a small model's experts). */
+enum { ROW_BLOCK_DECODE_MIN = 64 };
 
 /* Rows per decode work item for rows of `row_bytes`: a multiple of 4. */
 static int64_t decode_row_block(size_t row_bytes) {
-    int64_t rows = (int64_t)(DECODE_ITEM_BYTES / (row_bytes ? row_bytes : 1));
+    int64_t rows = qw_tune_get(QW_TUNE_DECODE_ITEM) / (int64_t)(row_bytes ? row_bytes : 1);
     if (rows < ROW_BLOCK_DECODE_MIN) rows = ROW_BLOCK_DECODE_MIN;
     return (rows + 3) & ~(int64_t)3;
 }
@@ -52,7 +54,7 @@ void qw_act_convert(qw_threadpool *tp, qw_type wtype, const float *x, int64_t ld
 }
 
 /* A job is a list of matmuls sharing (wtype, k); work items are blocks of
- * ROW_BLOCK rows numbered across all of them, so one parallel pass (one
+ * row_block rows numbered across all of them, so one parallel pass (one
  * barrier) covers e.g. gate+up of every chosen expert of a decode token. */
 typedef struct {
     qw_type wtype;
@@ -100,8 +102,8 @@ static void gemv_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemv
 }
 
 /* Rows [r0, r1) × all tokens with the tiles (token groups outer: four
- * tokens' prepared activations stay in L1 while the block's rows, ROW_BLOCK
- * at most, stream from L2); leftover rows use the dot, leftover tokens the
+ * tokens' prepared activations stay in L1 while the block's rows stream
+ * from L2); leftover rows use the dot, leftover tokens the
  * one-token row loop where the type has one — all give the dot's bits. */
 static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm, qw_gemm_fn gemv,
                        qw_vec_dot_fn dot, int64_t r0, int64_t r1) {
@@ -155,7 +157,7 @@ void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_ta
                         .n_tasks = nt};
         int64_t work = 0, max_tok = 0;
         for (int i = 0; i < nt; i++) max_tok = j.tasks[i].n_tok > max_tok ? j.tasks[i].n_tok : max_tok;
-        j.row_block = max_tok >= QW_GEMM_TOKS ? ROW_BLOCK : decode_row_block(qw_row_bytes(wtype, k));
+        j.row_block = max_tok >= QW_GEMM_TOKS ? qw_tune_get(QW_TUNE_PREFILL_ROWS) : decode_row_block(qw_row_bytes(wtype, k));
         j.block0[0] = 0;
         for (int i = 0; i < nt; i++) {
             j.block0[i + 1] = j.block0[i] + (j.tasks[i].n_rows + j.row_block - 1) / j.row_block;

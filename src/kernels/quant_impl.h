@@ -27,6 +27,7 @@
 #define QWISP_KERNELS_QUANT_IMPL_H
 
 #include "qwisp/quant.h"
+#include "qwisp/tune.h"
 #include "kernels/kquant_impl.h"
 
 #include <stdbool.h>
@@ -88,10 +89,10 @@ void qw_avx512_delta_step(float *M, const float *q, const float *k, const float 
                           float scale, int64_t S, float *o);
 
 /* Decode streams weight rows from DRAM once, in order; with the hardware
- * prefetcher alone a row loop read at a third of the bandwidth here (7 vs
- * 22 GB/s, one thread), so the row loops prefetch the rows about
- * QW_DECODE_AHEAD_BYTES ahead (at least two). */
-enum { QW_DECODE_AHEAD_BYTES = 8 << 10 };
+ * prefetcher alone a row loop read at a third of the bandwidth on a Zen 5
+ * (7 vs 22 GB/s, one thread), so the row loops prefetch the rows about
+ * qw_tune_get(QW_TUNE_DECODE_AHEAD) bytes ahead (at least two rows): 8 KiB
+ * by default, calibrated per machine by `qwisp tune` (tune.h). */
 
 static inline void qw_prefetch_bytes(const void *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 3);
@@ -99,7 +100,8 @@ static inline void qw_prefetch_bytes(const void *p, size_t bytes) {
 
 /* Rows of `row_bytes` to prefetch ahead of the one being read in decode. */
 static inline int64_t qw_decode_ahead_rows(size_t row_bytes) {
-    const int64_t rows = (int64_t)((QW_DECODE_AHEAD_BYTES + row_bytes - 1) / row_bytes);
+    const size_t ahead = (size_t)qw_tune_get(QW_TUNE_DECODE_AHEAD);
+    const int64_t rows = (int64_t)((ahead + row_bytes - 1) / row_bytes);
     return rows > 2 ? rows : 2;
 }
 

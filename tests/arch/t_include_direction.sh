@@ -27,7 +27,7 @@ SIDEWAYS=" model>experts offline>text "
 declare -A HEADER_LAYER=(
     [base.h]=base [options.h]=base [stats.h]=base
     [gguf.h]=format [safetensors.h]=format
-    [quant.h]=kernels [ops.h]=kernels [threadpool.h]=kernels
+    [quant.h]=kernels [ops.h]=kernels [threadpool.h]=kernels [tune.h]=kernels
     [pool.h]=memory [footprint.h]=memory [memdbg.h]=memory [sysmem.h]=memory
     [tokenizer.h]=text [sampler.h]=text [textout.h]=text [json_constraint.h]=text [tool_calls.h]=text
     [model.h]=model [experts.h]=experts

@@ -1,0 +1,148 @@
+/* tune_measure.c — `qwisp tune`'s measurement: the best value of each tune.h
+ * parameter on this machine, found by timing the real matmul path.
+ *
+ * Probes (synthetic Q8_0 weights, the layout decode and prefill read):
+ *   decode   one token through batches of 16 matrices of 1024 rows × 1024
+ *            (1.1 MB each, an expert's size), cycling through opts->mb MiB of
+ *            weights so every pass streams from DRAM, as decode does;
+ *   prefill  64 tokens through 8 such matrices (a prefill chunk's experts).
+ * One parameter at a time (prefetch distance, then item size with the best
+ * distance, then prefill rows), each candidate timed opts->passes times in
+ * turn (candidates interleaved, so a noisy neighbour slows all of them alike)
+ * and its best pass kept.  A candidate must beat the default by 2 % to be
+ * chosen: on a noisy machine a tie keeps the default.  Speed is all that can
+ * change — every candidate gives the same result bits (tune.h).
+ */
+#include "qwisp/tune.h"
+#include "qwisp/ops.h"
+#include "qwisp/quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { K = 1024, ROWS = 1024, BATCH = 16, PREFILL_MATS = 8, PREFILL_TOK = 64, MAX_CAND = 8 };
+
+typedef struct {
+    qw_threadpool *tp;
+    char *w;          /* n_mat matrices of ROWS rows */
+    size_t row_bytes, mat_bytes;
+    int64_t n_mat;
+    void *xq;         /* PREFILL_TOK converted tokens */
+    float *y;         /* [PREFILL_TOK][BATCH * ROWS] */
+} probe;
+
+/* GB/s of one decode pass over every matrix. */
+static double decode_pass(probe *p) {
+    qw_mm_task t[BATCH];
+    const double t0 = qw_time_s();
+    for (int64_t m0 = 0; m0 < p->n_mat; m0 += BATCH) {
+        const int n = p->n_mat - m0 < BATCH ? (int)(p->n_mat - m0) : BATCH;
+        for (int i = 0; i < n; i++)
+            t[i] = (qw_mm_task){p->w + (size_t)(m0 + i) * p->mat_bytes, p->row_bytes, ROWS, p->xq, NULL, 1,
+                                p->y + (size_t)i * ROWS, ROWS};
+        qw_matmul_batch(p->tp, QW_TYPE_Q8_0, K, t, n);
+    }
+    const double s = qw_time_s() - t0;
+    return (double)p->n_mat * (double)p->mat_bytes / (s > 0 ? s : 1e-9) / 1e9;
+}
+
+/* GMAC/s of one prefill pass: PREFILL_TOK tokens through PREFILL_MATS matrices. */
+static double prefill_pass(probe *p) {
+    qw_mm_task t[PREFILL_MATS];
+    for (int i = 0; i < PREFILL_MATS; i++)
+        t[i] = (qw_mm_task){p->w + (size_t)i * p->mat_bytes, p->row_bytes, ROWS, p->xq, NULL, PREFILL_TOK,
+                            p->y + (size_t)i * ROWS, BATCH * ROWS};
+    const double t0 = qw_time_s();
+    qw_matmul_batch(p->tp, QW_TYPE_Q8_0, K, t, PREFILL_MATS);
+    const double s = qw_time_s() - t0;
+    return (double)PREFILL_MATS * ROWS * K * PREFILL_TOK / (s > 0 ? s : 1e-9) / 1e9;
+}
+
+/* Times each candidate value of `id` `passes` times, interleaved; returns the
+ * index of the best (the default's index unless one beats it by 2 %). */
+static int pick(probe *p, qw_tune_id id, const int64_t *cand, int n, int def_idx, bool decode, int passes,
+                double *best_rate, FILE *log) {
+    double best[MAX_CAND] = {0};
+    for (int pass = 0; pass < passes; pass++)
+        for (int c = 0; c < n; c++) {
+            qw_tune_set(id, cand[c], QW_TUNE_SRC_CALIBRATED);
+            const double r = decode ? decode_pass(p) : prefill_pass(p);
+            if (r > best[c]) best[c] = r;
+        }
+    int b = 0;
+    for (int c = 1; c < n; c++)
+        if (best[c] > best[b]) b = c;
+    if (best[b] < best[def_idx] * 1.02) b = def_idx;
+    if (log)
+        for (int c = 0; c < n; c++)
+            fprintf(log, "  %-20s %8lld  %8.2f %s%s\n", qw_tune_key_name(id), (long long)cand[c], best[c],
+                    decode ? "GB/s" : "GMAC/s", c == b ? "  <- chosen" : "");
+    qw_tune_set(id, cand[b], QW_TUNE_SRC_CALIBRATED);
+    *best_rate = best[b];
+    return b;
+}
+
+static double best_of(probe *p, bool decode, int passes) {
+    double b = 0;
+    for (int i = 0; i < passes; i++) {
+        const double r = decode ? decode_pass(p) : prefill_pass(p);
+        if (r > b) b = r;
+    }
+    return b;
+}
+
+int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result *out, qw_error *err) {
+    probe p = {.tp = tp, .row_bytes = qw_row_bytes(QW_TYPE_Q8_0, K)};
+    p.mat_bytes = p.row_bytes * ROWS;
+    p.n_mat = (opts->mb << 20) / (int64_t)p.mat_bytes;
+    if (p.n_mat < PREFILL_MATS) p.n_mat = PREFILL_MATS;
+    const int passes = opts->passes > 0 ? opts->passes : 3;
+    p.w = malloc((size_t)p.n_mat * p.mat_bytes);
+    p.xq = malloc(qw_act_bytes(QW_TYPE_Q8_0, K, PREFILL_TOK));
+    p.y = malloc(sizeof(float) * PREFILL_TOK * BATCH * ROWS);
+    float *x = malloc(sizeof(float) * K * PREFILL_TOK);
+    if (!p.w || !p.xq || !p.y || !x) {
+        free(p.w), free(p.xq), free(p.y), free(x);
+        return qw_fail(err, "tune: cannot allocate %lld MiB of probe weights", (long long)opts->mb);
+    }
+    /* weights: pseudo-random int8 with a small fp16 scale per block (the values do not matter, only the bytes read) */
+    uint32_t s = 12345;
+    for (size_t i = 0; i < (size_t)p.n_mat * p.mat_bytes; i += 4) {
+        s = s * 1664525u + 1013904223u;
+        memcpy(p.w + i, &s, 4);
+    }
+    for (size_t off = 0; off < (size_t)p.n_mat * p.mat_bytes; off += sizeof(qw_block_q8_0)) {
+        const uint16_t d = 0x2000; /* fp16 ~0.0078 */
+        memcpy(p.w + off, &d, 2);
+    }
+    for (int i = 0; i < K * PREFILL_TOK; i++) x[i] = (float)((i * 37) % 101 - 50) / 50.0f;
+    qw_act_convert(NULL, QW_TYPE_Q8_0, x, K, K, PREFILL_TOK, p.xq);
+    free(x);
+
+    int64_t saved[QW_TUNE_COUNT];
+    qw_tune_src saved_src[QW_TUNE_COUNT];
+    for (int i = 0; i < QW_TUNE_COUNT; i++) {
+        saved[i] = qw_tune_get((qw_tune_id)i);
+        saved_src[i] = qw_tune_source((qw_tune_id)i);
+    }
+    qw_tune_reset();
+    (void)decode_pass(&p); /* warm-up: page faults, thread wake-up */
+    out->decode_gbs[0] = best_of(&p, true, passes);
+    out->prefill_gops[0] = best_of(&p, false, passes);
+
+    static const int64_t aheads[] = {2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10};
+    static const int64_t items[] = {64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20};
+    static const int64_t rows[] = {16, 32, 64, 128};
+    double rate;
+    if (opts->log) fprintf(opts->log, "decode, %lld MiB of Q8_0 weights per pass, best of %d:\n", (long long)opts->mb, passes);
+    out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 5, 2, true, passes, &rate, opts->log)];
+    out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, &rate, opts->log)];
+    if (opts->log) fprintf(opts->log, "prefill, %d tokens × %d matrices, best of %d:\n", PREFILL_TOK, PREFILL_MATS, passes);
+    out->vals[QW_TUNE_PREFILL_ROWS] = rows[pick(&p, QW_TUNE_PREFILL_ROWS, rows, 4, 1, false, passes, &rate, opts->log)];
+    out->decode_gbs[1] = best_of(&p, true, passes);
+    out->prefill_gops[1] = best_of(&p, false, passes);
+
+    for (int i = 0; i < QW_TUNE_COUNT; i++) qw_tune_set((qw_tune_id)i, saved[i], saved_src[i]);
+    free(p.w), free(p.xq), free(p.y);
+    return 0;
+}
