@@ -1,0 +1,100 @@
+#!/bin/bash
+# t_tune.sh — calibration (`qwisp tune`, include/qwisp/tune.h) changes speed,
+# never bits: the logits hash of a Q8_0 and a Q4_0 model (prefill through the
+# tiles + decode through the row loops) is the same under the defaults, under
+# extreme knob values, and under a calibration read from the cache; `qwisp
+# config` names each value's source; a corrupt, truncated or foreign cache
+# file falls back to the defaults with one line on stderr and the same bits.
+# Behaviour only: no speed is checked.
+set -u
+Q=${QWISP_BIN:?QWISP_BIN not set}
+T=${QWISP_TEST_TMP:-/tmp}/tune
+rm -rf "$T"; mkdir -p "$T"
+export QWISP_TUNE_FILE="$T/cache/tune.txt" QWISP_THREADS=2
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; }
+
+for ty in q8_0 q4_0; do
+    "$Q" gen-model --preset small --type "$ty" --tokenizer bytes --n-embd 512 --n-ff-exp 512 --n-layer 2 \
+        -o "$T/$ty.gguf" >/dev/null 2>&1 || fail "gen-model $ty"
+done
+# the summary line's logits hash after a 37-token prefill and 5 decode steps;
+# every other stderr line is left in $T/err
+hash_of() {
+    "$@" run -m "$M" --prompt-tokens 37 -n 5 --ignore-eos 2>"$T/all" >/dev/null
+    grep -v 'prompt=.*logits=' "$T/all" >"$T/err"
+    sed -n 's/.*prompt=.*logits=\([0-9a-f]*\).*/\1/p' "$T/all"
+}
+
+for ty in q8_0 q4_0; do
+    M="$T/$ty.gguf"
+    ref=$(QWISP_TUNE=off hash_of "$Q")
+    [ -n "$ref" ] || { fail "$ty: no logits hash"; continue; }
+    ok=1
+    for kn in "16K 1K 4" "64M 1M 512" "100K 3K 20" "300K 64K 8"; do
+        set -- $kn
+        h=$(QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 hash_of "$Q")
+        [ "$h" = "$ref" ] || { ok=0; fail "$ty: knobs item=$1 ahead=$2 rows=$3 give $h, defaults $ref"; }
+        h=$(QWISP_THREADS=1 QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 hash_of "$Q")
+        [ "$h" = "$ref" ] || { ok=0; fail "$ty: 1 thread, knobs $kn give $h, defaults $ref"; }
+    done
+    [ $ok = 1 ] && pass "$ty: four knob calibrations × 1/2 threads give the defaults' logits bits ($ref)"
+    eval "ref_$ty=$ref"
+done
+
+# a real calibration, written and read back
+out=$("$Q" tune --mb 8 --passes 1 2>&1)
+if [ -s "$QWISP_TUNE_FILE" ] && grep -q "^written: $QWISP_TUNE_FILE" <<<"$out"; then pass "tune writes the cache file"; else fail "tune: $out"; fi
+cfg=$("$Q" config 2>&1)
+if grep -qE '^\(tune\) decode_item_bytes +[0-9]+ +calibrated' <<<"$cfg" && grep -qE '^\(tune cache\) .*: loaded' <<<"$cfg"; then
+    pass "config shows the calibrated values and the cache as loaded"
+else fail "config after tune: $(grep tune <<<"$cfg")"; fi
+cfg=$(QWISP_PREFILL_ROWS=12 "$Q" config 2>&1)
+if grep -qE '^\(tune\) prefill_rows +12 +knob' <<<"$cfg" && grep -qE '^\(tune\) decode_ahead_bytes +[0-9]+ +calibrated' <<<"$cfg"; then
+    pass "a knob overrides one calibrated value, the others stay calibrated"
+else fail "knob over cache: $(grep '(tune)' <<<"$cfg")"; fi
+for ty in q8_0 q4_0; do
+    M="$T/$ty.gguf"
+    h=$(hash_of "$Q"); want=$(eval echo \$ref_$ty)
+    if [ "$h" = "$want" ] && [ ! -s "$T/err" ]; then pass "$ty: calibrated run gives the same bits, silently"; else fail "$ty: calibrated $h vs $want ($(cat "$T/err"))"; fi
+done
+
+# broken caches: one stderr line, defaults, same bits
+good=$(cat "$QWISP_TUNE_FILE")
+check_broken() { # name, file text (already written)
+    local name=$1 h n cfg
+    M="$T/q8_0.gguf"
+    h=$(hash_of "$Q"); n=$(wc -l <"$T/err")
+    cfg=$("$Q" config 2>/dev/null)
+    if [ "$h" = "$ref_q8_0" ] && [ "$n" = 1 ] && grep -q "using the built-in defaults" "$T/err" \
+        && grep -qE '^\(tune\) decode_item_bytes +262144 +default' <<<"$cfg" && grep -q 'unusable' <<<"$cfg"; then
+        pass "$name cache: one notice ($(cut -c1-90 "$T/err")…), defaults, same bits"
+    else fail "$name cache: hash $h (want $ref_q8_0), $n stderr lines: $(cat "$T/err"); $(grep '(tune' <<<"$cfg")"; fi
+}
+sed 's/^decode_item_bytes .*/decode_item_bytes 131072/' <<<"$good" >"$QWISP_TUNE_FILE"; check_broken "edited (check mismatch)"
+head -c 60 <<<"$good" >"$QWISP_TUNE_FILE"; check_broken "truncated"
+head -c 300 /dev/urandom >"$QWISP_TUNE_FILE"; check_broken "random bytes"
+# a well-formed file (valid check) from another machine, and one with a value out of range
+python3 - "$QWISP_TUNE_FILE" "$good" <<'PY'
+import sys
+path, good = sys.argv[1], sys.argv[2]
+def fnv(b):
+    h = 1469598103934665603
+    for c in b: h = ((h ^ c) * 1099511628211) & 0xffffffffffffffff
+    return h
+body = "".join(l + "\n" for l in good.splitlines() if not l.startswith("check "))
+body = "\n".join("machine Some Other CPU | 00ff" if l.startswith("machine ") else l for l in body.split("\n"))
+open(path, "w").write(body + "check %016x\n" % fnv(body.encode()))
+PY
+check_broken "another machine's"
+body=$(grep -v '^check ' <<<"$good" | sed 's/^prefill_rows .*/prefill_rows 9999/')
+printf '%s\ncheck %s\n' "$body" "$(python3 -c 'import sys
+h=1469598103934665603
+for c in sys.stdin.buffer.read(): h=((h^c)*1099511628211)&0xffffffffffffffff
+print("%016x"%h)' <<<"$body")" >"$QWISP_TUNE_FILE"
+check_broken "out-of-range value"
+rm -f "$QWISP_TUNE_FILE"
+M="$T/q8_0.gguf"; h=$(hash_of "$Q")
+if [ "$h" = "$ref_q8_0" ] && [ ! -s "$T/err" ] && "$Q" config | grep -qE '^\(tune cache\) .*: absent'; then
+    pass "absent cache: defaults, silent, config says absent"
+else fail "absent cache: $h $(cat "$T/err")"; fi
