@@ -39,7 +39,7 @@ MODELS=(
     "q35-q6_K|--arch qwen35moe --preset tiny --tokenizer bytes --type q6_K --seed 6 --n-layer 3 --attn-interval 3 --tied $QKQ"
 )
 PROMPT="Once upon a time, in a small village by the sea, there lived an old fisherman and his wife. Every morning he went out in his little boat before the sun came up."
-levels="scalar avx2 avx512 avx512-novbmi avx512-nobf16 avx512-novbmi-nobf16"
+levels="scalar avx2 avx512 avx512-novbmi avx512-nobf16 avx512-novbmi-nobf16 avx512-amx"
 have=$("$BIN" config 2>/dev/null | awk '/SIMD level in use/{print $2}')
 case "$have" in avx512*) ;; avx2) levels="scalar avx2" ;; *) levels="scalar" ;; esac
 

@@ -48,7 +48,7 @@ run_script() {
 
 # The forward-pass tests run once per SIMD level (QWISP_SIMD; a level this
 # CPU lacks prints a SKIP line naming it); kernel tests walk the levels inside.
-SIMD_LEVELS="avx512 avx512-nobf16 avx512-novbmi avx512-novbmi-nobf16 avx2 scalar"
+SIMD_LEVELS="avx512-amx avx512 avx512-nobf16 avx512-novbmi avx512-novbmi-nobf16 avx2 scalar"
 echo "== C unit tests ($BUILD)"
 for t in $(find "$BUILD/tests" -type f -name 'test_*' -perm -u+x 2>/dev/null | sort); do
     [[ $t =~ $FILTER ]] || continue

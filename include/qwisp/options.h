@@ -23,7 +23,7 @@
     X(MODEL, "QWISP_MODEL", NULL, STR, NULL, 0, 0, "model GGUF used when -m is not given")          \
     X(THREADS, "QWISP_THREADS", NULL, INT, "0", 0, 1024, "compute threads; 0 = all CPUs")           \
     X(CTX, "QWISP_CTX", NULL, INT, "4096", 16, 1048576, "context length (KV cache positions) for run/chat") \
-    X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512[-novbmi][-nobf16]|avx2|scalar (lowers only)") \
+    X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512-amx|avx512[-novbmi][-nobf16]|avx2|scalar (lowers only; avx512 = no AMX)") \
     X(TUNE, "QWISP_TUNE", NULL, ENUM, "auto", 0, 0, "auto: use the calibration `qwisp tune` wrote for this CPU and binary, if any | off: built-in defaults") \
     X(TUNE_FILE, "QWISP_TUNE_FILE", NULL, STR, NULL, 0, 0, "calibration cache file; unset = $XDG_CACHE_HOME/qwisp/tune.txt (or ~/.cache/qwisp/tune.txt)") \
     X(DECODE_ITEM_BYTES, "QWISP_DECODE_ITEM_BYTES", NULL, SIZE, NULL, 1, 1073741824, "weight bytes per decode work item (16K..64M); unset = calibrated or 256K") \

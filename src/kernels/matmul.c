@@ -101,26 +101,36 @@ static void gemv_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemv
     if (r_end < r1) dot_range(j, t, dot, r_end, r1, t0, t1);
 }
 
-/* Rows [r0, r1) × all tokens with the tiles (token groups outer: four
- * tokens' prepared activations stay in L1 while the block's rows stream
- * from L2); leftover rows use the dot, leftover tokens the
- * one-token row loop where the type has one — all give the dot's bits. */
-static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm, qw_gemm_fn gemv,
-                       qw_vec_dot_fn dot, int64_t r0, int64_t r1) {
+/* Tokens [t0, t1) of rows [r0, r1) with a tile of `per` tokens a call
+ * (t1 - t0 a multiple of `per`). */
+static void tile_tokens(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn fn, int per, int64_t t0, int64_t t1,
+                        int64_t r0, int64_t r1) {
     const char *w = t->w, *xq = t->xq;
-    const int64_t r_end = r0 + (r1 - r0) / QW_GEMM_ROWS * QW_GEMM_ROWS;
-    const int64_t t_end = t->n_tok / QW_GEMM_TOKS * QW_GEMM_TOKS;
-    for (int64_t t0 = 0; t0 < t_end; t0 += QW_GEMM_TOKS) {
-        const void *x[QW_GEMM_TOKS];
-        float *y[QW_GEMM_TOKS];
-        for (int i = 0; i < QW_GEMM_TOKS; i++) {
-            const int64_t tok = t0 + i;
+    for (int64_t g = t0; g < t1; g += per) {
+        const void *x[QW_GEMM_WIDE_TOKS];
+        float *yr[QW_GEMM_WIDE_TOKS];
+        for (int i = 0; i < per; i++) {
+            const int64_t tok = g + i;
             x[i] = xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
-            y[i] = t->y + tok * t->ldy;
+            yr[i] = t->y + tok * t->ldy + r0;
         }
-        float *yr[QW_GEMM_TOKS];
-        for (int i = 0; i < QW_GEMM_TOKS; i++) yr[i] = y[i] + r0;
-        if (r_end > r0) gemm(j->k, w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r_end - r0, x, yr);
+        fn(j->k, w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r1 - r0, x, yr);
+    }
+}
+
+/* Rows [r0, r1) × all tokens with the tiles (token groups outer: the
+ * tokens' prepared activations stay in L1 while the block's rows stream
+ * from L2): 16-token groups where the level has a wide tile (AMX), then
+ * 4-token groups; leftover rows use the dot, leftover tokens the one-token
+ * row loop where the type has one — all give the dot's bits. */
+static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm, qw_gemm_fn wide, qw_gemm_fn gemv,
+                       qw_vec_dot_fn dot, int64_t r0, int64_t r1) {
+    const int64_t r_end = r0 + (r1 - r0) / QW_GEMM_ROWS * QW_GEMM_ROWS;
+    const int64_t t_wide = wide ? t->n_tok / QW_GEMM_WIDE_TOKS * QW_GEMM_WIDE_TOKS : 0;
+    const int64_t t_end = t_wide + (t->n_tok - t_wide) / QW_GEMM_TOKS * QW_GEMM_TOKS;
+    if (r_end > r0) {
+        if (t_wide) tile_tokens(j, t, wide, QW_GEMM_WIDE_TOKS, 0, t_wide, r0, r_end);
+        tile_tokens(j, t, gemm, QW_GEMM_TOKS, t_wide, t_end, r0, r_end);
     }
     if (r_end < r1) dot_range(j, t, dot, r_end, r1, 0, t_end);
     /* the last 1-3 tokens (MoE experts rarely get a multiple of 4): the row
@@ -135,13 +145,14 @@ static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
     const bool tiled = j->k % QW_GEMM_K == 0 && j->k <= QW_GEMM_K_MAX;
     const qw_gemm_fn gemm = tiled ? qw_gemm_get(j->wtype) : NULL;
     const qw_gemm_fn gemv = tiled ? qw_gemv_get(j->wtype) : NULL;
+    const qw_gemm_fn wide = tiled ? qw_gemm_wide_get(j->wtype) : NULL;
     int ti = 0;
     for (int64_t b = b0; b < b1; b++) {
         while (b >= j->block0[ti + 1]) ti++;
         const qw_mm_task *t = &j->tasks[ti];
         const int64_t r0 = (b - j->block0[ti]) * j->row_block;
         const int64_t r1 = r0 + j->row_block < t->n_rows ? r0 + j->row_block : t->n_rows;
-        if (gemm && t->n_tok >= QW_GEMM_TOKS) gemm_range(j, t, gemm, gemv, dot, r0, r1);
+        if (gemm && t->n_tok >= QW_GEMM_TOKS) gemm_range(j, t, gemm, wide, gemv, dot, r0, r1);
         else if (gemv) gemv_range(j, t, gemv, dot, r0, r1, 0, t->n_tok);
         else dot_range(j, t, dot, r0, r1, 0, t->n_tok);
     }

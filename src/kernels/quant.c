@@ -8,7 +8,9 @@
  * Dispatch: one kernel table per level (quant_impl.h), indexed by an enum;
  * the first call detects the CPU once (__builtin_cpu_supports, which
  * also checks that the OS saves the AVX/AVX-512 register state) and picks the
- * best level: "avx512" needs avx512f+bw+vl+vnni (its bf16 dot additionally
+ * best level: "avx512-amx" needs all of avx512 (with bf16 and vbmi) plus
+ * AMX-TILE/AMX-INT8, the OS's tile state and the kernel's permission
+ * (qw_amx_usable); "avx512" needs avx512f+bw+vl+vnni (its bf16 dot additionally
  * needs avx512bf16 and its Q4_0 kernels avx512vbmi, else the AVX2 ones are
  * patched in: the "avx512-nobf16" / "avx512-novbmi" tables), "avx2" needs
  * avx2+fma+f16c, "scalar" always works.  qw_simd_force can only lower the
@@ -98,21 +100,24 @@ qw_type qw_vec_dot_type(qw_type type) {
 /* ---- CPU detection and the active table -------------------------------- */
 
 /* The levels, best first, in qw_simd_levels' order: one kernel table each.
- * The four AVX-512 ones differ by the features a CPU may lack (bits
+ * "avx512-amx" is the full AVX-512 table with AMX-INT8 prefill tiles and the
+ * Q8_0/Q4_0 dots in the reference's order (quant_impl.h); it needs every
+ * AVX-512 feature below plus qw_amx_usable.  The four AVX-512 ones differ by the features a CPU may lack (bits
  * MISS_BF16 / MISS_VBMI = the enum's offset from QW_LEVEL_AVX512), whose
  * kernels come from the AVX2 table. */
 typedef enum {
-    QW_LEVEL_AVX512 = 0,
-    QW_LEVEL_AVX512_NOBF16 = 1,
-    QW_LEVEL_AVX512_NOVBMI = 2,
-    QW_LEVEL_AVX512_NOVBMI_NOBF16 = 3,
-    QW_LEVEL_AVX2 = 4,
-    QW_LEVEL_SCALAR = 5,
+    QW_LEVEL_AMX = 0,
+    QW_LEVEL_AVX512 = 1,
+    QW_LEVEL_AVX512_NOBF16 = 2,
+    QW_LEVEL_AVX512_NOVBMI = 3,
+    QW_LEVEL_AVX512_NOVBMI_NOBF16 = 4,
+    QW_LEVEL_AVX2 = 5,
+    QW_LEVEL_SCALAR = 6,
     QW_N_LEVELS
 } qw_level;
 enum { MISS_BF16 = 1, MISS_VBMI = 2 };
 
-const char *const qw_simd_levels[] = {"avx512", "avx512-nobf16", "avx512-novbmi", "avx512-novbmi-nobf16",
+const char *const qw_simd_levels[] = {"avx512-amx", "avx512", "avx512-nobf16", "avx512-novbmi", "avx512-novbmi-nobf16",
                                       "avx2", "scalar", NULL};
 
 static qw_kernel_table g_tables[QW_N_LEVELS]; /* filled once by detect_cpu */
@@ -140,11 +145,26 @@ static void build_patched(qw_kernel_table *t, int missing) {
     }
 }
 
+/* The AMX level: the AVX-512 table, Q8_0/Q4_0 in the reference's order with AMX tiles. */
+static void build_amx(qw_kernel_table *t) {
+    *t = qw_kernels_avx512;
+    t->name = qw_simd_levels[QW_LEVEL_AMX];
+    t->dot_q8_0 = qw_blockorder_avx512.dot_q8_0;
+    t->dot_q4_0 = qw_blockorder_avx512.dot_q4_0;
+    t->gemv_q8_0 = qw_blockorder_avx512.gemv_q8_0;
+    t->gemv_q4_0 = qw_blockorder_avx512.gemv_q4_0;
+    t->gemm_q8_0 = qw_amx_gemm_q8_0;
+    t->gemm_q4_0 = qw_amx_gemm_q4_0;
+    t->gemm_wide_q8_0 = qw_amx_gemm_wide_q8_0;
+    t->gemm_wide_q4_0 = qw_amx_gemm_wide_q4_0;
+}
+
 static void detect_cpu(void) {
     __builtin_cpu_init();
     /* Built before g_active is published, so readers never see a half-copied
      * table; racing first calls write the same bytes. */
     for (int m = 0; m <= (MISS_BF16 | MISS_VBMI); m++) build_patched(&g_tables[QW_LEVEL_AVX512 + m], m);
+    build_amx(&g_tables[QW_LEVEL_AMX]);
     g_tables[QW_LEVEL_AVX2] = qw_kernels_avx2;
     g_tables[QW_LEVEL_SCALAR] = qw_kernels_ref;
     qw_level best = QW_LEVEL_SCALAR;
@@ -155,6 +175,7 @@ static void detect_cpu(void) {
         if (!__builtin_cpu_supports("avx512bf16")) missing |= MISS_BF16;
         if (!__builtin_cpu_supports("avx512vbmi")) missing |= MISS_VBMI;
         best = (qw_level)(QW_LEVEL_AVX512 + missing);
+        if (missing == 0 && qw_amx_usable()) best = QW_LEVEL_AMX;
     }
     g_cpu_best = best;
     __atomic_store_n(&g_detected, true, __ATOMIC_RELEASE);
@@ -163,8 +184,10 @@ static void detect_cpu(void) {
 /* The level this CPU runs for a requested one: the request lowered to the
  * CPU's best, an AVX-512 request keeping the CPU's missing features. */
 static qw_level runnable(qw_level want) {
+    if (want == QW_LEVEL_AMX) return g_cpu_best == QW_LEVEL_AMX ? QW_LEVEL_AMX : runnable(QW_LEVEL_AVX512);
     const bool want512 = want <= QW_LEVEL_AVX512_NOVBMI_NOBF16, cpu512 = g_cpu_best <= QW_LEVEL_AVX512_NOVBMI_NOBF16;
-    if (want512 && cpu512) return (qw_level)(QW_LEVEL_AVX512 + ((want - QW_LEVEL_AVX512) | (g_cpu_best - QW_LEVEL_AVX512)));
+    const int cpu_missing = g_cpu_best == QW_LEVEL_AMX ? 0 : (int)g_cpu_best - QW_LEVEL_AVX512;
+    if (want512 && cpu512) return (qw_level)(QW_LEVEL_AVX512 + ((want - QW_LEVEL_AVX512) | cpu_missing));
     return want > g_cpu_best ? want : g_cpu_best; /* a larger enum value is a lower level */
 }
 
@@ -219,6 +242,13 @@ qw_gemm_fn qw_gemm_get(qw_type type) {
     /* the level's own tile, from the same file as its dot, so bits agree */
     if (type == QW_TYPE_Q4_K) return t->kq->gemm_q4_K;
     if (type == QW_TYPE_Q6_K) return t->kq->gemm_q6_K;
+    return NULL;
+}
+
+qw_gemm_fn qw_gemm_wide_get(qw_type type) {
+    const qw_kernel_table *t = active();
+    if (type == QW_TYPE_Q8_0) return t->gemm_wide_q8_0;
+    if (type == QW_TYPE_Q4_0) return t->gemm_wide_q4_0;
     return NULL;
 }
 

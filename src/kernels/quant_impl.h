@@ -53,6 +53,10 @@ typedef struct qw_kernel_table {
     qw_gemm_fn gemm_q4_0;
     qw_gemm_fn gemv_q8_0; /* one token, rows in multiples of 4 */
     qw_gemm_fn gemv_q4_0;
+    /* QW_GEMM_WIDE_TOKS-token tiles, same contract; NULL where the level has
+     * none (all but avx512-amx) */
+    qw_gemm_fn gemm_wide_q8_0;
+    qw_gemm_fn gemm_wide_q4_0;
     /* y[i] += a * f16(x[i]), as mul then add (two roundings, like the reference). */
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
     /* Q2_K..Q6_K (+ Q8_K) dots and the Q4_K/Q6_K tiles of this level (complete:
@@ -87,6 +91,25 @@ bool qw_avx512_attn_values_f16(const float *p, const char *v, size_t kv_stride, 
                                float *out);
 void qw_avx512_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta,
                           float scale, int64_t S, float *o);
+
+/* The avx512-amx level (quant.c): its Q8_0/Q4_0 dots and row loops compute
+ * in the scalar reference's order (blockorder_avx512.c), its prefill tiles
+ * with AMX-INT8 (amx_avx512.c); qw_amx_usable says whether this CPU and
+ * kernel allow AMX (and requests the permission, once). */
+typedef struct {
+    qw_vec_dot_fn dot_q8_0, dot_q4_0;
+    qw_gemm_fn gemv_q8_0, gemv_q4_0;
+} qw_blockorder_kernels;
+extern const qw_blockorder_kernels qw_blockorder_avx512;
+bool qw_amx_usable(void);
+void qw_amx_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                      float *const *y);
+void qw_amx_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                      float *const *y);
+void qw_amx_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                           float *const *y);
+void qw_amx_gemm_wide_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                           float *const *y);
 
 /* Decode streams weight rows from DRAM once, in order; with the hardware
  * prefetcher alone a row loop read at a third of the bandwidth on a Zen 5

@@ -4,7 +4,8 @@
  * Every table qw_simd_force can select is listed, the patched AVX-512 tables
  * of CPUs without VBMI and/or BF16 (Cascade Lake, Cooper Lake, Ice Lake)
  * included: an AVX-512 machine runs them all, so a patch that breaks a
- * smaller CPU fails here.  A level this CPU cannot run is skipped with one
+ * smaller CPU fails here ("avx512-amx" needs AMX: Sapphire Rapids or
+ * later).  A level this CPU cannot run is skipped with one
  * "SKIP:" line naming it (tests/run.sh shows those lines), never silently. */
 #ifndef QWISP_TEST_KERNEL_LEVELS_H
 #define QWISP_TEST_KERNEL_LEVELS_H
@@ -16,7 +17,7 @@
 #include "qwisp/quant.h"
 
 static const char *const k_levels[] = {"scalar",        "avx2",          "avx512-novbmi-nobf16",
-                                       "avx512-novbmi", "avx512-nobf16", "avx512"};
+                                       "avx512-novbmi", "avx512-nobf16", "avx512", "avx512-amx"};
 enum { N_LEVELS = sizeof k_levels / sizeof k_levels[0] };
 
 /* Forces a level; false when the CPU cannot run it (the caller skips it). */
@@ -32,6 +33,6 @@ static bool use_level(const char *name) {
     return false;
 }
 
-static void restore_best(void) { assert_int_equal(qw_simd_force("avx512"), 0); }
+static void restore_best(void) { assert_int_equal(qw_simd_force("avx512-amx"), 0); }
 
 #endif

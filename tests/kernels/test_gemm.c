@@ -180,7 +180,7 @@ static void test_axpy_f16(void **s) {
         qw_axpy_f16(got, 0.3717f, x, N);
         assert_memory_equal(got, ref, sizeof got);
     }
-    qw_simd_force("avx512");
+    restore_best();
 }
 
 int main(void) {
