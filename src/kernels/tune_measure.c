@@ -130,12 +130,12 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
     out->decode_gbs[0] = best_of(&p, true, passes);
     out->prefill_gops[0] = best_of(&p, false, passes);
 
-    static const int64_t aheads[] = {2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10};
+    static const int64_t aheads[] = {2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10};
     static const int64_t items[] = {64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20};
     static const int64_t rows[] = {16, 32, 64, 128};
     double rate;
     if (opts->log) fprintf(opts->log, "decode, %lld MiB of Q8_0 weights per pass, best of %d:\n", (long long)opts->mb, passes);
-    out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 5, 2, true, passes, &rate, opts->log)];
+    out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 6, 2, true, passes, &rate, opts->log)];
     out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, &rate, opts->log)];
     if (opts->log) fprintf(opts->log, "prefill, %d tokens × %d matrices, best of %d:\n", PREFILL_TOK, PREFILL_MATS, passes);
     out->vals[QW_TUNE_PREFILL_ROWS] = rows[pick(&p, QW_TUNE_PREFILL_ROWS, rows, 4, 1, false, passes, &rate, opts->log)];
