@@ -8,9 +8,10 @@
  *   prefill  64 tokens through 8 such matrices (a prefill chunk's experts).
  * One parameter at a time (prefetch distance, then item size with the best
  * distance, then prefill rows), each candidate timed opts->passes times in
- * turn (candidates interleaved, so a noisy neighbour slows all of them alike)
- * and its best pass kept.  A candidate must beat the default by 2 % to be
- * chosen: on a noisy machine a tie keeps the default.  Speed is all that can
+ * turn (candidates interleaved, so a noisy neighbour slows all of them alike).
+ * A candidate must beat the default by 2 % in EVERY pass to be chosen (its
+ * worst per-pass ratio): on a noisy machine a tie or a lucky pass keeps the
+ * default.  Speed is all that can
  * change — every candidate gives the same result bits (tune.h).
  */
 #include "qwisp/tune.h"
@@ -58,27 +59,38 @@ static double prefill_pass(probe *p) {
     return (double)PREFILL_MATS * ROWS * K * PREFILL_TOK / (s > 0 ? s : 1e-9) / 1e9;
 }
 
-/* Times each candidate value of `id` `passes` times, interleaved; returns the
- * index of the best (the default's index unless one beats it by 2 %). */
+/* Times each candidate value of `id` `passes` times, interleaved, and
+ * returns the index of the one to keep: a candidate's score is its WORST
+ * ratio to the default over the passes (each ratio within one pass, so a
+ * neighbour's load in that pass slows both alike); the best score wins if it
+ * is above 1.02 — a candidate must beat the default in every pass — else the
+ * default stays. */
+enum { MAX_PASSES = 16 };
 static int pick(probe *p, qw_tune_id id, const int64_t *cand, int n, int def_idx, bool decode, int passes,
-                double *best_rate, FILE *log) {
-    double best[MAX_CAND] = {0};
+                FILE *log) {
+    double rate[MAX_CAND][MAX_PASSES] = {{0}};
+    if (passes > MAX_PASSES) passes = MAX_PASSES;
     for (int pass = 0; pass < passes; pass++)
         for (int c = 0; c < n; c++) {
             qw_tune_set(id, cand[c], QW_TUNE_SRC_CALIBRATED);
-            const double r = decode ? decode_pass(p) : prefill_pass(p);
-            if (r > best[c]) best[c] = r;
+            rate[c][pass] = decode ? decode_pass(p) : prefill_pass(p);
         }
-    int b = 0;
-    for (int c = 1; c < n; c++)
-        if (best[c] > best[b]) b = c;
-    if (best[b] < best[def_idx] * 1.02) b = def_idx;
+    double score[MAX_CAND], best[MAX_CAND];
+    int b = def_idx;
+    for (int c = 0; c < n; c++) {
+        score[c] = 1e30, best[c] = 0;
+        for (int pass = 0; pass < passes; pass++) {
+            const double r = rate[c][pass] / (rate[def_idx][pass] > 0 ? rate[def_idx][pass] : 1e-9);
+            if (r < score[c]) score[c] = r;
+            if (rate[c][pass] > best[c]) best[c] = rate[c][pass];
+        }
+        if (c != def_idx && score[c] > 1.02 && (b == def_idx || score[c] > score[b])) b = c;
+    }
     if (log)
         for (int c = 0; c < n; c++)
-            fprintf(log, "  %-20s %8lld  %8.2f %s%s\n", qw_tune_key_name(id), (long long)cand[c], best[c],
-                    decode ? "GB/s" : "GMAC/s", c == b ? "  <- chosen" : "");
+            fprintf(log, "  %-20s %8lld  best %8.2f %-6s  worst ratio to default %.3f%s\n", qw_tune_key_name(id),
+                    (long long)cand[c], best[c], decode ? "GB/s" : "GMAC/s", score[c], c == b ? "  <- chosen" : "");
     qw_tune_set(id, cand[b], QW_TUNE_SRC_CALIBRATED);
-    *best_rate = best[b];
     return b;
 }
 
@@ -133,12 +145,11 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
     static const int64_t aheads[] = {2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10};
     static const int64_t items[] = {64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20};
     static const int64_t rows[] = {16, 32, 64, 128};
-    double rate;
     if (opts->log) fprintf(opts->log, "decode, %lld MiB of Q8_0 weights per pass, best of %d:\n", (long long)opts->mb, passes);
-    out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 6, 2, true, passes, &rate, opts->log)];
-    out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, &rate, opts->log)];
+    out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 6, 2, true, passes, opts->log)];
+    out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, opts->log)];
     if (opts->log) fprintf(opts->log, "prefill, %d tokens × %d matrices, best of %d:\n", PREFILL_TOK, PREFILL_MATS, passes);
-    out->vals[QW_TUNE_PREFILL_ROWS] = rows[pick(&p, QW_TUNE_PREFILL_ROWS, rows, 4, 1, false, passes, &rate, opts->log)];
+    out->vals[QW_TUNE_PREFILL_ROWS] = rows[pick(&p, QW_TUNE_PREFILL_ROWS, rows, 4, 1, false, passes, opts->log)];
     out->decode_gbs[1] = best_of(&p, true, passes);
     out->prefill_gops[1] = best_of(&p, false, passes);
 
