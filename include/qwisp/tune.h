@@ -17,7 +17,7 @@
  *               binary's build id — a cache written by another CPU or
  *               another build is ignored;
  *   knob        QWISP_DECODE_ITEM_BYTES / QWISP_DECODE_AHEAD_BYTES /
- *               QWISP_PREFILL_ROWS (options.h).
+ *               QWISP_DECODE_PREFETCH_L2 / QWISP_PREFILL_ROWS (options.h).
  *
  *     qw_error err = {0};
  *     int rc = qw_tune_load(path, &err);  // 0 loaded, 1 absent, -1 unusable
@@ -41,6 +41,8 @@
       "weight bytes per decode work item (every item starts a new DRAM stream)")                            \
     X(DECODE_AHEAD, "decode_ahead_bytes", 8 << 10, 1 << 10, 1 << 20,                                        \
       "bytes the decode row loops prefetch ahead of the row being read")                                    \
+    X(DECODE_PREFETCH_L2, "decode_prefetch_l2", 0, 0, 1,                                                  \
+      "1: decode prefetches into L2 (prefetcht1: the L2's miss queue, more misses in flight), 0: into L1")  \
     X(PREFILL_ROWS, "prefill_rows", 32, 4, 512, "rows per prefill work item (re-read from L2 per token group)")
 
 typedef enum {

@@ -129,11 +129,11 @@ static inline __attribute__((always_inline)) void gemv_rows(int64_t n, const voi
     const uint8_t *w = wv;
     float *y = yv[0];
     const int64_t ahead = qw_decode_ahead_rows(rb);
-    qw_prefetch_bytes(w, (size_t)(n_rows < ahead + STRIP ? n_rows : ahead + STRIP) * rb);
+    qw_prefetch_decode(w, (size_t)(n_rows < ahead + STRIP ? n_rows : ahead + STRIP) * rb);
     int64_t r = 0;
     for (; r + STRIP <= n_rows; r += STRIP) {
         const int64_t pf0 = r + STRIP + ahead, pf1 = pf0 + STRIP < n_rows ? pf0 + STRIP : n_rows;
-        if (pf0 < pf1) qw_prefetch_bytes(w + (size_t)pf0 * rb, (size_t)(pf1 - pf0) * rb);
+        if (pf0 < pf1) qw_prefetch_decode(w + (size_t)pf0 * rb, (size_t)(pf1 - pf0) * rb);
         strip16(nb, w + (size_t)r * rb, rb, xu, dx, y + r, q4);
     }
     for (; r < n_rows; r++) y[r] = dot_row(nb, w + (size_t)r * rb, x, q4);

@@ -75,9 +75,9 @@ static void dot_range(const matmul_job *j, const qw_mm_task *t, qw_vec_dot_fn do
         const int64_t ahead = qw_decode_ahead_rows(rb);
         const char *xr = xq + (size_t)(t->idx ? t->idx[t0] : t0) * j->xq_row_bytes;
         float *yr = t->y + t0 * t->ldy;
-        qw_prefetch_bytes(w + (size_t)r0 * rb, (size_t)(r1 - r0 < ahead ? r1 - r0 : ahead) * rb);
+        qw_prefetch_decode(w + (size_t)r0 * rb, (size_t)(r1 - r0 < ahead ? r1 - r0 : ahead) * rb);
         for (int64_t r = r0; r < r1; r++) {
-            if (r + ahead < r1) qw_prefetch_bytes(w + (size_t)(r + ahead) * rb, rb);
+            if (r + ahead < r1) qw_prefetch_decode(w + (size_t)(r + ahead) * rb, rb);
             dot(j->k, &yr[r], w + (size_t)r * rb, xr);
         }
         return;

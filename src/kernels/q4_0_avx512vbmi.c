@@ -166,10 +166,15 @@ static inline __attribute__((always_inline)) void tile_rows(int64_t ng, const ui
                                                             int64_t ahead_rows, const int TR, const int TT) {
     const __m512i ni = nib_index(), si = scale_index();
     const size_t group_bytes = (size_t)TR * w_row_bytes;
-    qw_prefetch_bytes(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
+    /* decode (one token) takes the calibrated prefetch level, tune.h */
+    if (TT == 1) qw_prefetch_decode(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
+    else qw_prefetch_bytes(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
     for (int64_t r0 = 0; r0 < n_rows; r0 += TR) {
         const uint8_t *wr = w + (size_t)r0 * w_row_bytes;
-        if (r0 + ahead_rows < n_rows) qw_prefetch_bytes(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
+        if (r0 + ahead_rows < n_rows) {
+            if (TT == 1) qw_prefetch_decode(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
+            else qw_prefetch_bytes(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
+        }
         __m512 acc[TILE_ROWS][QW_GEMM_TOKS];
         UNROLL for (int r = 0; r < TR; r++)
             UNROLL for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();

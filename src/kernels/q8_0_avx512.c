@@ -114,11 +114,11 @@ static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t 
         pp[k].d = _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(load_u16(&x[k].d))));
     }
     const int64_t ahead = (qw_decode_ahead_rows(w_row_bytes) + 1) & ~(int64_t)1;
-    qw_prefetch_bytes(wv, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
+    qw_prefetch_decode(wv, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
     int64_t r = 0;
     for (; r + 2 <= n_rows; r += 2) {
-        if (r + ahead + 2 <= n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r + ahead) * w_row_bytes, 2 * w_row_bytes);
-        else if (r + ahead < n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r + ahead) * w_row_bytes, w_row_bytes);
+        if (r + ahead + 2 <= n_rows) qw_prefetch_decode((const char *)wv + (size_t)(r + ahead) * w_row_bytes, 2 * w_row_bytes);
+        else if (r + ahead < n_rows) qw_prefetch_decode((const char *)wv + (size_t)(r + ahead) * w_row_bytes, w_row_bytes);
         const qw_block_q8_0 *w0 = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
         const qw_block_q8_0 *w1 = (const qw_block_q8_0 *)((const char *)w0 + w_row_bytes);
         __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();

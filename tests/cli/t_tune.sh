@@ -31,11 +31,11 @@ for ty in q8_0 q4_0; do
     ref=$(QWISP_TUNE=off hash_of "$Q")
     [ -n "$ref" ] || { fail "$ty: no logits hash"; continue; }
     ok=1
-    for kn in "16K 1K 4" "64M 1M 512" "100K 3K 20" "300K 64K 8"; do
+    for kn in "16K 1K 4 1" "64M 1M 512 0" "100K 3K 20 1" "300K 64K 8 0"; do
         set -- $kn
-        h=$(QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 hash_of "$Q")
-        [ "$h" = "$ref" ] || { ok=0; fail "$ty: knobs item=$1 ahead=$2 rows=$3 give $h, defaults $ref"; }
-        h=$(QWISP_THREADS=1 QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 hash_of "$Q")
+        h=$(QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 QWISP_DECODE_PREFETCH_L2=$4 hash_of "$Q")
+        [ "$h" = "$ref" ] || { ok=0; fail "$ty: knobs item=$1 ahead=$2 rows=$3 l2=$4 give $h, defaults $ref"; }
+        h=$(QWISP_THREADS=1 QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 QWISP_DECODE_PREFETCH_L2=$4 hash_of "$Q")
         [ "$h" = "$ref" ] || { ok=0; fail "$ty: 1 thread, knobs $kn give $h, defaults $ref"; }
     done
     [ $ok = 1 ] && pass "$ty: four knob calibrations × 1/2 threads give the defaults' logits bits ($ref)"
@@ -71,7 +71,7 @@ check_broken() { # name, file text (already written)
         pass "$name cache: one notice ($(cut -c1-90 "$T/err")…), defaults, same bits"
     else fail "$name cache: hash $h (want $ref_q8_0), $n stderr lines: $(cat "$T/err"); $(grep '(tune' <<<"$cfg")"; fi
 }
-sed 's/^decode_item_bytes .*/decode_item_bytes 131072/' <<<"$good" >"$QWISP_TUNE_FILE"; check_broken "edited (check mismatch)"
+sed 's/^decode_item_bytes .*/decode_item_bytes 98304/' <<<"$good" >"$QWISP_TUNE_FILE"; check_broken "edited (check mismatch)"
 head -c 60 <<<"$good" >"$QWISP_TUNE_FILE"; check_broken "truncated"
 head -c 300 /dev/urandom >"$QWISP_TUNE_FILE"; check_broken "random bytes"
 # a well-formed file (valid check) from another machine, and one with a value out of range
