@@ -56,6 +56,8 @@ AMX static void config(int nt) {
     for (int t = 0; t < 2; t++) c.rows[t] = M, c.colsb[t] = (uint16_t)(nt * 4);
     for (int t = 2; t < 4; t++) c.rows[t] = M, c.colsb[t] = BLK;
     for (int t = 4; t < 6; t++) c.rows[t] = BLK / 4, c.colsb[t] = (uint16_t)(nt * 4);
+    /* the intrinsic tells the compiler it reads 8 bytes only: keep every store */
+    __asm__ volatile("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
 }
 
@@ -108,12 +110,16 @@ AMX static void amx_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
     const uint8_t *w = wv;
     const int64_t main_rows = n_rows / M * M;
     config(nt);
+    /* TILELOADD's asm names its address, not the memory behind it: a barrier
+     * keeps the compiler from dropping or sinking the stores into bp / a4 */
+    __asm__ volatile("" : : "r"(bp) : "memory");
     for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
         const uint8_t *ws = w + (size_t)r0 * rb;
         const int8_t *abase;
         size_t astride, ablk;
         if (q4) {
             widen_q4(nb, ws, rb, a4);
+            __asm__ volatile("" : : "r"(a4) : "memory");
             abase = a4, astride = (size_t)nb * BLK, ablk = BLK;
         } else {
             abase = (const int8_t *)ws + 2, astride = rb, ablk = sizeof(qw_block_q8_0);
