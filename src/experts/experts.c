@@ -31,6 +31,7 @@ struct qw_experts {
     qw_tier tier;
     int32_t c;
     qw_stream *s; /* streaming only */
+    int32_t ahead;  /* QWISP_LOOKAHEAD */
     void **locked; size_t *locked_len; size_t n_locked;
 };
 
@@ -86,13 +87,18 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
     g_info.tier = x->tier;
     g_info.c = x->c;
     g_info.n_expert = l->n_expert;
-    g_info.arena_bytes = g_info.locked_bytes = 0;
+    g_info.arena_bytes = g_info.locked_bytes = g_info.uring = 0;
     snprintf(g_info.line, sizeof g_info.line, "%s", d->line);
     if (x->tier == QW_TIER_RESIDENT) {
         if (open_resident(x, l, err)) goto fail;
         return x;
     }
+    const char *io = qw_opt_str(QW_OPT_STREAM_IO) ? qw_opt_str(QW_OPT_STREAM_IO) : "auto"; /* tests skip init */
     qw_stream_config cfg = {.c = d->c,
+                            .io = !strcmp(io, "uring")   ? QW_STREAM_IO_URING
+                                  : !strcmp(io, "pread") ? QW_STREAM_IO_PREAD
+                                                         : QW_STREAM_IO_AUTO,
+                            .qd = (int)qw_opt_int(QW_OPT_STREAM_QD),
                             .readers = (int)qw_opt_int(QW_OPT_EXPERT_READERS),
                             .fault_read = qw_opt_int(QW_OPT_FAULT_READ)};
     const char *thr = qw_opt_str(QW_OPT_SSD_THROTTLE_GBS);
@@ -104,14 +110,30 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
     x->s = qw_stream_open(l, &cfg, &g_ctr, err);
     if (!x->s) goto fail;
     g_info.arena_bytes = qw_stream_arena_bytes(x->s);
+    g_info.uring = qw_stream_uses_uring(x->s);
+    x->ahead = (int32_t)qw_opt_int(QW_OPT_LOOKAHEAD);
     return x;
 fail:
     qw_experts_close(x);
     return NULL;
 }
 
+/* QWISP_LOG=info: the look-ahead's score per layer, at close. */
+static void log_ahead_layers(const qw_experts *x) {
+    if (!x->s || qw_log_get_level() < QW_LOG_INFO) return;
+    for (int32_t il = 0; il < x->n_layer; il++) {
+        uint64_t a[3];
+        qw_stream_ahead_layer(x->s, il, a);
+        if (a[0])
+            qw_log(QW_LOG_INFO, "look-ahead layer %d: precision %.3f recall %.3f (%llu predicted, %llu needed)", il,
+                   (double)a[1] / (double)a[0], a[2] ? (double)a[1] / (double)a[2] : 0.0,
+                   (unsigned long long)a[0], (unsigned long long)a[2]);
+    }
+}
+
 void qw_experts_close(qw_experts *x) {
     if (!x) return;
+    log_ahead_layers(x);
     qw_stream_close(x->s);
     for (size_t i = 0; i < x->n_locked; i++) munlock(x->locked[i], x->locked_len[i]);
     free(x->locked);
@@ -149,6 +171,16 @@ int qw_experts_get(qw_experts *x, int32_t il, int32_t e, const char **gate, cons
 
 void qw_experts_release(qw_experts *x, int32_t il) {
     if (x->s) qw_stream_release(x->s, il);
+}
+
+void qw_experts_ahead(qw_experts *x, int32_t il, const int32_t *sel, int32_t n) {
+    if (x->s) qw_stream_ahead(x->s, il, sel, n);
+}
+
+int32_t qw_experts_ahead_n(const qw_experts *x, int32_t k) {
+    if (!x->s || x->ahead == 0) return 0;
+    const int32_t n = x->ahead < 0 ? k : x->ahead;
+    return n > x->n_expert ? x->n_expert : n;
 }
 
 qw_experts_stats qw_experts_get_stats(void) {

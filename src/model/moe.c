@@ -29,6 +29,32 @@ static void top_k(const float *probs, int n_expert, int k, int32_t *sel) {
     }
 }
 
+/* Look-ahead (streaming): while this layer's experts are read and run, guess
+ * the next layer's by applying its router to this layer's post-attention
+ * residual, normed with its ffn_norm (the residual changes little across one
+ * layer), and hand the guess to the source, which starts reads into free
+ * slots.  Scratch: proj (consumed before the MoE step), router (this layer's
+ * probabilities are in selw by now), tok_of / count (filled after this).
+ * Results never depend on it: it only warms the cache. */
+static int look_ahead(qw_ctx *c, const qw_layer *L, int32_t n, int32_t top, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t X = hp->n_expert, K = hp->n_expert_used, il = (int32_t)(L - c->m->layers);
+    if (il + 1 >= hp->n_layer || n > c->chunk_cap) return 0;
+    const qw_layer *N = L + 1;
+    if (top > K) top = K; /* tok_of holds n * K */
+    qw_rmsnorm(c->proj, c->x, N->ffn_norm.data, hp->n_embd, n, hp->rms_eps);
+    if (qw_fwd_linear(c, &N->gate_inp, c->proj, n, c->router, err)) return -1;
+    int32_t *pred = c->tok_of, np = 0, sel[64]; /* top <= K <= 64 (model.c) */
+    memset(c->count, 0, (size_t)X * sizeof(int32_t));
+    for (int32_t t = 0; t < n; t++) {
+        top_k(c->router + (size_t)t * X, X, top, sel); /* softmax keeps the order */
+        for (int32_t s = 0; s < top; s++)
+            if (!c->count[sel[s]]++) pred[np++] = sel[s];
+    }
+    qw_experts_ahead(c->m->experts, il + 1, pred, np);
+    return 0;
+}
+
 static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used;
@@ -123,6 +149,8 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     qw_experts *xs = c->m->experts; /* streaming: starts reads of the chunk's missing experts */
     const int32_t il = (int32_t)(L - c->m->layers), max_pin = qw_experts_max_pinned(xs);
     qw_experts_need(xs, il, c->sel, n * K);
+    const int32_t ahead = qw_experts_ahead_n(xs, K);
+    if (ahead > 0 && look_ahead(c, L, n, ahead, err)) return -1;
 
     /* Counting sort of the n*K assignments by expert.  Afterwards count[e] is
      * the end of expert e's run, so its start is END(e - 1). */
