@@ -191,6 +191,9 @@ extern const qw_stat_group qw_experts_stat_group;
 qw_experts_stats qw_experts_get_stats(void);
 /* Adds "experts": {...} to a cJSON object (void * keeps cJSON out of this header). */
 void qw_experts_stats_json(void *cjson_object);
+/* Adds key: {...} with the counters since the snapshot `since` (gauges as
+ * they are; ratios from the differences): e.g. the decode phase alone. */
+void qw_experts_stats_json_since(void *cjson_object, const char *key, const qw_experts_stats *since);
 /* Writes the list as " expert_KEY=VALUE" fields (a MEMDBG line's tail). */
 void qw_experts_stats_line(FILE *f);
 

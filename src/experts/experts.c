@@ -202,6 +202,15 @@ void qw_experts_stats_json(void *cjson_object) {
     cJSON_AddStringToObject(o, "decision", s.line);
 }
 
+void qw_experts_stats_json_since(void *cjson_object, const char *key, const qw_experts_stats *since) {
+    qw_experts_stats d = qw_experts_get_stats();
+#define SUB(field, kind, ...) QW_STAT_IF_TOTAL(kind, d.field -= since->field;)
+    QW_EXPERTS_STATS(SUB, QW_STAT_NONE)
+#undef SUB
+    cJSON *o = cJSON_AddObjectToObject(cjson_object, key);
+    qw_stats_json(&qw_experts_stat_group, &d, o, 0, -1);
+}
+
 void qw_experts_stats_line(FILE *f) {
     const qw_experts_stats s = qw_experts_get_stats();
     qw_stats_line(f, &qw_experts_stat_group, &s, 0, -1);
