@@ -6,7 +6,8 @@
 #
 # Each config runs `qwisp simulate LIMIT_GB -- qwisp run -m MODEL
 # --prompt-tokens PP -n TG --ignore-eos --json` (LIMIT_GB "none" = no cgroup;
-# a config with QWISP_RAW_C=0 is the resident row) with its environment,
+# a config with QWISP_RAW_C=0 is the resident row; SIM=X in a config's
+# environment overrides LIMIT_GB for it, e.g. 'resident:SIM=none QWISP_RAW_C=0') with its environment,
 # ROUNDS times (default 3), configs in rotated order each round.  Per config:
 # median (min-max) decode tok/s, and from the decode phase alone
 # ("experts_decode" in --json): hit rate, MB missed and MB read per token,
@@ -20,7 +21,7 @@ Q=$PWD/${BUILD:-build}/qwisp
 M=$1; LIM=$2; shift 2
 ROUNDS=${ROUNDS:-3}; PP=${PP:-16}; TG=${TG:-32}; THREADS=${THREADS:-2}
 OUT=$(mktemp -d /tmp/stream_ab.XXXXXX)
-bw() { python3 bench/disk_bw.py "$M" 606208 3 8 | awk '{print $4}'; }
+bw() { python3 bench/disk_bw.py "$M" 606208 3 8 | awk '{print $3}'; }
 BW0=$(bw)
 echo "model $M, limit $LIM GB, pp$PP tg$TG, $THREADS threads, $ROUNDS rounds, CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), disk $BW0 GB/s (QD 8 O_DIRECT)"
 names=(); for c in "$@"; do names+=("${c%%:*}"); done
@@ -28,7 +29,8 @@ n=${#names[@]}
 for r in $(seq 1 "$ROUNDS"); do
     for i in $(seq 0 $((n - 1))); do
         k=$(( (i + r - 1) % n )); cfg=${*:$((k + 1)):1}; name=${cfg%%:*}; envs=${cfg#*:}
-        pre=(); [ "$LIM" = none ] || pre=("$Q" simulate "$LIM" --)
+        lim=$LIM; case " $envs " in *" SIM="*) lim=$(echo "$envs" | sed 's/.*SIM=\([^ ]*\).*/\1/') ;; esac
+        pre=(); [ "$lim" = none ] || pre=("$Q" simulate "$lim" --)
         # shellcheck disable=SC2086
         env QWISP_LOG=error $envs "${pre[@]}" "$Q" run -m "$M" --prompt-tokens "$PP" -n "$TG" --ignore-eos --json \
             --threads "$THREADS" 2>/dev/null | grep -a '^{' >"$OUT/$name.$r.json" || echo "  $name round $r failed"

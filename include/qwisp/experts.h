@@ -131,6 +131,15 @@ void qw_experts_release(qw_experts *x, int32_t il);
  * sel[n] (best first); reads start into free slots only.  Never fails and
  * never changes results. */
 void qw_experts_ahead(qw_experts *x, int32_t il, const int32_t *sel, int32_t n);
+/* Near-lossless routing (QWISP_NEAR_LOSSLESS=R, streaming only; resident or
+ * R = 0: returns 0 and changes nothing).  sel[k] is one token's top-k for
+ * layer il and ranked[r] its router ranking (best first, r <= R); each sel[i]
+ * neither cached nor loading is replaced by the best-ranked expert of
+ * ranked[k..r) that is, and is not in sel already.  Returns the number
+ * replaced (counted in "substituted"); the caller renormalises the weights. */
+int32_t qw_experts_substitute(qw_experts *x, int32_t il, int32_t *sel, int32_t k, const int32_t *ranked, int32_t r);
+/* QWISP_NEAR_LOSSLESS's R for this source: 0 = off (always 0 resident). */
+int32_t qw_experts_near_lossless(const qw_experts *x);
 /* Top-N experts to predict per token for the next layer, given the model's
  * top-k (QWISP_LOOKAHEAD; -1 = k): 0 = no look-ahead (resident tier, or
  * QWISP_LOOKAHEAD=0). */
@@ -176,6 +185,8 @@ int32_t qw_experts_ahead_n(const qw_experts *x, int32_t k);
       "look-ahead reads a get then used (each also counts as a miss)")                                    \
     X(ahead_hidden_ns, TOTAL, NS, "ahead_hidden_ms", "expert_ahead_hidden_seconds_total",                \
       "read time of used look-ahead loads the forward did not wait for")                                  \
+    X(substituted, TOTAL, COUNT, "substituted", "expert_substituted_total",                              \
+      "near-lossless: chosen experts replaced by a cached lower-ranked one (0 unless QWISP_NEAR_LOSSLESS)") \
     X(arena_bytes, CURRENT, BYTES, "arena_bytes", "expert_arena_bytes", "the slot arena's size (streaming)") \
     X(locked_bytes, CURRENT, BYTES, "locked_bytes", "expert_locked_bytes",                                \
       "mlock'ed weights (resident, QWISP_MLOCK=1)")

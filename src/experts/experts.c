@@ -32,6 +32,8 @@ struct qw_experts {
     int32_t c;
     qw_stream *s; /* streaming only */
     int32_t ahead;  /* QWISP_LOOKAHEAD */
+    int32_t near;   /* QWISP_NEAR_LOSSLESS (streaming) */
+    FILE *trace;    /* QWISP_ROUTE_TRACE */
     void **locked; size_t *locked_len; size_t n_locked;
 };
 
@@ -89,6 +91,11 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
     g_info.n_expert = l->n_expert;
     g_info.arena_bytes = g_info.locked_bytes = g_info.uring = 0;
     snprintf(g_info.line, sizeof g_info.line, "%s", d->line);
+    const char *tp = qw_opt_str(QW_OPT_ROUTE_TRACE);
+    if (tp && *tp && !(x->trace = fopen(tp, "a"))) {
+        qw_fail(err, "QWISP_ROUTE_TRACE=%s: cannot open for appending: %s", tp, strerror(errno));
+        goto fail;
+    }
     if (x->tier == QW_TIER_RESIDENT) {
         if (open_resident(x, l, err)) goto fail;
         return x;
@@ -112,6 +119,7 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
     g_info.arena_bytes = qw_stream_arena_bytes(x->s);
     g_info.uring = qw_stream_uses_uring(x->s);
     x->ahead = (int32_t)qw_opt_int(QW_OPT_LOOKAHEAD);
+    x->near = (int32_t)qw_opt_int(QW_OPT_NEAR_LOSSLESS);
     return x;
 fail:
     qw_experts_close(x);
@@ -134,6 +142,7 @@ static void log_ahead_layers(const qw_experts *x) {
 void qw_experts_close(qw_experts *x) {
     if (!x) return;
     log_ahead_layers(x);
+    if (x->trace) fclose(x->trace);
     qw_stream_close(x->s);
     for (size_t i = 0; i < x->n_locked; i++) munlock(x->locked[i], x->locked_len[i]);
     free(x->locked);
@@ -147,7 +156,34 @@ qw_tier qw_experts_tier(const qw_experts *x) { return x->tier; }
 int32_t qw_experts_max_pinned(const qw_experts *x) { return x->s ? x->c : INT32_MAX; }
 
 void qw_experts_need(qw_experts *x, int32_t il, const int32_t *sel, int32_t n) {
+    if (x->trace) {
+        fprintf(x->trace, "%d", il);
+        for (int32_t i = 0; i < n; i++) fprintf(x->trace, " %d", sel[i]);
+        fputc('\n', x->trace);
+    }
     if (x->s) qw_stream_need(x->s, il, sel, n);
+}
+
+int32_t qw_experts_near_lossless(const qw_experts *x) { return x->s ? x->near : 0; }
+
+int32_t qw_experts_substitute(qw_experts *x, int32_t il, int32_t *sel, int32_t k, const int32_t *ranked, int32_t r) {
+    if (!x->s || x->near <= 0) return 0;
+    int32_t n = 0;
+    for (int32_t i = 0; i < k; i++) {
+        if (qw_stream_cached(x->s, il, sel[i])) continue;
+        for (int32_t j = k; j < r; j++) {
+            const int32_t e = ranked[j];
+            bool taken = false;
+            for (int32_t u = 0; u < k; u++) taken |= sel[u] == e;
+            if (!taken && qw_stream_cached(x->s, il, e)) {
+                sel[i] = e;
+                n++;
+                break;
+            }
+        }
+    }
+    if (n) atomic_fetch_add_explicit(&g_ctr.substituted, (uint64_t)n, memory_order_relaxed);
+    return n;
 }
 
 int qw_experts_get(qw_experts *x, int32_t il, int32_t e, const char **gate, const char **up,

@@ -42,5 +42,7 @@ void qw_stream_ahead(qw_stream *s, int32_t il, const int32_t *sel, int32_t n);
 /* Layer il's look-ahead score so far: predicted, correct, needed. */
 void qw_stream_ahead_layer(const qw_stream *s, int32_t il, uint64_t out[3]);
 bool qw_stream_uses_uring(const qw_stream *s);
+/* Whether expert e of layer il is in a slot (ready or loading). */
+bool qw_stream_cached(qw_stream *s, int32_t il, int32_t e);
 
 #endif

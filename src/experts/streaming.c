@@ -638,6 +638,14 @@ uint64_t qw_stream_arena_bytes(const qw_stream *s) { return s->arena_bytes; }
 
 bool qw_stream_uses_uring(const qw_stream *s) { return s->aio != NULL; }
 
+bool qw_stream_cached(qw_stream *s, int32_t il, int32_t e) {
+    pthread_mutex_lock(&s->mu);
+    const int32_t si = s->layers[il].where[e];
+    const bool yes = si >= 0 && s->layers[il].slots[si].state != S_FAILED;
+    pthread_mutex_unlock(&s->mu);
+    return yes;
+}
+
 /* Starts the engine cfg->io asks for.  0, or -1 + err. */
 static int start_engine(qw_stream *s, const qw_stream_config *cfg, qw_error *err) {
     if (cfg->io != QW_STREAM_IO_PREAD) {

@@ -55,9 +55,33 @@ static int look_ahead(qw_ctx *c, const qw_layer *L, int32_t n, int32_t top, qw_e
     return 0;
 }
 
+/* Near-lossless routing (QWISP_NEAR_LOSSLESS=R, streaming tier only, off by
+ * default): a chosen expert that is not in the cache is replaced by the best
+ * cached one among the router's ranks k+1..R (experts.h); *mass rescales the
+ * new selection's probabilities to the original top-k's total, so the
+ * weights sum as before (norm_topk renormalises anyway).  Not bit-exact with
+ * the resident tier by design: bench/RESULTS.md measures what it costs. */
+static int near_lossless(qw_ctx *c, const qw_layer *L, const float *p, int32_t *sel, float *mass) {
+    const int X = c->m->hp.n_expert, K = c->m->hp.n_expert_used;
+    const int32_t R = qw_experts_near_lossless(c->m->experts);
+    int32_t ranked[256]; /* R <= 256 (options.h) */
+    const int32_t r = R < X ? R : X;
+    top_k(p, X, r, ranked);
+    float before = 0.0f, after = 0.0f;
+    for (int s = 0; s < K; s++) before += p[sel[s]];
+    if (!qw_experts_substitute(c->m->experts, (int32_t)(L - c->m->layers), sel, K, ranked, r)) return 0;
+    for (int s = 0; s < K; s++) after += p[sel[s]];
+    *mass = after > 0.0f ? before / after : 1.0f;
+    return 0;
+}
+
 static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used;
+    const int32_t near = qw_experts_near_lossless(c->m->experts);
+    if (near && near <= K)
+        return qw_fail(err, "QWISP_NEAR_LOSSLESS=%d: must be 0 (off) or more than the model's top-k (%d): it is the "
+                            "furthest router rank a substitute may come from", near, K);
     if (qw_fwd_linear(c, &L->gate_inp, c->xn, n, c->router, err)) return -1;
     for (int32_t t = 0; t < n; t++) {
         float *p = c->router + (size_t)t * X;
@@ -65,9 +89,11 @@ static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
         int32_t *sel = c->sel + (size_t)t * K;
         float *w = c->selw + (size_t)t * K;
         top_k(p, X, K, sel);
+        float mass = 1.0f; /* near-lossless: substitutes keep the top-k's probability mass */
+        if (near && near_lossless(c, L, p, sel, &mass)) return -1;
         float sum = 0.0f;
         for (int s = 0; s < K; s++) {
-            w[s] = p[sel[s]];
+            w[s] = p[sel[s]] * mass;
             sum += w[s];
         }
         if (hp->norm_topk) {
