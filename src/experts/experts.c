@@ -106,6 +106,7 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
                                   : !strcmp(io, "pread") ? QW_STREAM_IO_PREAD
                                                          : QW_STREAM_IO_AUTO,
                             .qd = (int)qw_opt_int(QW_OPT_STREAM_QD),
+                            .lfu = !qw_opt_str(QW_OPT_EXPERT_POLICY) || strcmp(qw_opt_str(QW_OPT_EXPERT_POLICY), "lru"),
                             .readers = (int)qw_opt_int(QW_OPT_EXPERT_READERS),
                             .fault_read = qw_opt_int(QW_OPT_FAULT_READ)};
     const char *thr = qw_opt_str(QW_OPT_SSD_THROTTLE_GBS);

@@ -22,6 +22,7 @@ typedef enum { QW_STREAM_IO_AUTO = 0, QW_STREAM_IO_URING, QW_STREAM_IO_PREAD } q
 
 typedef struct qw_stream_config {
     int32_t c;              /* slots per layer */
+    bool lfu;               /* victims by use count (QWISP_EXPERT_POLICY=lfu), else LRU */
     qw_stream_io io;        /* read engine (QWISP_STREAM_IO) */
     int qd;                 /* io_uring: reads in flight */
     int readers;            /* pread: reader threads */

@@ -37,8 +37,10 @@
  * those already cached; then it starts loads for the first missing ones into
  * free slots.  get(il, e) pins e (loading it if absent, plus prefetching the
  * next missing needed experts into further free slots) and waits for it.
- * Victims, in order: an EMPTY slot; the least recently used slot that is not
- * pinned, reserved or loading (the LRU floor); else — only get does this —
+ * Victims, in order: an EMPTY slot; the coldest slot that is not pinned,
+ * reserved or loading — by default the one needed least often (counts per
+ * layer, halved every 4*C needs), ties to the least recently used
+ * (QWISP_EXPERT_POLICY=lru: plain LRU); else — only get does this —
  * the unpinned reserved slot needed furthest in the future (Belady's choice
  * among the chunk's own experts).  Pins of a group are <= C - 1 when a get
  * runs (groups have at most C experts), so a victim always exists.
@@ -101,6 +103,8 @@ typedef struct layer {
     int32_t *rank;     /* [n_expert] position in the current need list or -1 */
     int32_t *need;     /* [n_expert] the current need list (ascending) */
     int32_t n_need;
+    uint32_t *freq;    /* [n_expert] needs of each expert, halved every 4*C needs (LFU) */
+    uint32_t n_needs;  /* need() calls since the last halving */
     uint8_t *pred;     /* [n_expert] 1 = predicted by look-ahead for the next need */
     int32_t n_pred;
     uint64_t ahead[3]; /* look-ahead score of this layer: predicted, correct, needed */
@@ -125,6 +129,7 @@ typedef struct inflight {
 
 struct qw_stream {
     int32_t n_layer, n_expert, c;
+    bool lfu; /* QWISP_EXPERT_POLICY=lfu: victims by use count, then age */
     layer *layers;
     char *arena;
     size_t arena_bytes, part_cap[3];
@@ -429,17 +434,39 @@ static void start_load(qw_stream *s, int32_t il, int32_t si, int32_t e, bool urg
     pump(s);
 }
 
-/* A slot that may be refilled without stealing: EMPTY first, else the LRU
- * slot that is unpinned, unreserved and not loading.  -1 if none. */
+/* Whether slot a is a better victim than slot b: LFU (the default) takes
+ * the one needed least often lately, ties to the older; LRU the older. */
+static bool colder(const qw_stream *s, const layer *L, const slot *a, const slot *b) {
+    if (s->lfu) {
+        const uint32_t fa = L->freq[a->expert], fb = L->freq[b->expert];
+        if (fa != fb) return fa < fb;
+    }
+    return a->lru < b->lru;
+}
+
+/* A slot that may be refilled without stealing: EMPTY first, else the
+ * coldest slot that is unpinned, unreserved and not loading.  -1 if none. */
 static int32_t free_victim(qw_stream *s, layer *L) {
     int32_t best = -1;
     for (int32_t i = 0; i < s->c; i++) {
         slot *sl = &L->slots[i];
         if (sl->state == S_EMPTY || sl->state == S_FAILED) return i;
         if (sl->pins || sl->reserved || sl->state == S_LOADING) continue;
-        if (best < 0 || sl->lru < L->slots[best].lru) best = i;
+        if (best < 0 || colder(s, L, sl, &L->slots[best])) best = i;
     }
     return best;
+}
+
+/* LFU bookkeeping of one need: +1 per distinct expert, all halved every
+ * 4*C needs so old popularity fades (bench/route_policy.py measured the
+ * same hit rate with and without the halving on the trained models' traces;
+ * the halving keeps a topic change from being locked out). */
+static void count_need(qw_stream *s, layer *L) {
+    for (int32_t r = 0; r < L->n_need; r++) L->freq[L->need[r]]++;
+    if (++L->n_needs >= 4 * (uint32_t)s->c) {
+        L->n_needs = 0;
+        for (int32_t e = 0; e < s->n_expert; e++) L->freq[e] >>= 1;
+    }
 }
 
 /* Starts loads for the needed-but-absent experts after need position `from`
@@ -521,6 +548,7 @@ void qw_stream_need(qw_stream *s, int32_t il, const int32_t *sel, int32_t n) {
         }
     }
     score_ahead(s, L);
+    count_need(s, L);
     prefetch(s, il, 0);
     pthread_mutex_unlock(&s->mu);
 }
@@ -674,6 +702,7 @@ qw_stream *qw_stream_open(const qw_expert_layout *l, const qw_stream_config *cfg
     s->n_layer = l->n_layer;
     s->n_expert = l->n_expert;
     s->c = cfg->c;
+    s->lfu = cfg->lfu;
     s->ctr = ctr;
     s->throttle_bps = cfg->throttle_bps;
     s->fault_read = cfg->fault_read;
@@ -730,6 +759,7 @@ qw_stream *qw_stream_open(const qw_expert_layout *l, const qw_stream_config *cfg
         L->rank = qw_xcalloc((size_t)s->n_expert, sizeof(int32_t));
         L->need = qw_xcalloc((size_t)s->n_expert, sizeof(int32_t));
         L->pred = qw_xcalloc((size_t)s->n_expert, 1);
+        L->freq = qw_xcalloc((size_t)s->n_expert, sizeof(uint32_t));
         for (int32_t e = 0; e < s->n_expert; e++) L->where[e] = L->rank[e] = -1;
         for (int32_t i = 0; i < s->c; i++) {
             L->slots[i].expert = -1;
@@ -764,6 +794,7 @@ void qw_stream_close(qw_stream *s) {
             free(s->layers[il].rank);
             free(s->layers[il].need);
             free(s->layers[il].pred);
+            free(s->layers[il].freq);
         }
     free(s->layers);
     free(s->q);
