@@ -125,6 +125,9 @@ void qw_experts_need(qw_experts *x, int32_t il, const int32_t *sel, int32_t n);
  * (every pin of layer il dropped). */
 int qw_experts_get(qw_experts *x, int32_t il, int32_t e, const char **gate, const char **up,
                    const char **down, qw_error *err);
+/* Whether get(il, e) would return without waiting for a read (always true
+ * resident).  A hint: the answer may change before the get. */
+bool qw_experts_ready(qw_experts *x, int32_t il, int32_t e);
 /* Unpins every expert of layer il. */
 void qw_experts_release(qw_experts *x, int32_t il);
 /* Look-ahead hint (streaming; a no-op resident): layer il will probably need

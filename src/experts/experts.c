@@ -165,6 +165,8 @@ void qw_experts_need(qw_experts *x, int32_t il, const int32_t *sel, int32_t n) {
     if (x->s) qw_stream_need(x->s, il, sel, n);
 }
 
+bool qw_experts_ready(qw_experts *x, int32_t il, int32_t e) { return !x->s || qw_stream_ready(x->s, il, e); }
+
 int32_t qw_experts_near_lossless(const qw_experts *x) { return x->s ? x->near : 0; }
 
 int32_t qw_experts_substitute(qw_experts *x, int32_t il, int32_t *sel, int32_t k, const int32_t *ranked, int32_t r) {

@@ -45,5 +45,7 @@ void qw_stream_ahead_layer(const qw_stream *s, int32_t il, uint64_t out[3]);
 bool qw_stream_uses_uring(const qw_stream *s);
 /* Whether expert e of layer il is in a slot (ready or loading). */
 bool qw_stream_cached(qw_stream *s, int32_t il, int32_t e);
+/* Whether expert e of layer il is in a slot and its reads are done. */
+bool qw_stream_ready(qw_stream *s, int32_t il, int32_t e);
 
 #endif

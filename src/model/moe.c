@@ -222,6 +222,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
                 if (m) {
                     const int32_t r = START(e_end) - row0;
                     const char *wg, *wu, *wd; /* pinned until the group's release */
+                    if (!qw_experts_ready(xs, il, e_end)) qw_threadpool_nap(c->tp); /* a disk wait */
                     if (qw_experts_get(xs, il, e_end, &wg, &wu, &wd, err)) return -1;
                     const int32_t *tok = c->tok_of + START(e_end);
                     gu[2 * nt] = (qw_mm_task){wg, L->gate_exps.row_bytes, F, xq, tok, m, c->gate + (size_t)r * F, F};
