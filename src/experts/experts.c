@@ -110,7 +110,7 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
                             .readers = (int)qw_opt_int(QW_OPT_EXPERT_READERS),
                             .fault_read = qw_opt_int(QW_OPT_FAULT_READ)};
     const char *thr = qw_opt_str(QW_OPT_SSD_THROTTLE_GBS);
-    if (thr) {
+    if (thr && *thr) {
         uint64_t bps;
         if (qw_parse_gb("QWISP_SSD_THROTTLE_GBS", thr, &bps, err)) goto fail;
         cfg.throttle_bps = (double)bps;
