@@ -33,8 +33,9 @@ for m in default qwen35moe; do
 import json, sys
 j = json.load(sys.stdin); e = j["experts"]
 m, t, c, r = sys.argv[1:5]
-print(f"| {m} | {t} | {c} | {r if r != \"0\" else \"strict\"} | {j[\"kl_mean\"]:.4f} | {j[\"kl_max\"]:.3f} | {j[\"top1_agree\"]:.3f} | "
-      f"{j[\"ppl\"]:.4g} ({j[\"ppl_ref\"]:.4g}) | {e[\"hit_rate\"]:.3f} | {e[\"substituted\"]} |")' "$m" "$t" "$c" "$r"
+rr = r if r != "0" else "strict"
+print("| %s | %s | %s | %s | %.4f | %.3f | %.3f | %.4g (%.4g) | %.3f | %d |" % (m, t, c, rr, j["kl_mean"], j["kl_max"],
+      j["top1_agree"], j["ppl"], j["ppl_ref"], e["hit_rate"], e["substituted"]))' "$m" "$t" "$c" "$r"
             done
         done
     done
