@@ -24,10 +24,14 @@ DEPLIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lc
 # library and the tests do not use it).  Included as <editline/readline.h>.
 CLI_PKGS  := libedit
 CLI_LIBS  := $(shell pkg-config --libs $(CLI_PKGS) 2>/dev/null || echo -ledit)
+# liburing: asynchronous expert reads (src/experts/aio.c).  Without it the
+# build still works and the streaming tier reads with pread threads.
+URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null)
+URING_DEF  := $(if $(URING_LIBS),,-DQW_NO_URING)
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread $(DEPCFLAGS) $(SAN)
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread $(DEPCFLAGS) $(URING_DEF) $(SAN)
 LDFLAGS += -pthread $(SAN)
-LDLIBS  += $(DEPLIBS) -lm
+LDLIBS  += $(DEPLIBS) $(URING_LIBS) -lm
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16

@@ -7,7 +7,8 @@
  *              (MADV_WILLNEED + one read per page), mlock'ed with QWISP_MLOCK=1.
  *   streaming  non-expert weights stay mmaped; experts live in a fixed arena
  *              of C slots per layer (the bounded expert cache) and are read on
- *              demand from the GGUF file with pread by reader threads.  An
+ *              demand from the GGUF file (io_uring, else pread threads); the
+ *              next layer's likely experts are read ahead (qw_experts_ahead).  An
  *              expert is three contiguous slices, one of each merged tensor.
  *
  * Protocol for one layer of one chunk (qw_moe_block, src/model/moe.c):
@@ -110,7 +111,8 @@ typedef struct qw_expert_layout {
 
 /* Opens the source the decision names on layout l (whose mapping and file
  * must outlive the source; the layout itself is copied).  Reads QWISP_MLOCK,
- * QWISP_SSD_THROTTLE_GBS, QWISP_EXPERT_READERS, QWISP_FAULT_READ.  NULL + err. */
+ * QWISP_SSD_THROTTLE_GBS, QWISP_EXPERT_READERS, QWISP_STREAM_IO, QWISP_STREAM_QD,
+ * QWISP_LOOKAHEAD, QWISP_FAULT_READ.  NULL + err. */
 qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d, qw_error *err);
 void qw_experts_close(qw_experts *x);
 
@@ -123,8 +125,28 @@ void qw_experts_need(qw_experts *x, int32_t il, const int32_t *sel, int32_t n);
  * (every pin of layer il dropped). */
 int qw_experts_get(qw_experts *x, int32_t il, int32_t e, const char **gate, const char **up,
                    const char **down, qw_error *err);
+/* Whether get(il, e) would return without waiting for a read (always true
+ * resident).  A hint: the answer may change before the get. */
+bool qw_experts_ready(qw_experts *x, int32_t il, int32_t e);
 /* Unpins every expert of layer il. */
 void qw_experts_release(qw_experts *x, int32_t il);
+/* Look-ahead hint (streaming; a no-op resident): layer il will probably need
+ * sel[n] (best first); reads start into free slots only.  Never fails and
+ * never changes results. */
+void qw_experts_ahead(qw_experts *x, int32_t il, const int32_t *sel, int32_t n);
+/* Near-lossless routing (QWISP_NEAR_LOSSLESS=R, streaming only; resident or
+ * R = 0: returns 0 and changes nothing).  sel[k] is one token's top-k for
+ * layer il and ranked[r] its router ranking (best first, r <= R); each sel[i]
+ * neither cached nor loading is replaced by the best-ranked expert of
+ * ranked[k..r) that is, and is not in sel already.  Returns the number
+ * replaced (counted in "substituted"); the caller renormalises the weights. */
+int32_t qw_experts_substitute(qw_experts *x, int32_t il, int32_t *sel, int32_t k, const int32_t *ranked, int32_t r);
+/* QWISP_NEAR_LOSSLESS's R for this source: 0 = off (always 0 resident). */
+int32_t qw_experts_near_lossless(const qw_experts *x);
+/* Top-N experts to predict per token for the next layer, given the model's
+ * top-k (QWISP_LOOKAHEAD; -1 = k): 0 = no look-ahead (resident tier, or
+ * QWISP_LOOKAHEAD=0). */
+int32_t qw_experts_ahead_n(const qw_experts *x, int32_t k);
 
 /* The expert source's counters, declared once (stats.h says how the list is
  * read): the struct below, `qwisp run --json`'s "experts" object (between
@@ -150,6 +172,24 @@ void qw_experts_release(qw_experts *x, int32_t il);
     X(wait_ns, TOTAL, NS, "wait_ms", "expert_wait_seconds_total", "time the forward waited for reads")    \
     X(throttle_ns, TOTAL, NS, "throttle_ms", "expert_throttle_seconds_total",                             \
       "time readers slept for QWISP_SSD_THROTTLE_GBS")                                                    \
+    X(uring, CURRENT, COUNT, "uring", "expert_io_uring", "1: expert reads go through io_uring; 0: pread threads") \
+    X(ahead_predicted, TOTAL, COUNT, "ahead_predicted", "expert_ahead_predicted_total",                  \
+      "experts the look-ahead predicted for the next layer (scored predictions)")                         \
+    X(ahead_correct, TOTAL, COUNT, "ahead_correct", "expert_ahead_correct_total",                        \
+      "predicted experts the next layer did choose")                                                      \
+    X(ahead_needed, TOTAL, COUNT, "ahead_needed", "expert_ahead_needed_total",                           \
+      "experts chosen by layers that had a prediction")                                                   \
+    D(ahead_precision, CURRENT, RATIO, "ahead_precision", "expert_ahead_precision_ratio",                \
+      "look-ahead: correct / predicted", s->ahead_predicted ? (double)s->ahead_correct / (double)s->ahead_predicted : 0) \
+    D(ahead_recall, CURRENT, RATIO, "ahead_recall", "expert_ahead_recall_ratio",                         \
+      "look-ahead: correct / needed", s->ahead_needed ? (double)s->ahead_correct / (double)s->ahead_needed : 0) \
+    X(ahead_reads, TOTAL, COUNT, "ahead_reads", "expert_ahead_reads_total", "experts read by look-ahead") \
+    X(ahead_used, TOTAL, COUNT, "ahead_used", "expert_ahead_used_total",                                 \
+      "look-ahead reads a get then used (each also counts as a miss)")                                    \
+    X(ahead_hidden_ns, TOTAL, NS, "ahead_hidden_ms", "expert_ahead_hidden_seconds_total",                \
+      "read time of used look-ahead loads the forward did not wait for")                                  \
+    X(substituted, TOTAL, COUNT, "substituted", "expert_substituted_total",                              \
+      "near-lossless: chosen experts replaced by a cached lower-ranked one (0 unless QWISP_NEAR_LOSSLESS)") \
     X(arena_bytes, CURRENT, BYTES, "arena_bytes", "expert_arena_bytes", "the slot arena's size (streaming)") \
     X(locked_bytes, CURRENT, BYTES, "locked_bytes", "expert_locked_bytes",                                \
       "mlock'ed weights (resident, QWISP_MLOCK=1)")
@@ -165,6 +205,9 @@ extern const qw_stat_group qw_experts_stat_group;
 qw_experts_stats qw_experts_get_stats(void);
 /* Adds "experts": {...} to a cJSON object (void * keeps cJSON out of this header). */
 void qw_experts_stats_json(void *cjson_object);
+/* Adds key: {...} with the counters since the snapshot `since` (gauges as
+ * they are; ratios from the differences): e.g. the decode phase alone. */
+void qw_experts_stats_json_since(void *cjson_object, const char *key, const qw_experts_stats *since);
 /* Writes the list as " expert_KEY=VALUE" fields (a MEMDBG line's tail). */
 void qw_experts_stats_line(FILE *f);
 

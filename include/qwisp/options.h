@@ -47,7 +47,13 @@
     X(DEVICE_RAM, "QWISP_DEVICE_RAM", NULL, STR, NULL, 0, 0, "GB of RAM to assume when choosing the tier (e.g. 16 or 0.5); unset = physical/cgroup") \
     X(SSD_THROTTLE_GBS, "QWISP_SSD_THROTTLE_GBS", NULL, STR, NULL, 0, 0, "cap expert read bandwidth at x GB/s (emulate a slow disk); unset = no cap") \
     X(MLOCK, "QWISP_MLOCK", NULL, INT, "0", 0, 1, "1: mlock the resident tier's weights") \
-    X(EXPERT_READERS, "QWISP_EXPERT_READERS", NULL, INT, "4", 1, 64, "streaming tier: reader threads (expert reads in flight)") \
+    X(EXPERT_READERS, "QWISP_EXPERT_READERS", NULL, INT, "4", 1, 64, "streaming tier, pread engine: reader threads (expert reads in flight)") \
+    X(STREAM_IO, "QWISP_STREAM_IO", NULL, ENUM, "auto", 0, 0, "streaming tier read engine: auto (io_uring, else pread) | uring (fail if unavailable) | pread") \
+    X(STREAM_QD, "QWISP_STREAM_QD", NULL, INT, "32", 1, 256, "streaming tier, io_uring engine: expert reads in flight") \
+    X(LOOKAHEAD, "QWISP_LOOKAHEAD", NULL, INT, "-1", -1, 256, "streaming tier: prefetch layer l+1's top-N predicted experts while layer l runs; -1 = top-k, 0 = off") \
+    X(EXPERT_POLICY, "QWISP_EXPERT_POLICY", NULL, ENUM, "lfu", 0, 0, "streaming tier eviction: lfu (least often needed lately, ties LRU; measured best on trained models' routing) | lru") \
+    X(NEAR_LOSSLESS, "QWISP_NEAR_LOSSLESS", NULL, INT, "0", 0, 256, "streaming tier, opt-in (not bit-exact): an uncached chosen expert may be replaced by a cached one within the router's top R, weights renormalised; 0 = off") \
+    X(ROUTE_TRACE, "QWISP_ROUTE_TRACE", NULL, STR, NULL, 0, 0, "debug/bench: append every MoE routing decision to this file (one line per layer per chunk: layer, then the chunk's chosen experts)") \
     X(FAULT_READ, "QWISP_FAULT_READ", NULL, INT, "0", 0, 2147483647, "test/debug: fail the N-th expert disk read with EIO (0 = never)") \
     X(TEST_REPLY_FILE, "QWISP_TEST_REPLY_FILE", NULL, STR, NULL, 0, 0, "tests only: serve/chat replies are this file's text (the model still runs)")
 

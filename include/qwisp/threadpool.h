@@ -22,6 +22,9 @@ typedef void (*qw_range_fn)(void *ctx, int64_t i0, int64_t i1, int ith);
 qw_threadpool *qw_threadpool_new(int n_threads);
 void qw_threadpool_free(qw_threadpool *tp);
 int qw_threadpool_size(const qw_threadpool *tp);
+/* Hint: the caller will not publish a job for a while (it blocks on I/O);
+ * idle workers sleep now rather than spin.  The next job wakes them. */
+void qw_threadpool_nap(qw_threadpool *tp);
 
 /* Runs fn over [0, n) in chunks of `grain` items handed out dynamically;
  * returns when all items are done.  tp may be NULL (serial). */

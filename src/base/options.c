@@ -39,6 +39,8 @@ static const char *enum_words(qw_opt id) {
     case QW_OPT_KV_TYPE: return "f16|f32";
     case QW_OPT_TUNE: return "auto|off";
     case QW_OPT_POOL_FIT: return "classes|exact";
+    case QW_OPT_STREAM_IO: return "auto|uring|pread";
+    case QW_OPT_EXPERT_POLICY: return "lfu|lru";
     default: return "";
     }
 }

@@ -14,6 +14,7 @@
  * run, as in llama.cpp); it is printed so a run can be repeated. */
 #include "cli_common.h"
 #include "commands.h"
+#include "qwisp/experts.h"
 #include "qwisp/place.h"
 #include "qwisp/generate.h"
 #include "qwisp/model.h"
@@ -52,10 +53,13 @@ typedef struct {
     const qw_tokenizer *tok;
     qw_detok_stream ds;
     bool stream;
+    int32_t n_seen;
+    qw_experts_stats at_first; /* the expert counters when prefill ended */
 } stream_state;
 
 static bool on_token(void *user, int32_t id) {
     stream_state *st = user;
+    if (st->n_seen++ == 0) st->at_first = qw_experts_get_stats();
     if (!st->stream) return true;
     char buf[512];
     int n = qw_detok_stream_push(&st->ds, st->tok, id, buf, sizeof buf);
@@ -179,7 +183,8 @@ static int32_t *build_prompt(const run_args *a, const qw_model *m, const qw_toke
 }
 
 static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t *prompt, size_t n_prompt,
-                       const qw_gen_result *res, int threads, uint64_t seed_v, const qw_run_memory *rm) {
+                       const qw_gen_result *res, int threads, uint64_t seed_v, const qw_run_memory *rm,
+                       const qw_experts_stats *at_first) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", qw_gguf_path(m->gguf));
     cJSON *pa = cJSON_AddArrayToObject(o, "prompt_ids");
@@ -212,6 +217,8 @@ static void print_json(const qw_model *m, const qw_tokenizer *tok, const int32_t
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)res->logits_hash);
     cJSON_AddStringToObject(o, "logits_hash", hash);
     qw_run_memory_json(rm, o);
+    /* the decode phase alone (first token sampled -> end): bytes per decoded token */
+    if (at_first) qw_experts_stats_json_since(o, "experts_decode", at_first);
     char *s = cJSON_PrintUnformatted(o);
     puts(s);
     free(s);
@@ -308,7 +315,7 @@ int qw_cmd_run(int argc, char **argv) {
         goto done;
     }
     if (a.json) {
-        print_json(m, tok, prompt, n_prompt, &res, threads, a.sp.seed, &rmem);
+        print_json(m, tok, prompt, n_prompt, &res, threads, a.sp.seed, &rmem, st.n_seen ? &st.at_first : NULL);
     } else {
         char tail[16];
         int n = qw_detok_stream_flush(&st.ds, tail, sizeof tail);

@@ -31,6 +31,9 @@ struct qw_experts {
     qw_tier tier;
     int32_t c;
     qw_stream *s; /* streaming only */
+    int32_t ahead;  /* QWISP_LOOKAHEAD */
+    int32_t near;   /* QWISP_NEAR_LOSSLESS (streaming) */
+    FILE *trace;    /* QWISP_ROUTE_TRACE */
     void **locked; size_t *locked_len; size_t n_locked;
 };
 
@@ -86,17 +89,28 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
     g_info.tier = x->tier;
     g_info.c = x->c;
     g_info.n_expert = l->n_expert;
-    g_info.arena_bytes = g_info.locked_bytes = 0;
+    g_info.arena_bytes = g_info.locked_bytes = g_info.uring = 0;
     snprintf(g_info.line, sizeof g_info.line, "%s", d->line);
+    const char *tp = qw_opt_str(QW_OPT_ROUTE_TRACE);
+    if (tp && *tp && !(x->trace = fopen(tp, "a"))) {
+        qw_fail(err, "QWISP_ROUTE_TRACE=%s: cannot open for appending: %s", tp, strerror(errno));
+        goto fail;
+    }
     if (x->tier == QW_TIER_RESIDENT) {
         if (open_resident(x, l, err)) goto fail;
         return x;
     }
+    const char *io = qw_opt_str(QW_OPT_STREAM_IO) ? qw_opt_str(QW_OPT_STREAM_IO) : "auto"; /* tests skip init */
     qw_stream_config cfg = {.c = d->c,
+                            .io = !strcmp(io, "uring")   ? QW_STREAM_IO_URING
+                                  : !strcmp(io, "pread") ? QW_STREAM_IO_PREAD
+                                                         : QW_STREAM_IO_AUTO,
+                            .qd = (int)qw_opt_int(QW_OPT_STREAM_QD),
+                            .lfu = !qw_opt_str(QW_OPT_EXPERT_POLICY) || strcmp(qw_opt_str(QW_OPT_EXPERT_POLICY), "lru"),
                             .readers = (int)qw_opt_int(QW_OPT_EXPERT_READERS),
                             .fault_read = qw_opt_int(QW_OPT_FAULT_READ)};
     const char *thr = qw_opt_str(QW_OPT_SSD_THROTTLE_GBS);
-    if (thr) {
+    if (thr && *thr) {
         uint64_t bps;
         if (qw_parse_gb("QWISP_SSD_THROTTLE_GBS", thr, &bps, err)) goto fail;
         cfg.throttle_bps = (double)bps;
@@ -104,14 +118,32 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
     x->s = qw_stream_open(l, &cfg, &g_ctr, err);
     if (!x->s) goto fail;
     g_info.arena_bytes = qw_stream_arena_bytes(x->s);
+    g_info.uring = qw_stream_uses_uring(x->s);
+    x->ahead = (int32_t)qw_opt_int(QW_OPT_LOOKAHEAD);
+    x->near = (int32_t)qw_opt_int(QW_OPT_NEAR_LOSSLESS);
     return x;
 fail:
     qw_experts_close(x);
     return NULL;
 }
 
+/* QWISP_LOG=info: the look-ahead's score per layer, at close. */
+static void log_ahead_layers(const qw_experts *x) {
+    if (!x->s || qw_log_get_level() < QW_LOG_INFO) return;
+    for (int32_t il = 0; il < x->n_layer; il++) {
+        uint64_t a[3];
+        qw_stream_ahead_layer(x->s, il, a);
+        if (a[0])
+            qw_log(QW_LOG_INFO, "look-ahead layer %d: precision %.3f recall %.3f (%llu predicted, %llu needed)", il,
+                   (double)a[1] / (double)a[0], a[2] ? (double)a[1] / (double)a[2] : 0.0,
+                   (unsigned long long)a[0], (unsigned long long)a[2]);
+    }
+}
+
 void qw_experts_close(qw_experts *x) {
     if (!x) return;
+    log_ahead_layers(x);
+    if (x->trace) fclose(x->trace);
     qw_stream_close(x->s);
     for (size_t i = 0; i < x->n_locked; i++) munlock(x->locked[i], x->locked_len[i]);
     free(x->locked);
@@ -125,7 +157,36 @@ qw_tier qw_experts_tier(const qw_experts *x) { return x->tier; }
 int32_t qw_experts_max_pinned(const qw_experts *x) { return x->s ? x->c : INT32_MAX; }
 
 void qw_experts_need(qw_experts *x, int32_t il, const int32_t *sel, int32_t n) {
+    if (x->trace) {
+        fprintf(x->trace, "%d", il);
+        for (int32_t i = 0; i < n; i++) fprintf(x->trace, " %d", sel[i]);
+        fputc('\n', x->trace);
+    }
     if (x->s) qw_stream_need(x->s, il, sel, n);
+}
+
+bool qw_experts_ready(qw_experts *x, int32_t il, int32_t e) { return !x->s || qw_stream_ready(x->s, il, e); }
+
+int32_t qw_experts_near_lossless(const qw_experts *x) { return x->s ? x->near : 0; }
+
+int32_t qw_experts_substitute(qw_experts *x, int32_t il, int32_t *sel, int32_t k, const int32_t *ranked, int32_t r) {
+    if (!x->s || x->near <= 0) return 0;
+    int32_t n = 0;
+    for (int32_t i = 0; i < k; i++) {
+        if (qw_stream_cached(x->s, il, sel[i])) continue;
+        for (int32_t j = k; j < r; j++) {
+            const int32_t e = ranked[j];
+            bool taken = false;
+            for (int32_t u = 0; u < k; u++) taken |= sel[u] == e;
+            if (!taken && qw_stream_cached(x->s, il, e)) {
+                sel[i] = e;
+                n++;
+                break;
+            }
+        }
+    }
+    if (n) atomic_fetch_add_explicit(&g_ctr.substituted, (uint64_t)n, memory_order_relaxed);
+    return n;
 }
 
 int qw_experts_get(qw_experts *x, int32_t il, int32_t e, const char **gate, const char **up,
@@ -151,6 +212,16 @@ void qw_experts_release(qw_experts *x, int32_t il) {
     if (x->s) qw_stream_release(x->s, il);
 }
 
+void qw_experts_ahead(qw_experts *x, int32_t il, const int32_t *sel, int32_t n) {
+    if (x->s) qw_stream_ahead(x->s, il, sel, n);
+}
+
+int32_t qw_experts_ahead_n(const qw_experts *x, int32_t k) {
+    if (!x->s || x->ahead == 0) return 0;
+    const int32_t n = x->ahead < 0 ? k : x->ahead;
+    return n > x->n_expert ? x->n_expert : n;
+}
+
 qw_experts_stats qw_experts_get_stats(void) {
     qw_experts_stats s = {0};
     s.tier = g_info.tier;
@@ -168,6 +239,15 @@ void qw_experts_stats_json(void *cjson_object) {
     cJSON_AddStringToObject(o, "tier", s.tier == QW_TIER_STREAMING ? "streaming" : "resident");
     qw_stats_json(&qw_experts_stat_group, &s, o, 0, -1);
     cJSON_AddStringToObject(o, "decision", s.line);
+}
+
+void qw_experts_stats_json_since(void *cjson_object, const char *key, const qw_experts_stats *since) {
+    qw_experts_stats d = qw_experts_get_stats();
+#define SUB(field, kind, ...) QW_STAT_IF_TOTAL(kind, d.field -= since->field;)
+    QW_EXPERTS_STATS(SUB, QW_STAT_NONE)
+#undef SUB
+    cJSON *o = cJSON_AddObjectToObject(cjson_object, key);
+    qw_stats_json(&qw_experts_stat_group, &d, o, 0, -1);
 }
 
 void qw_experts_stats_line(FILE *f) {

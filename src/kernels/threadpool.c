@@ -20,7 +20,10 @@
  * the next one usually follows within microseconds during decode; then it
  * yields, and after SPIN_LIMIT polls sleeps on a condition variable.  The
  * caller signals the condvar only if some worker is asleep (counted under the
- * mutex), so the hot path is lock-free.
+ * mutex), so the hot path is lock-free.  qw_threadpool_nap() lets the caller
+ * say the next job is far off (it is about to block on a disk read): idle
+ * workers then sleep at once instead of spinning and yielding through the
+ * wait, which on a small machine takes the CPU the reads and page faults need.
  */
 #include "qwisp/threadpool.h"
 
@@ -60,6 +63,7 @@ struct qw_threadpool {
 
     _Atomic uint64_t generation;
     _Atomic int stop;
+    _Atomic int nap; /* set by qw_threadpool_nap, cleared by the next job */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -102,7 +106,7 @@ static void *worker_main(void *p) {
         uint64_t g;
         while ((g = atomic_load_explicit(&tp->generation, memory_order_acquire)) == seen) {
             if (atomic_load_explicit(&tp->stop, memory_order_relaxed)) return NULL;
-            if (++spins < SPIN_LIMIT) {
+            if (++spins < SPIN_LIMIT && !atomic_load_explicit(&tp->nap, memory_order_relaxed)) {
                 relax(spins);
                 continue;
             }
@@ -158,6 +162,10 @@ void qw_threadpool_free(qw_threadpool *tp) {
 
 int qw_threadpool_size(const qw_threadpool *tp) { return tp ? tp->n_threads : 1; }
 
+void qw_threadpool_nap(qw_threadpool *tp) {
+    if (tp) atomic_store_explicit(&tp->nap, 1, memory_order_relaxed);
+}
+
 void qw_parallel_for(qw_threadpool *tp, int64_t n, int64_t grain, qw_range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
@@ -165,6 +173,7 @@ void qw_parallel_for(qw_threadpool *tp, int64_t n, int64_t grain, qw_range_fn fn
         fn(ctx, 0, n, 0);
         return;
     }
+    atomic_store_explicit(&tp->nap, 0, memory_order_relaxed);
     /* Only the caller publishes, so it may read-modify-write the generation. */
     const uint64_t g = atomic_load_explicit(&tp->generation, memory_order_relaxed) + 1;
     const uint64_t tag = g & TAG_MASK;

@@ -29,9 +29,59 @@ static void top_k(const float *probs, int n_expert, int k, int32_t *sel) {
     }
 }
 
+/* Look-ahead (streaming): while this layer's experts are read and run, guess
+ * the next layer's by applying its router to this layer's post-attention
+ * residual, normed with its ffn_norm (the residual changes little across one
+ * layer), and hand the guess to the source, which starts reads into free
+ * slots.  Scratch: proj (consumed before the MoE step), router (this layer's
+ * probabilities are in selw by now), tok_of / count (filled after this).
+ * Results never depend on it: it only warms the cache. */
+static int look_ahead(qw_ctx *c, const qw_layer *L, int32_t n, int32_t top, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t X = hp->n_expert, K = hp->n_expert_used, il = (int32_t)(L - c->m->layers);
+    if (il + 1 >= hp->n_layer || n > c->chunk_cap) return 0;
+    const qw_layer *N = L + 1;
+    if (top > K) top = K; /* tok_of holds n * K */
+    qw_rmsnorm(c->proj, c->x, N->ffn_norm.data, hp->n_embd, n, hp->rms_eps);
+    if (qw_fwd_linear(c, &N->gate_inp, c->proj, n, c->router, err)) return -1;
+    int32_t *pred = c->tok_of, np = 0, sel[64]; /* top <= K <= 64 (model.c) */
+    memset(c->count, 0, (size_t)X * sizeof(int32_t));
+    for (int32_t t = 0; t < n; t++) {
+        top_k(c->router + (size_t)t * X, X, top, sel); /* softmax keeps the order */
+        for (int32_t s = 0; s < top; s++)
+            if (!c->count[sel[s]]++) pred[np++] = sel[s];
+    }
+    qw_experts_ahead(c->m->experts, il + 1, pred, np);
+    return 0;
+}
+
+/* Near-lossless routing (QWISP_NEAR_LOSSLESS=R, streaming tier only, off by
+ * default): a chosen expert that is not in the cache is replaced by the best
+ * cached one among the router's ranks k+1..R (experts.h); *mass rescales the
+ * new selection's probabilities to the original top-k's total, so the
+ * weights sum as before (norm_topk renormalises anyway).  Not bit-exact with
+ * the resident tier by design: bench/RESULTS.md measures what it costs. */
+static int near_lossless(qw_ctx *c, const qw_layer *L, const float *p, int32_t *sel, float *mass) {
+    const int X = c->m->hp.n_expert, K = c->m->hp.n_expert_used;
+    const int32_t R = qw_experts_near_lossless(c->m->experts);
+    int32_t ranked[256]; /* R <= 256 (options.h) */
+    const int32_t r = R < X ? R : X;
+    top_k(p, X, r, ranked);
+    float before = 0.0f, after = 0.0f;
+    for (int s = 0; s < K; s++) before += p[sel[s]];
+    if (!qw_experts_substitute(c->m->experts, (int32_t)(L - c->m->layers), sel, K, ranked, r)) return 0;
+    for (int s = 0; s < K; s++) after += p[sel[s]];
+    *mass = after > 0.0f ? before / after : 1.0f;
+    return 0;
+}
+
 static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used;
+    const int32_t near = qw_experts_near_lossless(c->m->experts);
+    if (near && near <= K)
+        return qw_fail(err, "QWISP_NEAR_LOSSLESS=%d: must be 0 (off) or more than the model's top-k (%d): it is the "
+                            "furthest router rank a substitute may come from", near, K);
     if (qw_fwd_linear(c, &L->gate_inp, c->xn, n, c->router, err)) return -1;
     for (int32_t t = 0; t < n; t++) {
         float *p = c->router + (size_t)t * X;
@@ -39,9 +89,11 @@ static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
         int32_t *sel = c->sel + (size_t)t * K;
         float *w = c->selw + (size_t)t * K;
         top_k(p, X, K, sel);
+        float mass = 1.0f; /* near-lossless: substitutes keep the top-k's probability mass */
+        if (near && near_lossless(c, L, p, sel, &mass)) return -1;
         float sum = 0.0f;
         for (int s = 0; s < K; s++) {
-            w[s] = p[sel[s]];
+            w[s] = p[sel[s]] * mass;
             sum += w[s];
         }
         if (hp->norm_topk) {
@@ -123,6 +175,8 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     qw_experts *xs = c->m->experts; /* streaming: starts reads of the chunk's missing experts */
     const int32_t il = (int32_t)(L - c->m->layers), max_pin = qw_experts_max_pinned(xs);
     qw_experts_need(xs, il, c->sel, n * K);
+    const int32_t ahead = qw_experts_ahead_n(xs, K);
+    if (ahead > 0 && look_ahead(c, L, n, ahead, err)) return -1;
 
     /* Counting sort of the n*K assignments by expert.  Afterwards count[e] is
      * the end of expert e's run, so its start is END(e - 1). */
@@ -168,6 +222,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
                 if (m) {
                     const int32_t r = START(e_end) - row0;
                     const char *wg, *wu, *wd; /* pinned until the group's release */
+                    if (!qw_experts_ready(xs, il, e_end)) qw_threadpool_nap(c->tp); /* a disk wait */
                     if (qw_experts_get(xs, il, e_end, &wg, &wu, &wd, err)) return -1;
                     const int32_t *tok = c->tok_of + START(e_end);
                     gu[2 * nt] = (qw_mm_task){wg, L->gate_exps.row_bytes, F, xq, tok, m, c->gate + (size_t)r * F, F};
