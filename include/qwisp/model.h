@@ -171,6 +171,11 @@ typedef struct qw_ctx_mark qw_ctx_mark;
 qw_ctx_mark *qw_ctx_mark_save(const qw_ctx *c);
 void qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk);
 void qw_ctx_mark_free(qw_ctx_mark *mk);
+/* Gives the buffers that grow with the context (activation conversion,
+ * attention scratch, and the KV cache itself when n_past is 0) back to the
+ * pool, so the next evaluation grows them again as a new context would —
+ * the same requests reach the pool as in a fresh process. */
+void qw_ctx_release_growth(qw_ctx *c);
 /* Recurrent state bytes (conv + delta states of a qwen35moe context; 0 otherwise). */
 uint64_t qw_ctx_state_bytes(const qw_ctx *c);
 

@@ -64,7 +64,7 @@ static const char *usage_text =
     "                       QWISP_POOL_DECAY_MS) or the footprint trials' separate processes\n"
     "  --replay N           inproc: prompt tokens re-prefilled per trial (default: the whole prompt)\n"
     "  --footprint-decode N decode tokens of the footprint trials (default: --decode)\n"
-    "  --footprint-reps R   rounds of footprint trials (default: --reps)\n"
+    "  --footprint-reps R   rounds of footprint trials (default: --reps; 0 = none, speed only)\n"
     "  --no-aa              no A/A arm (default: arm 'aa' = the baseline's settings again; its spread is\n"
     "                       the noise floor every other arm's interval is widened by)\n"
     "  --no-pin, --no-perf  inproc: do not pin threads / do not read perf_event_open counters\n";
@@ -410,7 +410,7 @@ int qw_cmd_ab(int argc, char **argv) {
         }
         else if (QW_CLI_FLAG("--replay")) { if (r < 0 || qw_cli_long("ab", "--replay", v, 1, 1 << 22, &replay)) goto out; }
         else if (QW_CLI_FLAG("--footprint-decode")) { if (r < 0 || qw_cli_long("ab", "--footprint-decode", v, 1, 1 << 20, &fp_decode)) goto out; }
-        else if (QW_CLI_FLAG("--footprint-reps")) { if (r < 0 || qw_cli_long("ab", "--footprint-reps", v, 1, 1000, &fp_reps)) goto out; }
+        else if (QW_CLI_FLAG("--footprint-reps")) { if (r < 0 || qw_cli_long("ab", "--footprint-reps", v, 0, 1000, &fp_reps)) goto out; }
         else if (QW_CLI_FLAG("-m")) { if (r < 0) goto out; model_flag = v; }
         else if (QW_CLI_FLAG("--out")) { if (r < 0) goto out; out_dir = v; }
         else if (QW_CLI_FLAG("--tier")) {
@@ -592,10 +592,10 @@ int qw_cmd_ab(int argc, char **argv) {
         co += (size_t)snprintf(e.child_cmd + co, sizeof e.child_cmd - co, " %s", i == run_at - 1 && simulate ? "qwisp" : cargv[i]);
 
     /* 4. warm-up + balanced rounds */
-    int n_trials = 1 + (int)fp_reps * n_arms;
-    int *order = qw_xcalloc((size_t)fp_reps * (size_t)n_arms, sizeof *order);
+    int n_trials = fp_reps > 0 ? 1 + (int)fp_reps * n_arms : 0; /* 0: speed only */
+    int *order = qw_xcalloc((size_t)(fp_reps > 0 ? fp_reps : 1) * (size_t)n_arms, sizeof *order);
     qw_ab_order(n_arms, (int)fp_reps, order);
-    e.trials = qw_xcalloc((size_t)n_trials, sizeof *e.trials);
+    e.trials = qw_xcalloc((size_t)(n_trials ? n_trials : 1), sizeof *e.trials);
     e.n_trials = n_trials;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -14,9 +14,12 @@
  * its own: the context is rewound to a saved position (qw_ctx_mark: n_past +
  * recurrent states), the pool's cache is emptied, the arm's pool knobs
  * (QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT, QWISP_POOL_DECAY_MS) are set and
- * applied through the serialize path's own qw_pool_apply_path, then the last
- * `replay` prompt tokens are prefilled under that policy (so the cache fills
- * as that arm's prefill would fill it) and `decode` tokens are generated
+ * applied through the serialize path's own qw_pool_apply_path, the
+ * context's growing buffers are released (qw_ctx_release_growth: attention
+ * scratch, activation buffer, and with a whole-prompt replay the KV cache),
+ * then the last `replay` prompt tokens are prefilled under that policy (so
+ * the cache fills as that arm's prefill would fill it) and `decode` tokens
+ * are generated
  * greedily, each forward pass timed alone: wall (CLOCK_MONOTONIC), CPU time
  * of all threads (CLOCK_PROCESS_CPUTIME_ID) and, where the kernel allows,
  * cycles and task-clock (perf_event_open, ab_sys.c).  --replay = the whole
@@ -138,6 +141,7 @@ static int trial(qw_ctx *c, const qw_ctx_mark *mk, const int32_t *tail, int32_t 
                  int32_t n_vocab, const inproc_arm *a, int arm, int round, const qw_ab_perf *perf, tok_series *ts,
                  cJSON *arr, qw_error *err) {
     qw_ctx_mark_restore(c, mk);
+    qw_ctx_release_growth(c); /* regrown under the arm's policy, as in a new process */
     if (apply_arm(a, err)) return -1;
     qw_pool_reset_peak();
     qw_pool_reset_counters();

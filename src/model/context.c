@@ -240,6 +240,20 @@ void qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk) {
     c->n_past = mk->n_past;
 }
 
+void qw_ctx_release_growth(qw_ctx *c) {
+    qw_pool_free(c->xq);
+    qw_pool_free(c->attn_scratch);
+    c->xq = c->attn_scratch = NULL;
+    c->xq_cap = c->attn_scratch_cap = 0;
+    if (c->n_past != 0 || !c->k) return;
+    for (int il = 0; il < c->m->hp.n_layer; il++) {
+        qw_pool_free(c->k[il]);
+        qw_pool_free(c->v[il]);
+        c->k[il] = c->v[il] = NULL;
+    }
+    c->kv_cap = 0;
+}
+
 void qw_ctx_mark_free(qw_ctx_mark *mk) {
     if (!mk) return;
     for (int il = 0; il < mk->n_layer; il++) {
