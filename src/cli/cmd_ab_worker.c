@@ -106,9 +106,10 @@ static int parse_warm(const char *spec, inproc_arm *a) {
 
 /* The arm's pool state, as a process of its own would start it: every
  * switchable knob back to the environment's value (the worker's env carries
- * none of them), then the arm's, then the serialize path's policy applied. */
+ * none that an arm touches: `qwisp ab` removed them, as for its separate
+ * processes), then the arm's, then the serialize path's policy applied. */
 static int apply_arm(const inproc_arm *a, qw_error *err) {
-    for (int i = 0; i < N_SWITCHABLE; i++) qw_opt_unset(k_switchable[i]);
+    for (int i = 0; i < N_SWITCHABLE; i++) qw_opt_reset(k_switchable[i]);
     for (int i = 0; i < a->n; i++) {
         const char *eq = strchr(a->kv[i], '=');
         char name[64];
@@ -116,7 +117,7 @@ static int apply_arm(const inproc_arm *a, qw_error *err) {
         qw_opt id = QW_OPT_PREFILL_CACHE_MB;
         for (int j = 0; j < N_SWITCHABLE; j++)
             if (!strcmp(qw_opt_name(k_switchable[j]), name)) id = k_switchable[j];
-        if (!eq[1]) continue; /* K= : unset */
+        if (!eq[1]) continue; /* K= : not set (the env holds no value for it) */
         if (qw_opt_set(id, eq + 1, "ab arm", err)) return -1;
     }
     qw_pool_clear_cache();
@@ -172,6 +173,8 @@ static int trial(qw_ctx *c, const qw_ctx_mark *mk, const int32_t *tail, int32_t 
     cJSON_AddStringToObject(o, "arm_name", a->name);
     cJSON_AddNumberToObject(o, "arm", arm);
     cJSON_AddNumberToObject(o, "round", round);
+    cJSON_AddStringToObject(o, "fit", qw_pool_get_fit() == QW_POOL_FIT_EXACT ? "exact" : "classes");
+    cJSON_AddNumberToObject(o, "limit_mb", (double)qw_pool_get_cache_limit() / 1048576.0);
     cJSON_AddNumberToObject(o, "decode_tokens", ts->n);
     cJSON_AddNumberToObject(o, "decode_tok_s", w.trimmed_mean > 0 ? 1e3 / w.trimmed_mean : 0);
     cJSON_AddNumberToObject(o, "decode_ms_median", w.median);
