@@ -166,9 +166,17 @@ typedef struct {
 } qw_ab_tokstats;
 qw_ab_tokstats qw_ab_token_stats(const double *x, int n);
 
-/* The in-process schedule: one warm-up trial of arm 0, then qw_ab_order.
- * sched[0] = 0 (the warm-up), sched[1 + r*k + i] = arm.  Length 1 + reps*k. */
-void qw_ab_schedule(int n_arms, int reps, int *sched);
+/* The in-process schedule, every other arm bracketed by the baseline: one
+ * warm-up trial of arm 0, one opening trial of arm 0, then per round the
+ * other arms (forward in even rounds, backward in odd ones), each followed by
+ * arm 0:  0 0 | 1 0 2 0 | 2 0 1 0 | …  Each non-baseline trial is compared
+ * with the mean of the baseline trials right before and after it, which
+ * cancels any drift that is linear over the two neighbours (ab_stats.c).
+ * Returns the length, 2 + 2*reps*(n_arms-1); sched may be NULL to ask. */
+int qw_ab_schedule(int n_arms, int reps, int *sched);
+/* Rounds of a schedule: the warm-up (index 0) is -1, every other trial the
+ * number of earlier trials of its arm after the warm-up (0, 1, …). */
+void qw_ab_schedule_rounds(const int *sched, int n, int *rounds);
 
 /* Balanced order: round r runs arms 0..k-1 forward when r is even, backward
  * when odd (ABC CBA ABC …).  order[r*k + i] = arm index. */
@@ -263,9 +271,10 @@ typedef struct {
     uint64_t seed;   /* bootstrap seed */
     qw_ab_verdict *verdicts; /* per arm; [0] (the baseline) unused; filled by qw_ab_analyze */
     /* Speed side measured in one process (`qwisp ab-worker`, arms alternated
-     * inside it): when n_speed_trials > 0, the speed metrics (qw_ab_is_speed_metric)
-     * are paired from these trials ([0] the warm-up, rounds 0..reps-1), the
-     * others from `trials` (separate processes: footprint). */
+     * inside it, qw_ab_schedule): when n_speed_trials > 0, the speed metrics
+     * (qw_ab_is_speed_metric) come from these trials, each non-baseline trial
+     * paired with the mean of its two bracketing baseline trials; the other
+     * metrics from `trials` (separate processes: footprint). */
     qw_ab_trial *speed_trials;
     int n_speed_trials;
     int aa_arm;        /* index of the A/A arm (the baseline's settings again), -1 = none */

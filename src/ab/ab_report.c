@@ -78,8 +78,9 @@ static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
     fprintf(f, "## Measurement\n\n");
     fprintf(f, "- machine: %s\n", e->cpu_model[0] ? e->cpu_model : "(CPU model unknown)");
     if (e->n_speed_trials > 0) {
-        fprintf(f, "- speed (decode/prefill/ttft metrics): **in one process** (`qwisp ab-worker`), arms alternated "
-                   "in the balanced order with one warm-up; before each trial the context is rewound, the pool's cache "
+        fprintf(f, "- speed (decode/prefill/ttft metrics): **in one process** (`qwisp ab-worker`), one warm-up, then "
+                   "every other arm's trial bracketed by two baseline trials (A B A C A | C A B A …) and compared with "
+                   "their mean, so a linear drift cancels; before each trial the context is rewound, the pool's cache "
                    "emptied and the arm's pool policy applied, then %d prompt tokens are re-prefilled%s and %d tokens "
                    "decoded, each forward pass timed alone; per trial: 1000 / 10 %% trimmed mean ms per token\n",
                 e->replay_tokens, e->replay_tokens < e->prompt_tokens ? " (the prompt's tail; the prefix before it is "

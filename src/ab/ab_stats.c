@@ -24,6 +24,13 @@
  * both sides.  So no arm is ever called different by less than the A/A pair
  * differed — and when the A/A pair has no interval, nothing is called.
  *
+ * Bracketing (the in-process speed trials, qw_ab_schedule): the machine
+ * drifts (other tenants' memory traffic, clocks, a neighbour's build) on the
+ * scale of seconds to minutes, so two trials of a round run seconds apart
+ * differ by the drift between them.  Every non-baseline trial runs between
+ * two baseline trials and is compared with their mean: a drift that is
+ * linear over those three trials cancels exactly.
+ *
  * Per-token statistics (the in-process speed trials time every decode token):
  * a trial's speed is 1000 / the 10 % trimmed mean of its ms per token — the
  * trim drops the tokens another process's burst or a page fault stretched,
@@ -152,9 +159,22 @@ qw_ab_tokstats qw_ab_token_stats(const double *x, int n) {
     return t;
 }
 
-void qw_ab_schedule(int n_arms, int reps, int *sched) {
-    sched[0] = 0;
-    qw_ab_order(n_arms, reps, sched + 1);
+int qw_ab_schedule(int n_arms, int reps, int *sched) {
+    int n = 0;
+    if (sched) sched[n] = 0, sched[n + 1] = 0;
+    n = 2;
+    for (int r = 0; r < reps; r++)
+        for (int i = 1; i < n_arms; i++) {
+            int a = (r % 2 == 0) ? i : n_arms - i;
+            if (sched) sched[n] = a, sched[n + 1] = 0;
+            n += 2;
+        }
+    return n;
+}
+
+void qw_ab_schedule_rounds(const int *sched, int n, int *rounds) {
+    int seen[64] = {0};
+    for (int i = 0; i < n; i++) rounds[i] = i == 0 ? -1 : seen[sched[i] & 63]++;
 }
 
 void qw_ab_order(int n_arms, int reps, int *order) {
@@ -175,6 +195,25 @@ static const qw_ab_trial *find_trial(const qw_ab_trial *tr, int n_tr, int arm, i
     return NULL;
 }
 
+/* The baseline value a trial is compared with: in-process trials are
+ * bracketed (the mean of the baseline trials right before and after it);
+ * separate processes are paired by round. */
+static bool reference(const qw_ab_experiment *e, const qw_ab_trial *tr, int n_tr, const qw_ab_trial *a, int metric,
+                      double *vb) {
+    if (tr == e->speed_trials) {
+        long i = a - tr;
+        if (i < 1 || i + 1 >= n_tr) return false;
+        const qw_ab_trial *p = &tr[i - 1], *q = &tr[i + 1];
+        if (p->arm != 0 || q->arm != 0 || !p->ok || !q->ok) return false;
+        *vb = (p->m[metric] + q->m[metric]) / 2;
+        return true;
+    }
+    const qw_ab_trial *b = find_trial(tr, n_tr, 0, a->round);
+    if (!b || !b->ok) return false;
+    *vb = b->m[metric];
+    return true;
+}
+
 qw_ab_interval qw_ab_paired_raw(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind) {
     const qw_ab_trial *tr = e->trials;
     int n_tr = e->n_trials;
@@ -182,9 +221,10 @@ qw_ab_interval qw_ab_paired_raw(const qw_ab_experiment *e, int arm, int metric, 
     double *d = qw_xmalloc((size_t)(e->reps > 0 ? e->reps : 1) * sizeof *d);
     int n = 0;
     for (int r = 0; r < e->reps; r++) {
-        const qw_ab_trial *a = find_trial(tr, n_tr, arm, r), *b = find_trial(tr, n_tr, 0, r);
-        if (!a || !b || !a->ok || !b->ok) continue;
-        double va = a->m[metric], vb = b->m[metric];
+        const qw_ab_trial *a = find_trial(tr, n_tr, arm, r);
+        double va, vb;
+        if (!a || !a->ok || !reference(e, tr, n_tr, a, metric, &vb)) continue;
+        va = a->m[metric];
         if (isnan(va) || isnan(vb)) continue;
         if (kind == QW_AB_DELTA_PCT) {
             if (vb == 0) {

@@ -278,17 +278,19 @@ static double jnum(const cJSON *o, const char *k) {
  * that fails makes every speed trial a failed one, with its reason. */
 static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **common, int n_common, const char *simulate,
                         const char *trial_dir, int sample_ms, int reps, bool pin, bool use_perf) {
-    int n_arms = e->n_arms, n = 1 + reps * n_arms;
+    int n_arms = e->n_arms, n = qw_ab_schedule(n_arms, reps, NULL);
     e->speed_trials = qw_xcalloc((size_t)n, sizeof *e->speed_trials);
     e->n_speed_trials = n;
-    int *sched = qw_xcalloc((size_t)n, sizeof *sched);
+    int *sched = qw_xcalloc((size_t)n, sizeof *sched), *rounds = qw_xcalloc((size_t)n, sizeof *rounds);
     qw_ab_schedule(n_arms, reps, sched);
+    qw_ab_schedule_rounds(sched, n, rounds);
     for (int i = 0; i < n; i++) {
         e->speed_trials[i].arm = sched[i];
-        e->speed_trials[i].round = i == 0 ? -1 : (i - 1) / n_arms;
+        e->speed_trials[i].round = rounds[i];
         for (int m = 0; m < QW_AB_N_METRICS; m++) e->speed_trials[i].m[m] = NAN;
     }
     free(sched);
+    free(rounds);
     /* argv: [simulate N --] ab-worker -m M --prompt-tokens N --decode D --replay R --reps K --arm … */
     char np[32], nd[32], nr[32], nk[32];
     snprintf(np, sizeof np, "%d", e->prompt_tokens);
@@ -330,8 +332,8 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
                       .sample_ms = sample_ms};
     qw_ab_trial w = {0};
     qw_error err = {0};
-    fprintf(stderr, "[ab] speed: one process, %d trials (1 warm-up + %d rounds x %d arms), replay %d + decode %d tokens each\n",
-            n, reps, n_arms, e->replay_tokens, e->decode);
+    fprintf(stderr, "[ab] speed: one process, %d trials (1 warm-up, %d rounds of %d arms each bracketed by the baseline), "
+                    "replay %d + decode %d tokens each\n", n, reps, n_arms - 1, e->replay_tokens, e->decode);
     int rc = qw_ab_trial_run(&sp, &w, &err);
     cJSON *o = NULL;
     if (rc == 0 && (w.ok || w.exit_code == 0)) {

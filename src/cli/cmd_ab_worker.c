@@ -284,13 +284,14 @@ int qw_cmd_ab_worker(int argc, char **argv) {
     ts.ms = qw_xcalloc((size_t)decode, sizeof(double));
     ts.cpu_ms = qw_xcalloc((size_t)decode, sizeof(double));
     ts.mcyc = qw_xcalloc((size_t)decode, sizeof(double));
-    int n_sched = 1 + (int)reps * n_arms;
-    sched = qw_xcalloc((size_t)n_sched, sizeof *sched);
+    int n_sched = qw_ab_schedule(n_arms, (int)reps, NULL);
+    sched = qw_xcalloc((size_t)n_sched * 2, sizeof *sched);
+    int *rounds = sched + n_sched;
     qw_ab_schedule(n_arms, (int)reps, sched);
+    qw_ab_schedule_rounds(sched, n_sched, rounds);
     const int32_t n_vocab = qw_tokenizer_n_vocab(tok) < m->hp.n_vocab ? qw_tokenizer_n_vocab(tok) : m->hp.n_vocab;
     for (int i = 0; i < n_sched; i++) {
-        int round = i == 0 ? -1 : (i - 1) / n_arms;
-        if (trial(c, mk, ids + n_pre, (int32_t)replay, (int32_t)decode, n_vocab, &arms[sched[i]], sched[i], round, &perf,
+        if (trial(c, mk, ids + n_pre, (int32_t)replay, (int32_t)decode, n_vocab, &arms[sched[i]], sched[i], rounds[i], &perf,
                   &ts, arr, &err)) {
             fprintf(stderr, "qwisp ab-worker: trial %d (arm %s): %s\n", i, arms[sched[i]].name, err.msg);
             goto done;

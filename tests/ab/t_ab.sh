@@ -90,8 +90,8 @@ for arch in qwen3moe qwen35moe; do
         --arm u:QWISP_PREFILL_CACHE_MB= --arm e:QWISP_POOL_FIT=exact,QWISP_PREFILL_CACHE_MB=1 --out "$O" 2>&1); rc=$?
     J="$O/report.json"
     sched=$(jq -r '[.speed_trials[].arm] | join(" ")' "$J" 2>/dev/null)
-    [ $rc -eq 0 ] && [ "$sched" = "u u e aa aa e u" ] && [ "$(jq '[.speed_trials[] | select(.ok)] | length' "$J")" = 7 ] \
-        && pass "$arch: in-process trials in one worker, warm-up + balanced order ($sched), same tokens every trial" \
+    [ $rc -eq 0 ] && [ "$sched" = "u u e u aa u aa u e u" ] && [ "$(jq '[.speed_trials[] | select(.ok)] | length' "$J")" = 10 ] \
+        && pass "$arch: in-process trials in one worker, warm-up + arms bracketed by the baseline ($sched), same tokens every trial" \
         || fail "$arch: in-process schedule: rc=$rc sched=$sched $(jq -c '[.speed_trials[] | .error]' "$J" 2>/dev/null) $out"
 done
 grep -q "^- \*\*noise floor\*\* (A/A arm 'aa'" "$O/report.md" && grep -q "in one process" "$O/report.md" \

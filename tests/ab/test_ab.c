@@ -4,8 +4,9 @@
  * (deterministic, contains the truth, degenerate on constant data), the reps
  * suggestion, and SHA-256 against the standard's test vectors; the
  * per-token statistics (trimmed mean, summary) on synthetic samples, the
- * in-process schedule (one warm-up, then alternating ABC CBA), the A/A noise
- * floor refusing to call a difference smaller than it, and the perf-event
+ * in-process schedule (one warm-up, then every other arm bracketed by the
+ * baseline) and its drift cancellation, the A/A noise floor refusing to
+ * call a difference smaller than it, and the perf-event
  * fallback (an event the kernel refuses gives a reason and NaN, not 0). */
 #include "qwisp/ab.h"
 
@@ -210,37 +211,42 @@ static void test_trimmed_mean(void **state) {
 
 static void test_schedule(void **state) {
     (void)state;
-    int s[1 + 3 * 4];
-    qw_ab_schedule(3, 4, s);
-    int want[13] = {0, 0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0};
+    int s[32], r[32];
+    int n = qw_ab_schedule(3, 3, s);
+    assert_int_equal(n, 14);
+    assert_int_equal(qw_ab_schedule(3, 3, NULL), 14);
+    int want[14] = {0, 0, 1, 0, 2, 0, 2, 0, 1, 0, 1, 0, 2, 0};
     assert_memory_equal(s, want, sizeof want);
-    /* every arm runs reps times after the warm-up; consecutive trials alternate arms except at a turn */
-    int count[3] = {0};
-    for (int i = 1; i < 13; i++) count[s[i]]++;
-    assert_true(count[0] == 4 && count[1] == 4 && count[2] == 4);
+    /* every non-baseline trial sits between two baseline trials */
+    for (int i = 1; i < n; i++)
+        if (s[i] != 0) assert_true(s[i - 1] == 0 && i + 1 < n && s[i + 1] == 0);
+    qw_ab_schedule_rounds(s, n, r);
+    int want_r[14] = {-1, 0, 0, 1, 0, 2, 1, 3, 1, 4, 2, 5, 2, 6};
+    assert_memory_equal(r, want_r, sizeof want_r);
 }
 
-/* An experiment of in-process speed trials: arm 1 is always `gain` % faster
- * than the baseline, the A/A arm 2 differs from it by +-aa %. */
-static void fill_speed(qw_ab_experiment *e, qw_ab_trial *tr, int reps, double gain, double aa) {
-    int n = 1 + 3 * reps;
-    int *sched = calloc((size_t)n, sizeof *sched);
-    qw_ab_schedule(3, reps, sched);
+/* An in-process experiment: arms base (0), x (1), aa (2).  Every trial's
+ * decode tok/s = drift(i) × (1 + gain % for x, ± aa % alternating for the
+ * A/A arm); drift(i) = 100 + slope·i over the run order. */
+static int fill_speed(qw_ab_experiment *e, qw_ab_trial *tr, int reps, double gain, double aa, double slope) {
+    int sched[128], rounds[128];
+    int n = qw_ab_schedule(3, reps, sched);
+    qw_ab_schedule_rounds(sched, n, rounds);
     for (int i = 0; i < n; i++) {
         memset(&tr[i], 0, sizeof tr[i]);
         for (int m = 0; m < QW_AB_N_METRICS; m++) tr[i].m[m] = NAN;
         tr[i].arm = sched[i];
-        tr[i].round = i == 0 ? -1 : (i - 1) / 3;
+        tr[i].round = rounds[i];
         tr[i].ok = true;
-        double base = 100.0;
+        double base = 100.0 + slope * i;
         int r = tr[i].round < 0 ? 0 : tr[i].round;
         double v = tr[i].arm == 0 ? base : tr[i].arm == 1 ? base * (1 + gain / 100) : base * (1 + (r % 2 ? aa : -aa) / 100);
         tr[i].m[QW_AB_M_DECODE_TOK_S] = v;
     }
-    free(sched);
     e->speed_trials = tr;
     e->n_speed_trials = n;
     e->reps = reps;
+    return n;
 }
 
 static void test_noise_floor_refuses(void **state) {
@@ -249,10 +255,10 @@ static void test_noise_floor_refuses(void **state) {
     qw_error err = {0};
     assert_int_equal(qw_ab_criteria_parse(&c, "decode_tok_s.delta_pct > 1 => faster\nelse => same\n", &err), 0);
     qw_ab_arm arms[3] = {{.name = "base"}, {.name = "x"}, {.name = "aa"}};
-    qw_ab_trial tr[1 + 3 * 8];
+    qw_ab_trial tr[64];
     qw_ab_experiment e = {.arms = arms, .n_arms = 3, .crit = &c, .resamples = 500, .level = 0.95, .seed = 7, .aa_arm = 2};
     /* arm x is 3 % faster in every round; the A/A pair differs by +-5 %: refused */
-    fill_speed(&e, tr, 8, 3.0, 5.0);
+    fill_speed(&e, tr, 8, 3.0, 5.0, 0);
     double fl = qw_ab_noise_floor(&e, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
     assert_true(fabs(fl - 5.0) < 1e-9);
     qw_ab_interval raw = qw_ab_paired_raw(&e, 1, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
@@ -263,16 +269,25 @@ static void test_noise_floor_refuses(void **state) {
     assert_string_equal(e.verdicts[1].verdict, "inconclusive");
     assert_string_equal(e.verdicts[2].verdict, "noise-floor");
     /* a quiet A/A pair (+-0.5 %): the same 3 % is called */
-    fill_speed(&e, tr, 8, 3.0, 0.5);
+    fill_speed(&e, tr, 8, 3.0, 0.5, 0);
     qw_ab_analyze(&e);
     assert_string_equal(e.verdicts[1].verdict, "faster");
     /* an A/A pair with too few rounds has no interval: nothing is called */
-    fill_speed(&e, tr, 3, 3.0, 0.1);
+    fill_speed(&e, tr, 3, 3.0, 0.1, 0);
     assert_true(isinf(qw_ab_noise_floor(&e, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT)));
     qw_ab_analyze(&e);
     assert_string_equal(e.verdicts[1].verdict, "inconclusive");
     /* no A/A arm: no floor */
-    fill_speed(&e, tr, 8, 3.0, 5.0);
+    /* a machine slowing down by 1 tok/s every trial: bracketing cancels it —
+     * the A/A pair differs by nothing, and x's 3 % comes out as 3 % */
+    fill_speed(&e, tr, 8, 3.0, 0, -1.0);
+    qw_ab_interval aa0 = qw_ab_paired_raw(&e, 2, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
+    assert_true(fabs(aa0.lo) < 1e-9 && fabs(aa0.hi) < 1e-9);
+    qw_ab_interval x3 = qw_ab_paired(&e, 1, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
+    assert_true(fabs(x3.est - 3.0) < 1e-9 && fabs(x3.lo - 3.0) < 1e-9);
+    qw_ab_analyze(&e);
+    assert_string_equal(e.verdicts[1].verdict, "faster");
+    fill_speed(&e, tr, 8, 3.0, 5.0, 0);
     e.aa_arm = -1;
     assert_true(qw_ab_noise_floor(&e, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT) == 0);
     free(e.verdicts);
