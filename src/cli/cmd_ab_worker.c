@@ -209,6 +209,13 @@ int qw_cmd_ab_worker(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            puts("usage: qwisp ab-worker -m MODEL --prompt-tokens N --decode D [--replay R] [--reps K] [--threads T]\n"
+                 "         [--no-pin] [--no-perf] --arm NAME:K=V[,K=V…] --arm …\n"
+                 "  started by `qwisp ab` for its in-process speed trials (docs/ab.md); arms may set only\n"
+                 "  QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT, QWISP_POOL_DECAY_MS; prints one JSON object");
+            return 0;
+        }
         if (!strcmp(argv[i], "--no-pin")) pin = false;
         else if (!strcmp(argv[i], "--no-perf")) use_perf = false;
         else if (QW_CLI_FLAG("-m")) { if (r < 0) return 2; model_flag = v; }
