@@ -328,8 +328,9 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
     char so[4200], se[4200];
     snprintf(so, sizeof so, "%s/speed-worker.json", trial_dir);
     snprintf(se, sizeof se, "%s/speed-worker.stderr", trial_dir);
+    /* the worker's footprint is not a metric (arms share it): sample rarely, to perturb it less */
     qw_ab_spawn sp = {.exe = "/proc/self/exe", .argv = argv, .envp = env, .stdout_path = so, .stderr_path = se,
-                      .sample_ms = sample_ms};
+                      .sample_ms = sample_ms > 1000 ? sample_ms : 1000};
     qw_ab_trial w = {0};
     qw_error err = {0};
     fprintf(stderr, "[ab] speed: one process, %d trials (1 warm-up, %d rounds of %d arms each bracketed by the baseline), "
