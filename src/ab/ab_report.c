@@ -86,8 +86,12 @@ static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
                 e->replay_tokens, e->replay_tokens < e->prompt_tokens ? " (the prompt's tail; the prefix before it is "
                                                                          "shared)" : " (the whole prompt)",
                 e->decode);
-        fprintf(f, "- footprint and pool metrics: separate processes, %d decode tokens each (table below)\n",
-                e->footprint_decode);
+        if (e->n_trials > 0)
+            fprintf(f, "- footprint and pool metrics: separate processes, %d decode tokens each (table below)\n",
+                    e->footprint_decode);
+        else
+            fprintf(f, "- footprint and pool metrics: **not measured** (`--footprint-reps 0`: a speed-only run); "
+                       "rules that need them cannot hold\n");
     } else {
         fprintf(f, "- speed and footprint: separate processes (one per trial)\n");
     }
@@ -99,10 +103,15 @@ static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
                 e->pagecache_before < 0.99 ? " (**not warm at the start**: the warm-up trial paid for it)" : "");
     if (e->aa_arm >= 0) {
         double fl = qw_ab_noise_floor(e, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
+        double ff = qw_ab_noise_floor(e, QW_AB_M_FOOTPRINT_PEAK_MB, QW_AB_DELTA);
+        char fp[64];
+        if (isnan(ff)) snprintf(fp, sizeof fp, "not measured");
+        else if (isinf(ff)) snprintf(fp, sizeof fp, "unbounded (too few pairs)");
+        else snprintf(fp, sizeof fp, "±%.3g MiB", ff);
         fprintf(f, "- **noise floor** (A/A arm '%s' = the baseline's settings again): decode_tok_s ±%.3g %%, "
-                   "footprint_peak_mb ±%.3g MiB; every other arm's interval is widened by its metric's floor, so no "
+                   "footprint_peak_mb %s; every other arm's interval is widened by its metric's floor, so no "
                    "difference smaller than it is called\n",
-                e->arms[e->aa_arm].name, fl, qw_ab_noise_floor(e, QW_AB_M_FOOTPRINT_PEAK_MB, QW_AB_DELTA));
+                e->arms[e->aa_arm].name, fl, fp);
     } else {
         fprintf(f, "- noise floor: not measured (no A/A arm: --no-aa)\n");
     }
