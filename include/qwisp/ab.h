@@ -39,7 +39,8 @@
 
 /* ---- metrics: X(id, name, unit, help) ------------------------------------- */
 #define QW_AB_METRICS(X)                                                                          \
-    X(DECODE_TOK_S, "decode_tok_s", "tok/s", "decode tokens per second (in-process: 1000 / trimmed mean ms per token)") \
+    X(DECODE_TOK_S, "decode_tok_s", "tok/s", "decode tokens per second (tokens / total decode time)") \
+    X(DECODE_TOK_S_TRIM, "decode_tok_s_trim", "tok/s", "1000 / 10% trimmed mean ms per decode token (in-process)") \
     X(DECODE_MS_MEDIAN, "decode_ms_median", "ms", "median wall ms per decode token (in-process)")  \
     X(DECODE_CPU_MS, "decode_cpu_ms", "ms", "CPU ms (all threads) per decode token, trimmed mean (in-process)") \
     X(DECODE_MCYCLES, "decode_mcycles", "Mcycles", "CPU cycles per decode token, trimmed mean (perf_event_open)") \

@@ -82,7 +82,8 @@ static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
                    "every other arm's trial bracketed by two baseline trials (A B A C A | C A B A …) and compared with "
                    "their mean, so a linear drift cancels; before each trial the context is rewound, the pool's cache "
                    "emptied and the arm's pool policy applied, then %d prompt tokens are re-prefilled%s and %d tokens "
-                   "decoded, each forward pass timed alone; per trial: 1000 / 10 %% trimmed mean ms per token\n",
+                   "decoded, each forward pass timed alone; per trial: decode_tok_s = tokens / total time (untrimmed: a cost on a few "
+                   "tokens counts), decode_tok_s_trim = 1000 / 10 %% trimmed mean ms per token\n",
                 e->replay_tokens, e->replay_tokens < e->prompt_tokens ? " (the prompt's tail; the prefix before it is "
                                                                          "shared)" : " (the whole prompt)",
                 e->decode);
@@ -204,8 +205,8 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
             const qw_ab_trial *t = &e->speed_trials[i];
             char r[16];
             snprintf(r, sizeof r, "%d", t->round);
-            fprintf(f, "| %d | %s | %s | %s | %.4f | %.4f | %.4f | %.4g | %.4g |\n", i, t->round < 0 ? "warm-up" : r,
-                    e->arms[t->arm].name, t->ok ? "ok" : t->error, t->m[QW_AB_M_DECODE_TOK_S],
+            fprintf(f, "| %d | %s | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4g | %.4g |\n", i, t->round < 0 ? "warm-up" : r,
+                    e->arms[t->arm].name, t->ok ? "ok" : t->error, t->m[QW_AB_M_DECODE_TOK_S], t->m[QW_AB_M_DECODE_TOK_S_TRIM],
                     t->m[QW_AB_M_DECODE_MS_MEDIAN], t->m[QW_AB_M_DECODE_CPU_MS], t->m[QW_AB_M_DECODE_MCYCLES],
                     t->m[QW_AB_M_PREFILL_TOK_S]);
         }

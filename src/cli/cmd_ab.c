@@ -359,7 +359,7 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
             qw_ab_trial *t = &e->speed_trials[i++];
             t->ok = (int)jnum(s, "arm") == t->arm && (int)jnum(s, "round") == t->round;
             if (!t->ok) snprintf(t->error, sizeof t->error, "speed worker ran its trials in another order");
-            static const int ms[] = {QW_AB_M_DECODE_TOK_S, QW_AB_M_DECODE_MS_MEDIAN, QW_AB_M_DECODE_CPU_MS,
+            static const int ms[] = {QW_AB_M_DECODE_TOK_S, QW_AB_M_DECODE_TOK_S_TRIM, QW_AB_M_DECODE_MS_MEDIAN, QW_AB_M_DECODE_CPU_MS,
                                      QW_AB_M_DECODE_MCYCLES, QW_AB_M_PREFILL_TOK_S, QW_AB_M_TTFT_MS};
             for (size_t k = 0; k < sizeof ms / sizeof *ms; k++) t->m[ms[k]] = jnum(s, qw_ab_metric_name(ms[k]));
             const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "tokens_hash");
