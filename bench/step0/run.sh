@@ -1,45 +1,61 @@
 #!/bin/bash
-# bench/step0/run.sh [BUILD_DIR] — the seed's Step 0, run by `qwisp ab`:
-# QWISP_PREFILL_CACHE_MB unset (baseline) vs 2048 vs 512, plus 4 MB (the
-# seed's bounds scaled to this model: 2048/512 MB cannot bind on a pool of
-# tens of MiB), one long prefill + a decode per trial, under QWISP_POOL_FIT=
-# exact (MLX's rule, what the seed measured) and classes (qwisp's default),
-# at the resident tier and at a streaming tier (QWISP_RAW_C=2 = top-k, the
-# fewest slots; under `qwisp simulate` when the binary has it).  Verdicts
-# come from criteria.txt.  Reports land in bench/step0/<tier>-<fit>/.
+# bench/step0/run.sh [BUILD_DIR] — the seed's Step 0 at full size, run by
+# `qwisp ab`: QWISP_PREFILL_CACHE_MB unset (baseline) vs 2048 vs 512 MB (the
+# seed's values, unscaled), plus the A/A arm `qwisp ab` adds, one long prefill
+# + a decode per trial, under QWISP_POOL_FIT=exact (MLX's rule, what the seed
+# measured) and classes (qwisp's default), at the resident tier and at a
+# streaming tier (QWISP_RAW_C=$RAW_C; under `qwisp simulate $SIM_GB` when a
+# memory cgroup is writable).  Verdicts come from criteria-resident.txt and
+# criteria-streaming.txt (the seed's 2 % and 4 GB, unscaled), written before
+# the first full-size trial.  Reports land in $OUT/<tier>-<fit>/; the last
+# lines printed are the verdicts.
 #
-# Compromise (2 shared cores, ~15 min budget): 8192-token prompts (the issue
-# asks >= 16K; one 16K trial takes ~40 s here, 100 of them would take over an
-# hour), 1024 decode tokens (64 and 256 gave +-20-30% decode noise even on
-# a quiet machine: 0.1-0.2 s of decode per trial), 6 reps per arm (the fewest that give a 95%
-# interval at all, see docs/ab.md).  N_PROMPT / N_GEN / REPS / FITS override.
+# Speed: in one process (qwisp ab-worker: arms bracketed by the baseline,
+# every decode token timed); footprint: separate processes (FP_REPS rounds,
+# FP_DECODE decode tokens each — a footprint is a process's).
+#
+# Cost: every footprint trial prefills N_PROMPT tokens in a fresh process, and
+# the speed worker prefills N_PROMPT - REPLAY once plus REPLAY per trial.  On a
+# 16-core Xeon (87 tok/s prefill, 35 tok/s decode on the full-size file) one
+# tier x fit with the defaults takes about 45 min; on 2 cores, hours.  Lower
+# FP_REPS, REPLAY, ARMS or the tiers/fits to fit the time you have; the
+# report states what was run.
 set -eu
 BUILD=${1:-build}
 D="$PWD/bench/step0"
-N_PROMPT=${N_PROMPT:-8192}
-N_GEN=${N_GEN:-1024}
+OUT=${OUT:-$D/full}
+N_PROMPT=${N_PROMPT:-16384}
+N_GEN=${N_GEN:-256}
+REPLAY=${REPLAY:-512}
 REPS=${REPS:-6}
+FP_REPS=${FP_REPS:-6}
+FP_DECODE=${FP_DECODE:-16}
+RAW_C=${RAW_C:-16}
+SIM_GB=${SIM_GB:-16}
+THREADS=${THREADS:-$(( $(nproc) > 2 ? $(nproc) - 1 : $(nproc) ))}  # one CPU left for the harness's sampler
 T=$(mktemp -d /tmp/qwisp-step0.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-M="$T/step0.gguf"
 Q="$T/qwisp"                 # a private copy: a rebuild meanwhile cannot change the binary between runs
 cp "$BUILD/qwisp" "$Q"
-# 2 layers, 2 heads x 64, 8 experts top-2: attention dominates (O(n^2)), so
-# KV and attention-scratch growth are what the pool sees (bench/RESULTS.md).
-"$Q" gen-model --preset tiny --n-layer 2 --n-head 2 --n-head-kv 2 --head-dim 64 --n-ctx 32768 -o "$M" >/dev/null
-ARMS=(--arm unset:QWISP_PREFILL_CACHE_MB= --arm 2048:QWISP_PREFILL_CACHE_MB=2048
-      --arm 512:QWISP_PREFILL_CACHE_MB=512 --arm 4:QWISP_PREFILL_CACHE_MB=4)
-STREAM=(--tier streaming --raw-c 2)
-# under `qwisp simulate` only where it can make a memory cgroup (root + cgroup v1/v2)
-if "$Q" simulate 1 -- true >/dev/null 2>&1; then STREAM+=(--simulate 1); fi
+M=${MODEL:-}
+if [ -z "$M" ]; then
+    M="$T/qwen36-a3b.gguf"   # full size, rows from a pool (same memory and speed, not a real model)
+    "$Q" gen-model --preset qwen36-a3b --fast-weights -o "$M" --progress 0 >/dev/null
+fi
+ARMS=(--arm unset:QWISP_PREFILL_CACHE_MB= --arm 2048:QWISP_PREFILL_CACHE_MB=2048 --arm 512:QWISP_PREFILL_CACHE_MB=512)
+STREAM=(--tier streaming --raw-c "$RAW_C")
+if "$Q" simulate 1 -- true >/dev/null 2>&1; then STREAM+=(--simulate "$SIM_GB"); fi
+echo "== Step 0 on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $THREADS threads; model $M"
 for fit in ${FITS:-exact classes}; do
-    for tier in resident streaming; do
-        out="$D/$tier-$fit"
-        extra=(--tier resident)
-        [ "$tier" = streaming ] && extra=("${STREAM[@]}")
-        echo "== $tier, QWISP_POOL_FIT=$fit"
-        QWISP_POOL_FIT=$fit QWISP_THREADS=2 "$Q" ab --criteria "$D/criteria.txt" -m "$M" \
-            --prompt-tokens "$N_PROMPT" --decode "$N_GEN" --reps "$REPS" "${extra[@]}" "${ARMS[@]}" --out "$out"
-        rm -rf "$out/trials"   # per-trial stdout (8K prompt ids each); the report keeps the numbers
+    for tier in ${TIERS:-resident streaming}; do
+        out="$OUT/$tier-$fit"
+        extra=(--tier resident) crit="$D/criteria-resident.txt"
+        [ "$tier" = streaming ] && extra=("${STREAM[@]}") crit="$D/criteria-streaming.txt"
+        echo "== $tier, QWISP_POOL_FIT=$fit -> $out"
+        QWISP_POOL_FIT=$fit QWISP_THREADS=$THREADS "$Q" ab --criteria "$crit" -m "$M" \
+            --prompt-tokens "$N_PROMPT" --decode "$N_GEN" --replay "$REPLAY" --reps "$REPS" \
+            --footprint-reps "$FP_REPS" --footprint-decode "$FP_DECODE" "${extra[@]}" "${ARMS[@]}" --out "$out" \
+            | sed "s/^/[$tier-$fit] /"
+        rm -f "$out"/trials/[0-9]*.json   # per-trial stdout (prompt ids); the report keeps the numbers
     done
 done

@@ -26,7 +26,8 @@
  * Pieces (src/ab/): ab_criteria.c (parse, evaluate), ab_stats.c (median,
  * quantiles, bootstrap, order, reps), ab_trial.c (spawn + measure one trial),
  * ab_report.c (report.md / report.json), ab_svg.c (footprint plot),
- * ab_sha256.c.  Library code; only cli/cmd_ab.c prints.
+ * ab_sys.c (perf counters, pinning, page-cache check), ab_sha256.c; the
+ * in-process speed trials run in cli/cmd_ab_worker.c.  Library code; only cli/cmd_ab.c prints.
  */
 #ifndef QWISP_AB_H
 #define QWISP_AB_H
@@ -38,7 +39,11 @@
 
 /* ---- metrics: X(id, name, unit, help) ------------------------------------- */
 #define QW_AB_METRICS(X)                                                                          \
-    X(DECODE_TOK_S, "decode_tok_s", "tok/s", "decode tokens per second (child --json)")           \
+    X(DECODE_TOK_S, "decode_tok_s", "tok/s", "decode tokens per second (tokens / total decode time)") \
+    X(DECODE_TOK_S_TRIM, "decode_tok_s_trim", "tok/s", "1000 / 10% trimmed mean ms per decode token (in-process)") \
+    X(DECODE_MS_MEDIAN, "decode_ms_median", "ms", "median wall ms per decode token (in-process)")  \
+    X(DECODE_CPU_MS, "decode_cpu_ms", "ms", "CPU ms (all threads) per decode token, trimmed mean (in-process)") \
+    X(DECODE_MCYCLES, "decode_mcycles", "Mcycles", "CPU cycles per decode token, trimmed mean (perf_event_open)") \
     X(PREFILL_TOK_S, "prefill_tok_s", "tok/s", "prefill tokens per second (child --json)")        \
     X(TTFT_MS, "ttft_ms", "ms", "time to first token (child --json)")                             \
     X(WALL_MS, "wall_ms", "ms", "child wall time, fork to exit (includes model load)")            \
@@ -111,8 +116,10 @@ void qw_ab_criteria_free(qw_ab_criteria *c);
 typedef struct {
     bool valid;     /* enough paired trials with the metric present */
     double est;     /* median paired difference */
-    double lo, hi;  /* bootstrap percentile interval of the median */
+    double lo, hi;  /* bootstrap percentile interval of the median (widened by floor) */
     int n;          /* pairs */
+    double floor;   /* the A/A noise floor added to both sides (0 = none; INFINITY = the A/A
+                       pair has no interval, so nothing can be called) */
 } qw_ab_interval;
 
 /* Three-valued result of a comparison on an interval. */
@@ -149,9 +156,60 @@ int qw_ab_min_pairs(double level);
  * on the threshold. */
 int qw_ab_suggest_reps(int n, double est, double half, double threshold);
 
+/* Mean of x without the lowest and highest `trim` fraction (0.1 = 10 % each
+ * side); trim 0 is the mean, trim >= 0.5 the median.  NaN for n = 0. */
+double qw_ab_trimmed_mean(const double *x, int n, double trim);
+
+/* Summary of one trial's per-token samples (ms per decode token, …). */
+typedef struct {
+    int n;
+    double median, trimmed_mean, q1, q3, min, max;
+} qw_ab_tokstats;
+qw_ab_tokstats qw_ab_token_stats(const double *x, int n);
+
+/* The in-process schedule, every other arm bracketed by the baseline: one
+ * warm-up trial of arm 0, one opening trial of arm 0, then per round the
+ * other arms (forward in even rounds, backward in odd ones), each followed by
+ * arm 0:  0 0 | 1 0 2 0 | 2 0 1 0 | …  Each non-baseline trial is compared
+ * with the mean of the baseline trials right before and after it, which
+ * cancels any drift that is linear over the two neighbours (ab_stats.c).
+ * Returns the length, 2 + 2*reps*(n_arms-1); sched may be NULL to ask. */
+int qw_ab_schedule(int n_arms, int reps, int *sched);
+/* Rounds of a schedule: the warm-up (index 0) is -1, every other trial the
+ * number of earlier trials of its arm after the warm-up (0, 1, …). */
+void qw_ab_schedule_rounds(const int *sched, int n, int *rounds);
+
 /* Balanced order: round r runs arms 0..k-1 forward when r is even, backward
  * when odd (ABC CBA ABC …).  order[r*k + i] = arm index. */
 void qw_ab_order(int n_arms, int reps, int *order);
+
+/* ---- measurement hygiene (ab_sys.c) ----------------------------------------- */
+#define QW_AB_PERF_MAX_THREADS 256
+typedef struct {
+    bool available;
+    int n;                                  /* threads counted */
+    int fd_cycles[QW_AB_PERF_MAX_THREADS];  /* one per thread */
+    int fd_task[QW_AB_PERF_MAX_THREADS];
+    char reason[256];                       /* what is counted, or why nothing is */
+} qw_ab_perf;
+/* Opens cycles + task-clock counters on every thread now in this process
+ * (so call it after the compute threads exist).  Never fails: when the kernel
+ * refuses, p->available = false and p->reason says why (errno text and
+ * kernel.perf_event_paranoid). */
+void qw_ab_perf_open(qw_ab_perf *p);
+/* The same with another event in place of cycles (tests use an invalid one to
+ * exercise the fallback). */
+void qw_ab_perf_open_events(qw_ab_perf *p, uint32_t type, uint64_t config);
+/* Sums over threads; NaN when unavailable. */
+void qw_ab_perf_read(const qw_ab_perf *p, double *cycles, double *task_ns);
+void qw_ab_perf_close(qw_ab_perf *p);
+/* Pins every thread of this process to one CPU of the allowed set (thread i
+ * to the i-th allowed CPU, wrapping); returns how many were pinned and
+ * describes the mapping (or why none was) in desc. */
+int qw_ab_pin_threads(char *desc, size_t cap);
+/* Fraction [0,1] of the file's pages in the page cache (mincore); NaN if it
+ * cannot be read. */
+double qw_ab_pagecache_fraction(const char *path);
 
 /* ---- trials --------------------------------------------------------------- */
 typedef struct {
@@ -213,10 +271,36 @@ typedef struct {
     double level;    /* interval level (0.95) */
     uint64_t seed;   /* bootstrap seed */
     qw_ab_verdict *verdicts; /* per arm; [0] (the baseline) unused; filled by qw_ab_analyze */
+    /* Speed side measured in one process (`qwisp ab-worker`, arms alternated
+     * inside it, qw_ab_schedule): when n_speed_trials > 0, the speed metrics
+     * (qw_ab_is_speed_metric) come from these trials, each non-baseline trial
+     * paired with the mean of its two bracketing baseline trials; the other
+     * metrics from `trials` (separate processes: footprint). */
+    qw_ab_trial *speed_trials;
+    int n_speed_trials;
+    int aa_arm;        /* index of the A/A arm (the baseline's settings again), -1 = none */
+    char speed_mode[32];   /* "in-process" or "separate processes" */
+    char perf_desc[256];   /* what perf_event_open counted, or why not */
+    char pin_desc[512];    /* thread pinning */
+    char cpu_model[128];
+    double pagecache_before, pagecache_after; /* model file fraction in page cache */
+    int replay_tokens;     /* in-process: prompt tokens re-run per trial */
+    int footprint_decode;  /* decode tokens of the footprint (process) trials */
 } qw_ab_experiment;
 
+/* Metrics measured by the in-process trials when there are any. */
+bool qw_ab_is_speed_metric(int metric);
+/* The paired interval before the A/A noise floor is added. */
+qw_ab_interval qw_ab_paired_raw(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind);
+/* The A/A noise floor of (metric, kind): the largest |difference| inside
+ * the A/A pair's interval; 0 when there is no A/A arm, INFINITY when it has no
+ * interval (too few pairs), NaN when the metric is missing. */
+double qw_ab_noise_floor(const qw_ab_experiment *e, int metric, qw_ab_kind kind);
+
 /* The paired interval of arm vs arm 0 for (metric, kind): pairs are rounds in
- * which both trials succeeded and report the metric. */
+ * which both trials succeeded and report the metric; for any arm but the A/A
+ * arm its ends are moved out by the A/A noise floor, so a difference the A/A
+ * pair could show by chance is never called (ab_stats.c). */
 qw_ab_interval qw_ab_paired(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind);
 /* Number of failed (non-warm-up) trials of an arm. */
 int qw_ab_failed(const qw_ab_experiment *e, int arm);

@@ -162,6 +162,20 @@ int32_t qw_ctx_n_past(const qw_ctx *c); /* tokens in the KV cache */
  * any n_past below the current one empties the context.  Returns the tokens
  * kept: the caller re-evaluates from there. */
 int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past);
+/* A saved position: n_past and a copy of the recurrent states (malloc'd, not
+ * from the pool, so saving does not change what the pool holds).  Restoring
+ * rewinds the context to exactly that point — attention KV past n_past is
+ * simply overwritten — so one prompt prefix can be re-run many times
+ * (`qwisp ab`'s in-process trials).  NULL on OOM. */
+typedef struct qw_ctx_mark qw_ctx_mark;
+qw_ctx_mark *qw_ctx_mark_save(const qw_ctx *c);
+void qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk);
+void qw_ctx_mark_free(qw_ctx_mark *mk);
+/* Gives the buffers that grow with the context (activation conversion,
+ * attention scratch, and the KV cache itself when n_past is 0) back to the
+ * pool, so the next evaluation grows them again as a new context would —
+ * the same requests reach the pool as in a fresh process. */
+void qw_ctx_release_growth(qw_ctx *c);
 /* Recurrent state bytes (conv + delta states of a qwen35moe context; 0 otherwise). */
 uint64_t qw_ctx_state_bytes(const qw_ctx *c);
 

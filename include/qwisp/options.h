@@ -69,6 +69,10 @@ int qw_options_init(qw_error *err);
 /* Overrides one option from text (e.g. a CLI flag); source is printed by config. */
 int qw_opt_set(qw_opt id, const char *text, const char *source, qw_error *err);
 
+/* Back to what qw_options_init gave it: the environment's value, else the
+ * default, else unset (`qwisp ab`'s in-process arms switch knobs with it). */
+void qw_opt_reset(qw_opt id);
+
 int64_t qw_opt_int(qw_opt id);
 const char *qw_opt_str(qw_opt id); /* NULL when unset and no default */
 bool qw_opt_is_set(qw_opt id);     /* set by env or flag (not default) */

@@ -5,7 +5,9 @@
  *
  * report.md: setup (binary + hash, criteria + hash + when it was read vs the
  * first trial), the verdict per arm, per-arm medians and spreads, paired
- * differences with their intervals, the criteria verbatim, every trial.
+ * differences with their intervals (and the A/A noise floor each was widened
+ * by), the criteria verbatim, every trial — the in-process speed trials and
+ * the separate-process footprint trials each in their own table.
  */
 #include "qwisp/ab.h"
 
@@ -15,10 +17,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The trials a metric is read from: the in-process ones for the speed
+ * metrics when there are any, else the separate processes. */
+static const qw_ab_trial *trials_for(const qw_ab_experiment *e, int m, int *n) {
+    if (e->n_speed_trials > 0 && qw_ab_is_speed_metric(m)) {
+        *n = e->n_speed_trials;
+        return e->speed_trials;
+    }
+    *n = e->n_trials;
+    return e->trials;
+}
+
 /* Metrics shown in the tables: those with at least one value in any trial. */
 static bool metric_present(const qw_ab_experiment *e, int m) {
-    for (int i = 0; i < e->n_trials; i++)
-        if (e->trials[i].ok && !isnan(e->trials[i].m[m])) return true;
+    int nt;
+    const qw_ab_trial *tr = trials_for(e, m, &nt);
+    for (int i = 0; i < nt; i++)
+        if (tr[i].ok && !isnan(tr[i].m[m])) return true;
     return false;
 }
 
@@ -39,9 +54,10 @@ static bool metric_in_arms_table(const qw_ab_experiment *e, int m) {
 
 /* Values of one metric over an arm's successful, non-warm-up trials. */
 static int arm_values(const qw_ab_experiment *e, int arm, int m, double *out) {
-    int n = 0;
-    for (int i = 0; i < e->n_trials; i++) {
-        const qw_ab_trial *t = &e->trials[i];
+    int n = 0, nt;
+    const qw_ab_trial *tr = trials_for(e, m, &nt);
+    for (int i = 0; i < nt; i++) {
+        const qw_ab_trial *t = &tr[i];
         if (t->arm == arm && t->round >= 0 && t->ok && !isnan(t->m[m])) out[n++] = t->m[m];
     }
     return n;
@@ -57,8 +73,54 @@ static const char *arm_env_text(const qw_ab_arm *a, char *buf, size_t cap) {
     return buf;
 }
 
+/* Where the speed numbers came from and what was done to make them quiet. */
+static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
+    fprintf(f, "## Measurement\n\n");
+    fprintf(f, "- machine: %s\n", e->cpu_model[0] ? e->cpu_model : "(CPU model unknown)");
+    if (e->n_speed_trials > 0) {
+        fprintf(f, "- speed (decode/prefill/ttft metrics): **in one process** (`qwisp ab-worker`), one warm-up, then "
+                   "every other arm's trial bracketed by two baseline trials (A B A C A | C A B A …) and compared with "
+                   "their mean, so a linear drift cancels; before each trial the context is rewound, the pool's cache "
+                   "emptied and the arm's pool policy applied, then %d prompt tokens are re-prefilled%s and %d tokens "
+                   "decoded, each forward pass timed alone; per trial: decode_tok_s = tokens / total time (untrimmed: a cost on a few "
+                   "tokens counts), decode_tok_s_trim = 1000 / 10 %% trimmed mean ms per token\n",
+                e->replay_tokens, e->replay_tokens < e->prompt_tokens ? " (the prompt's tail; the prefix before it is "
+                                                                         "shared)" : " (the whole prompt)",
+                e->decode);
+        if (e->n_trials > 0)
+            fprintf(f, "- footprint and pool metrics: separate processes, %d decode tokens each (table below)\n",
+                    e->footprint_decode);
+        else
+            fprintf(f, "- footprint and pool metrics: **not measured** (`--footprint-reps 0`: a speed-only run); "
+                       "rules that need them cannot hold\n");
+    } else {
+        fprintf(f, "- speed and footprint: separate processes (one per trial)\n");
+    }
+    fprintf(f, "- %s\n- threads: %s\n", e->perf_desc[0] ? e->perf_desc : "perf events: not used",
+            e->pin_desc[0] ? e->pin_desc : "not pinned");
+    if (!isnan(e->pagecache_before))
+        fprintf(f, "- page cache: %.1f %% of the model file resident before the first trial, %.1f %% after the last%s\n",
+                e->pagecache_before * 100, e->pagecache_after * 100,
+                e->pagecache_before < 0.99 ? " (**not warm at the start**: the warm-up trial paid for it)" : "");
+    if (e->aa_arm >= 0) {
+        double fl = qw_ab_noise_floor(e, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
+        double ff = qw_ab_noise_floor(e, QW_AB_M_FOOTPRINT_PEAK_MB, QW_AB_DELTA);
+        char fp[64];
+        if (isnan(ff)) snprintf(fp, sizeof fp, "not measured");
+        else if (isinf(ff)) snprintf(fp, sizeof fp, "unbounded (too few pairs)");
+        else snprintf(fp, sizeof fp, "±%.3g MiB", ff);
+        fprintf(f, "- **noise floor** (A/A arm '%s' = the baseline's settings again): decode_tok_s ±%.3g %%, "
+                   "footprint_peak_mb %s; every other arm's interval is widened by its metric's floor, so no "
+                   "difference smaller than it is called\n",
+                e->arms[e->aa_arm].name, fl, fp);
+    } else {
+        fprintf(f, "- noise floor: not measured (no A/A arm: --no-aa)\n");
+    }
+    fprintf(f, "\n");
+}
+
 static void write_md(FILE *f, const qw_ab_experiment *e) {
-    double *v = qw_xmalloc((size_t)(e->n_trials + 1) * sizeof *v);
+    double *v = qw_xmalloc((size_t)(e->n_trials + e->n_speed_trials + 1) * sizeof *v);
     char env[600];
     fprintf(f, "# qwisp ab report\n\n");
     fprintf(f, "- command: `%s`\n", e->command ? e->command : "");
@@ -77,6 +139,7 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
                "bootstrap (%d resamples, seed %llu) widened to the distribution-free sign-test interval (unbounded "
                "below 6 pairs); a criterion holds only if its whole interval satisfies it\n\n",
             e->level * 100, e->resamples, (unsigned long long)e->seed);
+    write_hygiene_md(f, e);
 
     fprintf(f, "## Verdict\n\n| arm | vs | verdict | why | reps to settle |\n|---|---|---|---|---|\n");
     for (int a = 1; a < e->n_arms; a++) {
@@ -111,19 +174,22 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
     fprintf(f, "\n## Paired differences vs '%s' (median [interval]; \"0 in interval\" = no difference detected)\n",
             e->arms[0].name);
     for (int a = 1; a < e->n_arms; a++) {
-        fprintf(f, "\n### %s − %s\n\n| metric | delta | delta_pct | pairs | 0 in interval |\n|---|---|---|---|---|\n",
+        fprintf(f, "\n### %s − %s\n\n| metric | delta | delta_pct | pairs | A/A floor (pct) | 0 in interval |\n"
+                   "|---|---|---|---|---|---|\n",
                 e->arms[a].name, e->arms[0].name);
         for (int m = 0; m < QW_AB_N_METRICS; m++) {
             if (!metric_present(e, m)) continue;
             qw_ab_interval d = qw_ab_paired(e, a, m, QW_AB_DELTA), p = qw_ab_paired(e, a, m, QW_AB_DELTA_PCT);
             if (!d.valid) {
-                fprintf(f, "| %s | – | – | 0 | – |\n", qw_ab_metric_name(m));
+                fprintf(f, "| %s | – | – | 0 | – | – |\n", qw_ab_metric_name(m));
                 continue;
             }
             fprintf(f, "| %s | %+.4g [%+.4g, %+.4g] %s | ", qw_ab_metric_name(m), d.est, d.lo, d.hi, qw_ab_metric_unit(m));
             if (p.valid) fprintf(f, "%+.3g%% [%+.3g, %+.3g] | ", p.est, p.lo, p.hi);
             else fprintf(f, "– | ");
-            fprintf(f, "%d | %s |\n", d.n, d.lo <= 0 && d.hi >= 0 ? "yes" : "no");
+            if (a == e->aa_arm || e->aa_arm < 0) fprintf(f, "%d | – | ", d.n);
+            else fprintf(f, "%d | ±%.3g | ", d.n, p.floor);
+            fprintf(f, "%s |\n", d.lo <= 0 && d.hi >= 0 ? "yes" : "no");
         }
     }
 
@@ -132,8 +198,22 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
 
     fprintf(f, "\n## Footprint over time\n\n![footprint per trial, coloured by arm](footprint.svg)\n");
 
-    fprintf(f, "\n## Trials (run order)\n\n| # | round | arm | status | decode tok/s | prefill tok/s | footprint peak MiB "
-               "| pool peak held MiB | wall ms | majflt |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    if (e->n_speed_trials > 0) {
+        fprintf(f, "\n## Speed trials (one process, run order)\n\n| # | round | arm | status | decode tok/s | median ms/tok "
+                   "| CPU ms/tok | Mcycles/tok | prefill tok/s |\n|---|---|---|---|---|---|---|---|---|\n");
+        for (int i = 0; i < e->n_speed_trials; i++) {
+            const qw_ab_trial *t = &e->speed_trials[i];
+            char r[16];
+            snprintf(r, sizeof r, "%d", t->round);
+            fprintf(f, "| %d | %s | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4g | %.4g |\n", i, t->round < 0 ? "warm-up" : r,
+                    e->arms[t->arm].name, t->ok ? "ok" : t->error, t->m[QW_AB_M_DECODE_TOK_S], t->m[QW_AB_M_DECODE_TOK_S_TRIM],
+                    t->m[QW_AB_M_DECODE_MS_MEDIAN], t->m[QW_AB_M_DECODE_CPU_MS], t->m[QW_AB_M_DECODE_MCYCLES],
+                    t->m[QW_AB_M_PREFILL_TOK_S]);
+        }
+    }
+    fprintf(f, "\n## %s (run order)\n\n| # | round | arm | status | decode tok/s | prefill tok/s | footprint peak MiB "
+               "| pool peak held MiB | wall ms | majflt |\n|---|---|---|---|---|---|---|---|---|---|\n",
+            e->n_speed_trials > 0 ? "Footprint trials (separate processes)" : "Trials");
     for (int i = 0; i < e->n_trials; i++) {
         const qw_ab_trial *t = &e->trials[i];
         char r[16];
@@ -158,6 +238,8 @@ static cJSON *interval_json(qw_ab_interval iv) {
     cJSON_AddNumberToObject(o, "est", iv.est);
     cJSON_AddNumberToObject(o, "lo", iv.lo);
     cJSON_AddNumberToObject(o, "hi", iv.hi);
+    if (iv.floor != 0)
+        cJSON_AddItemToObject(o, "noise_floor", isinf(iv.floor) ? cJSON_CreateString("unbounded") : cJSON_CreateNumber(iv.floor));
     cJSON_AddNumberToObject(o, "n", iv.n);
     cJSON_AddBoolToObject(o, "contains_zero", iv.lo <= 0 && iv.hi >= 0);
     return o;
@@ -175,6 +257,26 @@ static char *build_json(const qw_ab_experiment *e) {
     cJSON_AddNumberToObject(o, "prompt_tokens", e->prompt_tokens);
     cJSON_AddNumberToObject(o, "decode", e->decode);
     cJSON_AddNumberToObject(o, "reps", e->reps);
+    cJSON *hy = cJSON_AddObjectToObject(o, "measurement");
+    cJSON_AddStringToObject(hy, "cpu", e->cpu_model);
+    cJSON_AddStringToObject(hy, "speed", e->n_speed_trials > 0 ? "in-process" : "separate processes");
+    cJSON_AddNumberToObject(hy, "replay_tokens", e->replay_tokens);
+    cJSON_AddNumberToObject(hy, "footprint_decode", e->footprint_decode);
+    cJSON_AddStringToObject(hy, "perf", e->perf_desc);
+    cJSON_AddStringToObject(hy, "pin", e->pin_desc);
+    cJSON_AddItemToObject(hy, "pagecache_before", num_or_null(e->pagecache_before));
+    cJSON_AddItemToObject(hy, "pagecache_after", num_or_null(e->pagecache_after));
+    if (e->aa_arm >= 0) {
+        cJSON_AddStringToObject(hy, "aa_arm", e->arms[e->aa_arm].name);
+        cJSON *nf = cJSON_AddObjectToObject(hy, "noise_floor");
+        for (int m = 0; m < QW_AB_N_METRICS; m++) {
+            double d = qw_ab_noise_floor(e, m, QW_AB_DELTA), p = qw_ab_noise_floor(e, m, QW_AB_DELTA_PCT);
+            if (isnan(d)) continue;
+            cJSON *mo = cJSON_AddObjectToObject(nf, qw_ab_metric_name(m));
+            cJSON_AddItemToObject(mo, "delta", isinf(d) ? cJSON_CreateString("unbounded") : cJSON_CreateNumber(d));
+            cJSON_AddItemToObject(mo, "delta_pct", isinf(p) || isnan(p) ? cJSON_CreateString("unbounded") : cJSON_CreateNumber(p));
+        }
+    }
     cJSON *st = cJSON_AddObjectToObject(o, "statistic");
     cJSON_AddStringToObject(st, "estimate", "median of paired differences (paired by round)");
     cJSON_AddStringToObject(st, "interval", "percentile bootstrap of the median, widened to the sign-test interval");
@@ -190,7 +292,7 @@ static char *build_json(const qw_ab_experiment *e) {
     cJSON_AddBoolToObject(cr, "read_before_first_trial", strcmp(e->criteria_read_at, e->first_trial_at) <= 0);
     cJSON_AddStringToObject(o, "finished_at", e->finished_at);
     cJSON *arms = cJSON_AddArrayToObject(o, "arms");
-    double *v = qw_xmalloc((size_t)(e->n_trials + 1) * sizeof *v);
+    double *v = qw_xmalloc((size_t)(e->n_trials + e->n_speed_trials + 1) * sizeof *v);
     for (int a = 0; a < e->n_arms; a++) {
         cJSON *ao = cJSON_CreateObject();
         cJSON_AddItemToArray(arms, ao);
@@ -230,6 +332,21 @@ static char *build_json(const qw_ab_experiment *e) {
         if (!strcmp(vd->verdict, "inconclusive")) cJSON_AddNumberToObject(vo, "suggest_reps", vd->suggest_reps);
     }
     free(v);
+    cJSON *sp = cJSON_AddArrayToObject(o, "speed_trials");
+    for (int i = 0; i < e->n_speed_trials; i++) {
+        const qw_ab_trial *t = &e->speed_trials[i];
+        cJSON *to = cJSON_CreateObject();
+        cJSON_AddItemToArray(sp, to);
+        cJSON_AddNumberToObject(to, "index", i);
+        cJSON_AddStringToObject(to, "arm", e->arms[t->arm].name);
+        cJSON_AddNumberToObject(to, "round", t->round);
+        cJSON_AddBoolToObject(to, "warmup", t->round < 0);
+        cJSON_AddBoolToObject(to, "ok", t->ok);
+        if (!t->ok) cJSON_AddStringToObject(to, "error", t->error);
+        cJSON *mo = cJSON_AddObjectToObject(to, "metrics");
+        for (int m = 0; m < QW_AB_N_METRICS; m++)
+            if (!isnan(t->m[m])) cJSON_AddNumberToObject(mo, qw_ab_metric_name(m), t->m[m]);
+    }
     cJSON *tr = cJSON_AddArrayToObject(o, "trials");
     for (int i = 0; i < e->n_trials; i++) {
         const qw_ab_trial *t = &e->trials[i];

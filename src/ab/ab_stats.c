@@ -16,6 +16,26 @@
  * interval [x_(k), x_(n-k+1)], k the largest with 2·P(Bin(n,½) < k) ≤ 1−level,
  * whose coverage is at least `level` for any distribution.  When no such k
  * exists (n < 6 at 95%) the interval is unbounded: a verdict needs ≥ 6 pairs.
+ *
+ * The noise floor: an experiment may carry an A/A arm (the baseline's
+ * settings run again as if they were another arm).  Its interval is what
+ * "no difference" looks like on this machine today; the floor is the largest
+ * |difference| inside it, and every other arm's interval is widened by it on
+ * both sides.  So no arm is ever called different by less than the A/A pair
+ * differed — and when the A/A pair has no interval, nothing is called.
+ *
+ * Bracketing (the in-process speed trials, qw_ab_schedule): the machine
+ * drifts (other tenants' memory traffic, clocks, a neighbour's build) on the
+ * scale of seconds to minutes, so two trials of a round run seconds apart
+ * differ by the drift between them.  Every non-baseline trial runs between
+ * two baseline trials and is compared with their mean: a drift that is
+ * linear over those three trials cancels exactly.
+ *
+ * Per-token statistics (the in-process speed trials time every decode token):
+ * a trial's decode_tok_s is its tokens / their total time, as `qwisp run`
+ * reports it — untrimmed, because a cost the arm itself causes on a few
+ * tokens (an eviction, an mmap) must count; decode_tok_s_trim = 1000 / the
+ * 10 % trimmed mean and decode_ms_median are the robust views beside it.
  */
 #include "qwisp/ab.h"
 
@@ -115,6 +135,49 @@ int qw_ab_suggest_reps(int n, double est, double half, double threshold) {
     return r > n ? r : n + 1;
 }
 
+double qw_ab_trimmed_mean(const double *x, int n, double trim) {
+    if (n <= 0) return NAN;
+    if (trim >= 0.5) return qw_ab_median(x, n);
+    double *s = qw_xmalloc((size_t)n * sizeof *s);
+    memcpy(s, x, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    int cut = trim > 0 ? (int)floor(trim * n) : 0;
+    double sum = 0;
+    for (int i = cut; i < n - cut; i++) sum += s[i];
+    free(s);
+    return sum / (n - 2 * cut);
+}
+
+qw_ab_tokstats qw_ab_token_stats(const double *x, int n) {
+    qw_ab_tokstats t = {.n = n, .median = NAN, .trimmed_mean = NAN, .q1 = NAN, .q3 = NAN, .min = NAN, .max = NAN};
+    if (n <= 0) return t;
+    t.median = qw_ab_median(x, n);
+    t.trimmed_mean = qw_ab_trimmed_mean(x, n, 0.1);
+    t.q1 = qw_ab_quantile(x, n, 0.25);
+    t.q3 = qw_ab_quantile(x, n, 0.75);
+    t.min = qw_ab_quantile(x, n, 0);
+    t.max = qw_ab_quantile(x, n, 1);
+    return t;
+}
+
+int qw_ab_schedule(int n_arms, int reps, int *sched) {
+    int n = 0;
+    if (sched) sched[n] = 0, sched[n + 1] = 0;
+    n = 2;
+    for (int r = 0; r < reps; r++)
+        for (int i = 1; i < n_arms; i++) {
+            int a = (r % 2 == 0) ? i : n_arms - i;
+            if (sched) sched[n] = a, sched[n + 1] = 0;
+            n += 2;
+        }
+    return n;
+}
+
+void qw_ab_schedule_rounds(const int *sched, int n, int *rounds) {
+    int seen[64] = {0};
+    for (int i = 0; i < n; i++) rounds[i] = i == 0 ? -1 : seen[sched[i] & 63]++;
+}
+
 void qw_ab_order(int n_arms, int reps, int *order) {
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < n_arms; i++) order[r * n_arms + i] = (r % 2 == 0) ? i : n_arms - 1 - i;
@@ -122,19 +185,47 @@ void qw_ab_order(int n_arms, int reps, int *order) {
 
 /* ---- an experiment's paired differences ------------------------------------- */
 
-static const qw_ab_trial *find_trial(const qw_ab_experiment *e, int arm, int round) {
-    for (int i = 0; i < e->n_trials; i++)
-        if (e->trials[i].arm == arm && e->trials[i].round == round) return &e->trials[i];
+bool qw_ab_is_speed_metric(int m) {
+    return m == QW_AB_M_DECODE_TOK_S || m == QW_AB_M_DECODE_TOK_S_TRIM || m == QW_AB_M_PREFILL_TOK_S || m == QW_AB_M_TTFT_MS ||
+           m == QW_AB_M_DECODE_MS_MEDIAN || m == QW_AB_M_DECODE_CPU_MS || m == QW_AB_M_DECODE_MCYCLES;
+}
+
+static const qw_ab_trial *find_trial(const qw_ab_trial *tr, int n_tr, int arm, int round) {
+    for (int i = 0; i < n_tr; i++)
+        if (tr[i].arm == arm && tr[i].round == round) return &tr[i];
     return NULL;
 }
 
-qw_ab_interval qw_ab_paired(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind) {
+/* The baseline value a trial is compared with: in-process trials are
+ * bracketed (the mean of the baseline trials right before and after it);
+ * separate processes are paired by round. */
+static bool reference(const qw_ab_experiment *e, const qw_ab_trial *tr, int n_tr, const qw_ab_trial *a, int metric,
+                      double *vb) {
+    if (tr == e->speed_trials) {
+        long i = a - tr;
+        if (i < 1 || i + 1 >= n_tr) return false;
+        const qw_ab_trial *p = &tr[i - 1], *q = &tr[i + 1];
+        if (p->arm != 0 || q->arm != 0 || !p->ok || !q->ok) return false;
+        *vb = (p->m[metric] + q->m[metric]) / 2;
+        return true;
+    }
+    const qw_ab_trial *b = find_trial(tr, n_tr, 0, a->round);
+    if (!b || !b->ok) return false;
+    *vb = b->m[metric];
+    return true;
+}
+
+qw_ab_interval qw_ab_paired_raw(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind) {
+    const qw_ab_trial *tr = e->trials;
+    int n_tr = e->n_trials;
+    if (e->n_speed_trials > 0 && qw_ab_is_speed_metric(metric)) tr = e->speed_trials, n_tr = e->n_speed_trials;
     double *d = qw_xmalloc((size_t)(e->reps > 0 ? e->reps : 1) * sizeof *d);
     int n = 0;
     for (int r = 0; r < e->reps; r++) {
-        const qw_ab_trial *a = find_trial(e, arm, r), *b = find_trial(e, 0, r);
-        if (!a || !b || !a->ok || !b->ok) continue;
-        double va = a->m[metric], vb = b->m[metric];
+        const qw_ab_trial *a = find_trial(tr, n_tr, arm, r);
+        double va, vb;
+        if (!a || !a->ok || !reference(e, tr, n_tr, a, metric, &vb)) continue;
+        va = a->m[metric];
         if (isnan(va) || isnan(vb)) continue;
         if (kind == QW_AB_DELTA_PCT) {
             if (vb == 0) {
@@ -153,10 +244,31 @@ qw_ab_interval qw_ab_paired(const qw_ab_experiment *e, int arm, int metric, qw_a
     return iv;
 }
 
+double qw_ab_noise_floor(const qw_ab_experiment *e, int metric, qw_ab_kind kind) {
+    if (e->aa_arm < 0 || e->aa_arm >= e->n_arms) return 0;
+    qw_ab_interval aa = qw_ab_paired_raw(e, e->aa_arm, metric, kind);
+    if (aa.n == 0) return NAN;
+    if (!aa.valid) return INFINITY;
+    return fmax(fabs(aa.lo), fabs(aa.hi));
+}
+
+qw_ab_interval qw_ab_paired(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind) {
+    qw_ab_interval iv = qw_ab_paired_raw(e, arm, metric, kind);
+    if (arm == e->aa_arm || e->aa_arm < 0 || !iv.valid) return iv;
+    double f = qw_ab_noise_floor(e, metric, kind);
+    if (isnan(f)) return iv;
+    iv.floor = f;
+    iv.lo -= f;
+    iv.hi += f;
+    return iv;
+}
+
 int qw_ab_failed(const qw_ab_experiment *e, int arm) {
     int f = 0;
     for (int i = 0; i < e->n_trials; i++)
         if (e->trials[i].arm == arm && e->trials[i].round >= 0 && !e->trials[i].ok) f++;
+    for (int i = 0; i < e->n_speed_trials; i++)
+        if (e->speed_trials[i].arm == arm && e->speed_trials[i].round >= 0 && !e->speed_trials[i].ok) f++;
     return f;
 }
 
@@ -177,6 +289,15 @@ void qw_ab_analyze(qw_ab_experiment *e) {
     for (int a = 1; a < e->n_arms; a++) {
         qw_ab_verdict *v = &e->verdicts[a];
         int f = qw_ab_failed(e, a);
+        if (a == e->aa_arm && !f && !base_failed) {
+            *v = (qw_ab_verdict){.rule = -1, .unknown_rule = -1};
+            snprintf(v->verdict, sizeof v->verdict, "noise-floor");
+            double fl = qw_ab_noise_floor(e, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
+            snprintf(v->why, sizeof v->why,
+                     "A/A pair (the baseline's settings twice): decode_tok_s differs by up to %.2f %% by chance; "
+                     "every other arm's interval is widened by its A/A floor", fl);
+            continue;
+        }
         if (f || base_failed) {
             *v = (qw_ab_verdict){.rule = -1, .unknown_rule = -1};
             snprintf(v->verdict, sizeof v->verdict, "failed");

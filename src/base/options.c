@@ -129,6 +129,23 @@ int qw_opt_set(qw_opt id, const char *text, const char *source, qw_error *err) {
     return assign(id, text, source, err);
 }
 
+void qw_opt_reset(qw_opt id) {
+    const opt_def *d = &g_defs[id];
+    qw_error err = {0};
+    const char *env = getenv(d->name);
+    char src[48] = "env";
+    if (!env && d->alias) {
+        env = getenv(d->alias);
+        snprintf(src, sizeof src, "env (%s)", d->alias);
+    }
+    if (env && *env && assign(id, env, src, &err) == 0) return;
+    if (d->def && assign(id, d->def, "default", &err) == 0) return;
+    free(g_vals[id].text);
+    g_vals[id].text = NULL;
+    g_vals[id].ival = 0;
+    snprintf(g_vals[id].source, sizeof g_vals[id].source, "unset");
+}
+
 int64_t qw_opt_int(qw_opt id) { return g_vals[id].ival; }
 const char *qw_opt_str(qw_opt id) { return g_vals[id].text; }
 const char *qw_opt_name(qw_opt id) { return g_defs[id].name; }

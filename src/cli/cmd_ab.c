@@ -10,9 +10,16 @@
  *      been started) and note the time;
  *   3. hash the binary, build each arm's environment = the parent's minus every
  *      variable any arm touches (and its alias), plus the arm's settings;
- *   4. a warm-up trial (discarded), then reps rounds in balanced order;
- *   5. check that each child saw exactly its arm's knobs (its --json "knobs");
- *   6. analyse, write report.md / report.json / footprint.svg, print verdicts.
+ *   4. the speed side: one `qwisp ab-worker` process runs every arm in turn
+ *      (warm-up + balanced rounds, cmd_ab_worker.c) when every arm only
+ *      switches the pool's policy (--speed inproc, the default); else the
+ *      speed comes from the separate processes of step 5 (--speed process);
+ *   5. the footprint side: a warm-up trial (discarded), then rounds in
+ *      balanced order, each trial a fresh process;
+ *   6. check that each child saw exactly its arm's knobs (its --json "knobs");
+ *   7. analyse — every arm's intervals widened by the A/A arm's (the
+ *      baseline's settings again, added unless --no-aa) — write report.md /
+ *      report.json / footprint.svg, print verdicts and the noise floor.
  */
 #include "cli_common.h"
 #include "commands.h"
@@ -51,7 +58,16 @@ static const char *usage_text =
     "  --raw-c N            streaming: QWISP_RAW_C=N for every arm\n"
     "  --simulate NGB       run each trial under `qwisp simulate NGB --` (docs/tiers.md)\n"
     "  --sample-ms MS       footprint sampling interval from outside (default 25)\n"
-    "  --out DIR            report directory (default ab-report)\n";
+    "  --out DIR            report directory (default ab-report)\n"
+    "  --speed inproc|process  where decode/prefill speed is measured: one process alternating the arms\n"
+    "                       (default; arms may only set QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT,\n"
+    "                       QWISP_POOL_DECAY_MS) or the footprint trials' separate processes\n"
+    "  --replay N           inproc: prompt tokens re-prefilled per trial (default: the whole prompt)\n"
+    "  --footprint-decode N decode tokens of the footprint trials (default: --decode)\n"
+    "  --footprint-reps R   rounds of footprint trials (default: --reps; 0 = none, speed only)\n"
+    "  --no-aa              no A/A arm (default: arm 'aa' = the baseline's settings again; its spread is\n"
+    "                       the noise floor every other arm's interval is widened by)\n"
+    "  --no-pin, --no-perf  inproc: do not pin threads / do not read perf_event_open counters\n";
 
 static int knob_index(const char *name, size_t len) {
     for (int i = 0; i < N_KNOBS; i++)
@@ -230,11 +246,151 @@ static bool knobs_match(const qw_ab_trial *t, char **env, bool simulated, char *
 
 static void add_arg(char **argv, int *n, const char *s) { argv[(*n)++] = (char *)s; }
 
+static void cpu_model(char *out, size_t cap) {
+    snprintf(out, cap, "(unknown CPU)");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "processor", 9)) n++;
+        if (!strncmp(line, "model name", 10) && !strcmp(out, "(unknown CPU)")) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c += 1 + (c[1] == ' ');
+                c[strcspn(c, "\n")] = 0;
+                snprintf(out, cap, "%s", c);
+            }
+        }
+    }
+    fclose(f);
+    size_t o = strlen(out);
+    snprintf(out + o, cap - o, ", %d logical CPUs", n);
+}
+
+static double jnum(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* The speed side in one process (cmd_ab_worker.c): runs it (under `qwisp
+ * simulate` when asked), then turns its JSON into e->speed_trials.  A worker
+ * that fails makes every speed trial a failed one, with its reason. */
+static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **common, int n_common, const char *simulate,
+                        const char *trial_dir, int sample_ms, int reps, bool pin, bool use_perf) {
+    int n_arms = e->n_arms, n = qw_ab_schedule(n_arms, reps, NULL);
+    e->speed_trials = qw_xcalloc((size_t)n, sizeof *e->speed_trials);
+    e->n_speed_trials = n;
+    int *sched = qw_xcalloc((size_t)n, sizeof *sched), *rounds = qw_xcalloc((size_t)n, sizeof *rounds);
+    qw_ab_schedule(n_arms, reps, sched);
+    qw_ab_schedule_rounds(sched, n, rounds);
+    for (int i = 0; i < n; i++) {
+        e->speed_trials[i].arm = sched[i];
+        e->speed_trials[i].round = rounds[i];
+        for (int m = 0; m < QW_AB_N_METRICS; m++) e->speed_trials[i].m[m] = NAN;
+    }
+    free(sched);
+    free(rounds);
+    /* argv: [simulate N --] ab-worker -m M --prompt-tokens N --decode D --replay R --reps K --arm … */
+    char np[32], nd[32], nr[32], nk[32];
+    snprintf(np, sizeof np, "%d", e->prompt_tokens);
+    snprintf(nd, sizeof nd, "%d", e->decode);
+    snprintf(nr, sizeof nr, "%d", e->replay_tokens);
+    snprintf(nk, sizeof nk, "%d", reps);
+    char **argv = qw_xcalloc((size_t)(32 + 2 * n_arms), sizeof *argv);
+    char **specs = qw_xcalloc((size_t)n_arms, sizeof *specs);
+    int c = 0;
+    add_arg(argv, &c, "qwisp");
+    if (simulate) {
+        add_arg(argv, &c, "simulate");
+        add_arg(argv, &c, simulate);
+        add_arg(argv, &c, "--");
+        add_arg(argv, &c, "/proc/self/exe");
+    }
+    const char *fixed[] = {"ab-worker", "-m", e->model, "--prompt-tokens", np, "--decode", nd, "--replay", nr, "--reps", nk};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) add_arg(argv, &c, fixed[i]);
+    if (!pin) add_arg(argv, &c, "--no-pin");
+    if (!use_perf) add_arg(argv, &c, "--no-perf");
+    for (int a = 0; a < n_arms; a++) {
+        specs[a] = qw_xcalloc(2048, 1);
+        size_t o = (size_t)snprintf(specs[a], 2048, "%s:", e->arms[a].name);
+        for (int j = 0; j < e->arms[a].n_set + e->arms[a].n_unset && o < 2048; j++) {
+            const char *kv = j < e->arms[a].n_set ? e->arms[a].set[j] : e->arms[a].unset[j - e->arms[a].n_set];
+            o += (size_t)snprintf(specs[a] + o, 2048 - o, "%s%s%s", j ? "," : "", kv, j >= e->arms[a].n_set ? "=" : "");
+        }
+        add_arg(argv, &c, "--arm");
+        add_arg(argv, &c, specs[a]);
+    }
+    argv[c] = NULL;
+    /* the worker's env: the parent's minus every touched variable, plus the tier's */
+    qw_ab_arm none = {0};
+    char **env = arm_env(base, n_base, common, n_common, &none);
+    char so[4200], se[4200];
+    snprintf(so, sizeof so, "%s/speed-worker.json", trial_dir);
+    snprintf(se, sizeof se, "%s/speed-worker.stderr", trial_dir);
+    /* the worker's footprint is not a metric (arms share it): sample rarely, to perturb it less */
+    qw_ab_spawn sp = {.exe = "/proc/self/exe", .argv = argv, .envp = env, .stdout_path = so, .stderr_path = se,
+                      .sample_ms = sample_ms > 1000 ? sample_ms : 1000};
+    qw_ab_trial w = {0};
+    qw_error err = {0};
+    fprintf(stderr, "[ab] speed: one process, %d trials (1 warm-up, %d rounds of %d arms each bracketed by the baseline), "
+                    "replay %d + decode %d tokens each\n", n, reps, n_arms - 1, e->replay_tokens, e->decode);
+    int rc = qw_ab_trial_run(&sp, &w, &err);
+    cJSON *o = NULL;
+    if (rc == 0 && (w.ok || w.exit_code == 0)) {
+        char *json = qw_read_file(so, 0, NULL, NULL);
+        o = json ? cJSON_Parse(json) : NULL;
+        free(json);
+    }
+    const cJSON *arr = o ? cJSON_GetObjectItemCaseSensitive(o, "trials") : NULL;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != n) {
+        const char *why = rc ? err.msg : w.error[0] ? w.error : "no trials in its JSON";
+        for (int i = 0; i < n; i++) snprintf(e->speed_trials[i].error, sizeof e->speed_trials[i].error, "speed worker: %.200s", why);
+        fprintf(stderr, "[ab] speed worker FAILED: %s\n", why);
+    } else {
+        const cJSON *s;
+        snprintf(e->perf_desc, sizeof e->perf_desc, "%s",
+                 cJSON_IsString(s = cJSON_GetObjectItemCaseSensitive(o, "perf")) ? s->valuestring : "");
+        snprintf(e->pin_desc, sizeof e->pin_desc, "%s",
+                 cJSON_IsString(s = cJSON_GetObjectItemCaseSensitive(o, "pin")) ? s->valuestring : "");
+        const char *hash0 = NULL;
+        int i = 0;
+        cJSON_ArrayForEach(s, arr) {
+            qw_ab_trial *t = &e->speed_trials[i++];
+            t->ok = (int)jnum(s, "arm") == t->arm && (int)jnum(s, "round") == t->round;
+            if (!t->ok) snprintf(t->error, sizeof t->error, "speed worker ran its trials in another order");
+            static const int ms[] = {QW_AB_M_DECODE_TOK_S, QW_AB_M_DECODE_TOK_S_TRIM, QW_AB_M_DECODE_MS_MEDIAN, QW_AB_M_DECODE_CPU_MS,
+                                     QW_AB_M_DECODE_MCYCLES, QW_AB_M_PREFILL_TOK_S, QW_AB_M_TTFT_MS};
+            for (size_t k = 0; k < sizeof ms / sizeof *ms; k++) t->m[ms[k]] = jnum(s, qw_ab_metric_name(ms[k]));
+            const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "tokens_hash");
+            if (cJSON_IsString(h)) {
+                if (!hash0) hash0 = h->valuestring;
+                else if (strcmp(hash0, h->valuestring) && t->ok) {
+                    t->ok = false;
+                    snprintf(t->error, sizeof t->error, "generated other tokens than the first trial (%s vs %s)",
+                             h->valuestring, hash0);
+                }
+            }
+        }
+        double fb = jnum(o, "pagecache_before");
+        if (!isnan(fb)) e->pagecache_before = fb;
+        fprintf(stderr, "[ab] speed: %s; %s\n", e->perf_desc, e->pin_desc);
+    }
+    cJSON_Delete(o);
+    qw_ab_trial_free(&w);
+    free(env);
+    for (int a = 0; a < n_arms; a++) free(specs[a]);
+    free(specs);
+    free(argv);
+}
+
 int qw_cmd_ab(int argc, char **argv) {
     const char *C = "ab";
     const char *crit_path = NULL, *model_flag = NULL, *out_dir = "ab-report", *tier = "resident", *simulate = NULL;
-    long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1;
-    qw_ab_arm arms[16];
+    long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1, replay = -1, fp_decode = -1, fp_reps = -1;
+    bool aa = true, pin = true, use_perf = true;
+    const char *speed = "inproc";
+    qw_ab_arm arms[17];
     int n_arms = 0, rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -243,7 +399,21 @@ int qw_cmd_ab(int argc, char **argv) {
             fputs(usage_text, stdout);
             return 0;
         }
+        if (!strcmp(argv[i], "--no-aa")) { aa = false; continue; }
+        if (!strcmp(argv[i], "--no-pin")) { pin = false; continue; }
+        if (!strcmp(argv[i], "--no-perf")) { use_perf = false; continue; }
         if (QW_CLI_FLAG("--criteria")) { if (r < 0) goto out; crit_path = v; }
+        else if (QW_CLI_FLAG("--speed")) {
+            if (r < 0) goto out;
+            if (strcmp(v, "inproc") && strcmp(v, "process")) {
+                fprintf(stderr, "qwisp ab: --speed '%s': expected inproc or process\n", v);
+                goto out;
+            }
+            speed = v;
+        }
+        else if (QW_CLI_FLAG("--replay")) { if (r < 0 || qw_cli_long("ab", "--replay", v, 1, 1 << 22, &replay)) goto out; }
+        else if (QW_CLI_FLAG("--footprint-decode")) { if (r < 0 || qw_cli_long("ab", "--footprint-decode", v, 1, 1 << 20, &fp_decode)) goto out; }
+        else if (QW_CLI_FLAG("--footprint-reps")) { if (r < 0 || qw_cli_long("ab", "--footprint-reps", v, 0, 1000, &fp_reps)) goto out; }
         else if (QW_CLI_FLAG("-m")) { if (r < 0) goto out; model_flag = v; }
         else if (QW_CLI_FLAG("--out")) { if (r < 0) goto out; out_dir = v; }
         else if (QW_CLI_FLAG("--tier")) {
@@ -285,6 +455,39 @@ int qw_cmd_ab(int argc, char **argv) {
         fprintf(stderr, "qwisp ab: need --criteria FILE and at least two --arm\n%s", usage_text);
         goto out;
     }
+    bool inproc = !strcmp(speed, "inproc");
+    for (int a = 0; inproc && a < n_arms; a++) {
+        for (int j = 0; j < arms[a].n_set + arms[a].n_unset; j++) {
+            const char *kv = j < arms[a].n_set ? arms[a].set[j] : arms[a].unset[j - arms[a].n_set];
+            if (!qw_ab_worker_switchable(kv, var_len(kv))) {
+                fprintf(stderr, "qwisp ab: --arm '%s': %.*s cannot be switched inside one process (only the pool's "
+                                "policy can); use --speed process\n", arms[a].spec, (int)var_len(kv), kv);
+                goto out;
+            }
+        }
+    }
+    int aa_arm = -1;
+    if (aa) { /* the baseline's settings again, as one more arm */
+        qw_ab_arm *b = &arms[0], *x = &arms[n_arms];
+        memset(x, 0, sizeof *x);
+        for (int j = 0; j < n_arms; j++)
+            if (!strcmp(arms[j].name, "aa")) {
+                fprintf(stderr, "qwisp ab: an arm is named 'aa', the name of the A/A arm; rename it or pass --no-aa\n");
+                goto out;
+            }
+        snprintf(x->name, sizeof x->name, "aa");
+        char bname[QW_AB_WORD];
+        memcpy(bname, b->name, sizeof bname);
+        snprintf(x->spec, sizeof x->spec, "aa: A/A, the settings of '%s' again", bname);
+        x->set = qw_xcalloc(64, sizeof *x->set);
+        x->unset = qw_xcalloc(64, sizeof *x->unset);
+        for (int j = 0; j < b->n_set; j++) x->set[x->n_set++] = qw_xstrdup(b->set[j]);
+        for (int j = 0; j < b->n_unset; j++) x->unset[x->n_unset++] = qw_xstrdup(b->unset[j]);
+        aa_arm = n_arms++;
+    }
+    if (fp_decode < 0) fp_decode = decode;
+    if (fp_reps < 0) fp_reps = reps;
+    if (!inproc) fp_reps = reps; /* the speed comes from these trials: one count of rounds */
     /* tier settings, common to every arm */
     char *common[4];
     int n_common = 0;
@@ -321,7 +524,11 @@ int qw_cmd_ab(int argc, char **argv) {
     }
     qw_ab_experiment e = {.arms = arms, .n_arms = n_arms, .reps = (int)reps, .crit = &crit, .criteria_path = crit_path,
                           .tier = tier, .prompt_tokens = (int)prompt, .decode = (int)decode, .resamples = 2000,
-                          .level = 0.95, .seed = 20260101};
+                          .level = 0.95, .seed = 20260101, .aa_arm = aa_arm,
+                          .replay_tokens = (int)(replay < 0 || replay > prompt ? prompt : replay),
+                          .footprint_decode = (int)fp_decode};
+    if (fp_reps > e.reps) e.reps = (int)fp_reps;
+    cpu_model(e.cpu_model, sizeof e.cpu_model);
     utc_now(e.criteria_read_at);
     rc = 1;
     const char *model = qw_cli_model_path("ab", model_flag);
@@ -369,7 +576,7 @@ int qw_cmd_ab(int argc, char **argv) {
     for (int a = 0; a < n_arms; a++) envs[a] = arm_env(base, n_base, common, n_common, &arms[a]);
     char np[32], nd[32];
     snprintf(np, sizeof np, "%ld", prompt);
-    snprintf(nd, sizeof nd, "%ld", decode);
+    snprintf(nd, sizeof nd, "%ld", fp_decode);
     char *cargv[24];
     int cn = 0;
     add_arg(cargv, &cn, "qwisp");
@@ -388,16 +595,24 @@ int qw_cmd_ab(int argc, char **argv) {
         co += (size_t)snprintf(e.child_cmd + co, sizeof e.child_cmd - co, " %s", i == run_at - 1 && simulate ? "qwisp" : cargv[i]);
 
     /* 4. warm-up + balanced rounds */
-    int n_trials = 1 + (int)reps * n_arms;
-    int *order = qw_xcalloc((size_t)reps * (size_t)n_arms, sizeof *order);
-    qw_ab_order(n_arms, (int)reps, order);
-    e.trials = qw_xcalloc((size_t)n_trials, sizeof *e.trials);
+    int n_trials = fp_reps > 0 ? 1 + (int)fp_reps * n_arms : 0; /* 0: speed only */
+    int *order = qw_xcalloc((size_t)(fp_reps > 0 ? fp_reps : 1) * (size_t)n_arms, sizeof *order);
+    qw_ab_order(n_arms, (int)fp_reps, order);
+    e.trials = qw_xcalloc((size_t)(n_trials ? n_trials : 1), sizeof *e.trials);
     e.n_trials = n_trials;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     utc_now(e.first_trial_at);
     fprintf(stderr, "[ab] criteria %s sha256 %.16s… parsed (%d rules); %d trials (1 warm-up + %ld rounds x %d arms) -> %s\n",
-            crit_path, crit.sha256, crit.n_rules, n_trials, reps, n_arms, out_dir);
+            crit_path, crit.sha256, crit.n_rules, n_trials, fp_reps, n_arms, out_dir);
+    e.pagecache_before = qw_ab_pagecache_fraction(model);
+    if (inproc) {
+        snprintf(e.speed_mode, sizeof e.speed_mode, "in-process");
+        speed_phase(&e, base, n_base, common, n_common, simulate, trial_dir, (int)sample_ms, (int)reps, pin, use_perf);
+    } else {
+        snprintf(e.speed_mode, sizeof e.speed_mode, "separate processes");
+        snprintf(e.perf_desc, sizeof e.perf_desc, "perf events: not used (speed from separate processes)");
+    }
     for (int i = 0; i < n_trials; i++) {
         qw_ab_trial *t = &e.trials[i];
         t->arm = i == 0 ? 0 : order[i - 1];
@@ -428,8 +643,9 @@ int qw_cmd_ab(int argc, char **argv) {
                     arms[t->arm].name, t->error);
     }
     utc_now(e.finished_at);
+    e.pagecache_after = qw_ab_pagecache_fraction(model);
 
-    /* 6. verdicts and the report */
+    /* 7. verdicts and the report */
     qw_ab_analyze(&e);
     if (qw_ab_report_write(&e, out_dir, &err)) {
         fprintf(stderr, "qwisp ab: %s\n", err.msg);
@@ -441,11 +657,19 @@ int qw_cmd_ab(int argc, char **argv) {
             printf(" (about %d reps would settle it)", e.verdicts[a].suggest_reps);
         printf(" — %s\n", e.verdicts[a].why);
     }
+    if (aa_arm >= 0) {
+        double fl = qw_ab_noise_floor(&e, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
+        qw_ab_interval iv = qw_ab_paired_raw(&e, aa_arm, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
+        printf("noise floor (A/A, %s): decode_tok_s %+.3f %% [%+.3f, %+.3f] over %d pairs -> differences within "
+               "±%.3f %% are not called\n", e.speed_mode, iv.est, iv.lo, iv.hi, iv.n, fl);
+    }
     printf("report: %s/report.md (+ report.json, footprint.svg)\n", out_dir);
     rc = 0;
 out_trials:
     for (int i = 0; i < e.n_trials; i++) qw_ab_trial_free(&e.trials[i]);
     free(e.trials);
+    for (int i = 0; i < e.n_speed_trials; i++) qw_ab_trial_free(&e.speed_trials[i]);
+    free(e.speed_trials);
     free(e.verdicts);
     free(order);
     for (int a = 0; a < n_arms; a++) free(envs[a]);

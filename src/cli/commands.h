@@ -5,6 +5,8 @@
 #ifndef QWISP_CLI_COMMANDS_H
 #define QWISP_CLI_COMMANDS_H
 
+#include <stddef.h>
+
 int qw_cmd_run(int argc, char **argv);       /* generate text */
 int qw_cmd_logits(int argc, char **argv);    /* teacher-forced logits (parity tests) */
 int qw_cmd_info(int argc, char **argv);      /* metadata + tensor table */
@@ -19,6 +21,9 @@ int qw_cmd_simulate(int argc, char **argv);  /* simulate NGB [--ram-gb X] [-- CM
 int qw_cmd_bench(int argc, char **argv);     /* pp/tg tok/s + bandwidth roofline */
 int qw_cmd_tune(int argc, char **argv);      /* kernel parameters measured and cached */
 int qw_cmd_ab(int argc, char **argv);        /* paired A/B with kill criteria (docs/ab.md) */
+int qw_cmd_ab_worker(int argc, char **argv); /* ab's in-process speed trials (cmd_ab_worker.c) */
+/* 1 when an in-process arm may switch this knob (the pool's policy only). */
+int qw_ab_worker_switchable(const char *name, size_t len);
 
 int qw_cmd_convert(int argc, char **argv);   /* Hugging Face checkpoint -> GGUF */
 #endif

@@ -39,6 +39,7 @@ static const subcommand g_cmds[] = {
     {"simulate", qw_cmd_simulate, "run a command as if on a machine with N GB of RAM (cgroup), or hold ballast"},
     {"ab", qw_cmd_ab, "paired A/B experiment with pre-registered kill criteria (docs/ab.md)"},
     {"tune", qw_cmd_tune, "measure this machine's kernel parameters once and cache them (see qwisp config)"},
+    {"ab-worker", qw_cmd_ab_worker, "(started by ab) the speed trials, every arm inside one process"},
     {"bench", qw_cmd_bench, "prefill/decode tok/s (llama-bench style) and the bandwidth roofline"},
 };
 

@@ -200,6 +200,71 @@ int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
     return c->n_past;
 }
 
+struct qw_ctx_mark {
+    int32_t n_past;
+    int n_layer;
+    void **conv, **delta; /* [n_layer], NULL for attention layers */
+};
+
+qw_ctx_mark *qw_ctx_mark_save(const qw_ctx *c) {
+    const qw_hparams *hp = &c->m->hp;
+    qw_ctx_mark *mk = calloc(1, sizeof *mk);
+    if (!mk) return NULL;
+    mk->n_past = c->n_past;
+    mk->n_layer = hp->n_layer;
+    mk->conv = calloc((size_t)hp->n_layer, sizeof *mk->conv);
+    mk->delta = calloc((size_t)hp->n_layer, sizeof *mk->delta);
+    if (!mk->conv || !mk->delta) goto oom;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->m->layers[il].recurrent) continue;
+        size_t nc = qw_model_conv_state_bytes(hp), nd = qw_model_delta_state_bytes(hp);
+        mk->conv[il] = malloc(nc);
+        mk->delta[il] = malloc(nd);
+        if (!mk->conv[il] || !mk->delta[il]) goto oom;
+        memcpy(mk->conv[il], c->conv[il], nc);
+        memcpy(mk->delta[il], c->delta[il], nd);
+    }
+    return mk;
+oom:
+    qw_ctx_mark_free(mk);
+    return NULL;
+}
+
+void qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk) {
+    const qw_hparams *hp = &c->m->hp;
+    for (int il = 0; il < hp->n_layer && il < mk->n_layer; il++) {
+        if (!mk->conv[il]) continue;
+        memcpy(c->conv[il], mk->conv[il], qw_model_conv_state_bytes(hp));
+        memcpy(c->delta[il], mk->delta[il], qw_model_delta_state_bytes(hp));
+    }
+    c->n_past = mk->n_past;
+}
+
+void qw_ctx_release_growth(qw_ctx *c) {
+    qw_pool_free(c->xq);
+    qw_pool_free(c->attn_scratch);
+    c->xq = c->attn_scratch = NULL;
+    c->xq_cap = c->attn_scratch_cap = 0;
+    if (c->n_past != 0 || !c->k) return;
+    for (int il = 0; il < c->m->hp.n_layer; il++) {
+        qw_pool_free(c->k[il]);
+        qw_pool_free(c->v[il]);
+        c->k[il] = c->v[il] = NULL;
+    }
+    c->kv_cap = 0;
+}
+
+void qw_ctx_mark_free(qw_ctx_mark *mk) {
+    if (!mk) return;
+    for (int il = 0; il < mk->n_layer; il++) {
+        if (mk->conv) free(mk->conv[il]);
+        if (mk->delta) free(mk->delta[il]);
+    }
+    free(mk->conv);
+    free(mk->delta);
+    free(mk);
+}
+
 int qw_fwd_linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, float *y, qw_error *err) {
     const int64_t k = w->ne[0], rows = w->ne[1];
     if (qw_fwd_grow(&c->xq, &c->xq_cap, qw_act_bytes(w->type, k, n), err)) return -1;

@@ -5,7 +5,12 @@
 # variable set in the parent's env but named by an arm is removed from every
 # arm); the order is balanced with one warm-up; report.md/json/svg and
 # verdicts are produced; a crashing arm is reported as failed, not averaged
-# away; an A/A run comes out "no difference" with the interval containing 0.
+# away; an A/A run comes out "no difference" with the interval containing 0;
+# the in-process speed trials (qwisp ab-worker): every arm in one process in
+# the warm-up + balanced schedule, the same tokens from every trial (the
+# context rewound exactly, recurrent state included), the A/A arm and its
+# noise floor in the report, perf counters or the reason they are missing,
+# and an arm that is not a pool policy refused for in-process speed.
 set -u
 Q=${QWISP_BIN:?QWISP_BIN not set}
 T=${QWISP_TEST_TMP:-/tmp}/ab
@@ -37,7 +42,7 @@ pool_peak_held_mb.delta > 0.001 => larger
 else => no-difference
 EOF
 O="$T/o4"
-out=$(QWISP_PREFILL_CACHE_MB=64 QWISP_POOL_FIT=exact "$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" \
+out=$(QWISP_PREFILL_CACHE_MB=64 QWISP_POOL_FIT=exact "$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" --speed process --no-aa \
     --arm base:QWISP_PREFILL_CACHE_MB= --arm b:QWISP_PREFILL_CACHE_MB=4 --arm crash:QWISP_THREADS=abc --out "$O" 2>&1); rc=$?
 J="$O/report.json"
 [ $rc -eq 0 ] && [ -s "$O/report.md" ] && [ -s "$J" ] && grep -q "<polyline" "$O/footprint.svg" \
@@ -75,3 +80,34 @@ v=$(jq -r '.arms[1].verdict.verdict' "$J" 2>/dev/null)
 z=$(jq -r '.arms[1].paired.pool_peak_held_mb.delta | "\(.lo) \(.hi) \(.contains_zero)"' "$J" 2>/dev/null)
 [ $rc -eq 0 ] && [ "$v" = no-difference ] && [ "${z##* }" = true ] \
     && pass "A/A comes out no-difference, interval [$z] contains 0" || fail "A/A: rc=$rc v=$v z=$z $out"
+
+# 4. in-process speed: one worker, schedule, A/A arm, noise floor, hygiene facts
+for arch in qwen3moe qwen35moe; do
+    M2="$T/$arch.gguf"
+    "$Q" gen-model --preset tiny --arch $arch -o "$M2" >/dev/null 2>&1 || { fail "gen-model $arch"; continue; }
+    O="$T/o6-$arch"
+    out=$("$Q" ab --criteria "$T/crit.txt" -m "$M2" --prompt-tokens 48 --decode 12 --replay 16 --reps 2 --footprint-reps 1 \
+        --arm u:QWISP_PREFILL_CACHE_MB= --arm e:QWISP_POOL_FIT=exact,QWISP_PREFILL_CACHE_MB=1 --out "$O" 2>&1); rc=$?
+    J="$O/report.json"
+    sched=$(jq -r '[.speed_trials[].arm] | join(" ")' "$J" 2>/dev/null)
+    [ $rc -eq 0 ] && [ "$sched" = "u u e u aa u aa u e u" ] && [ "$(jq '[.speed_trials[] | select(.ok)] | length' "$J")" = 10 ] \
+        && pass "$arch: in-process trials in one worker, warm-up + arms bracketed by the baseline ($sched), same tokens every trial" \
+        || fail "$arch: in-process schedule: rc=$rc sched=$sched $(jq -c '[.speed_trials[] | .error]' "$J" 2>/dev/null) $out"
+done
+grep -q "^- \*\*noise floor\*\* (A/A arm 'aa'" "$O/report.md" && grep -q "in one process" "$O/report.md" \
+    && echo "$out" | grep -q "^noise floor (A/A, in-process): decode_tok_s" \
+    && [ "$(jq -r '.arms[] | select(.name=="aa") | .verdict.verdict' "$J")" = noise-floor ] \
+    && pass "A/A arm added; its noise floor is printed and in the report" || fail "noise floor: $out"
+perf=$(jq -r .measurement.perf "$J")
+echo "$perf" | grep -qE "^perf events: cycles|^perf events unavailable: perf_event_open: .*perf_event_paranoid" \
+    && pass "perf counters read or their absence explained: ${perf:0:60}…" || fail "perf: $perf"
+O="$T/o7"
+out=$("$Q" ab --criteria "$T/crit.txt" -m "$M" --prompt-tokens 32 --decode 6 --reps 1 --footprint-reps 1 --no-perf --no-pin \
+    --arm u: --arm e:QWISP_POOL_FIT=exact --out "$O" 2>&1); rc=$?
+[ $rc -eq 0 ] && jq -r .measurement.perf "$O/report.json" | grep -q "not used (--no-perf)" \
+    && [ "$(jq '[.speed_trials[].metrics.decode_mcycles] | map(select(. != null)) | length' "$O/report.json")" = 0 ] \
+    && jq -r .measurement.pin "$O/report.json" | grep -q "not pinned" \
+    && pass "--no-perf: wall and CPU time only, no cycles made up" || fail "--no-perf: rc=$rc $out"
+out=$("$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" --arm a: --arm b:QWISP_THREADS=1 --out "$T/o8" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "QWISP_THREADS cannot be switched inside one process.*--speed process" && [ ! -e "$T/o8" ] \
+    && pass "in-process speed refuses an arm that is not a pool policy" || fail "non-pool arm: rc=$rc $out"
