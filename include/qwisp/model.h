@@ -164,6 +164,22 @@ int32_t qw_ctx_n_past(const qw_ctx *c); /* tokens in the KV cache */
 int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past);
 /* Recurrent state bytes (conv + delta states of a qwen35moe context; 0 otherwise). */
 uint64_t qw_ctx_state_bytes(const qw_ctx *c);
+/* Prefix sharing (the prefix cache, src/runtime/prefix_cache.c).
+ * qw_ctx_state_save copies c's recurrent state (qw_ctx_state_bytes bytes) to
+ * dst: the state after exactly qw_ctx_n_past(c) tokens.
+ * qw_ctx_state_load rewinds c to n_past (<= its n_past) with a state saved
+ * at that position: the KV keeps its first n_past rows.  Returns the tokens
+ * kept (c's n_past unchanged if n_past is out of range).
+ * qw_ctx_copy_prefix makes dst hold the first n tokens of src (same model,
+ * n <= src's n_past): KV rows copied, dst's recurrent state zeroed — a model
+ * with recurrent layers needs qw_ctx_state_load(dst, state at n, n) after.
+ * 0, or -1 + err (out of memory: dst emptied).
+ * qw_ctx_kv_fit shrinks c's KV allocation to its n_past (at least the
+ * initial 256 positions): what qw_ctx_kv_bytes counts after a truncation. */
+void qw_ctx_state_save(const qw_ctx *c, void *dst);
+int32_t qw_ctx_state_load(qw_ctx *c, const void *src, int32_t n_past);
+int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err);
+void qw_ctx_kv_fit(qw_ctx *c);
 
 /* Runs tokens[n] at positions n_past.. and appends them to the KV cache.
  * Internally splits into chunks of at most the context's chunk size.
