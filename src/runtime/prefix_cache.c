@@ -4,9 +4,11 @@
  * with the prompt — the matched token count k for a KV-only model; for a
  * model with recurrent layers, k itself only when the entry holds exactly k
  * tokens (its live state continues), else the last snapshot at or below k.
- * The entry with the largest u wins.  It is continued in place when u keeps
- * at least half of it (the same conversation's next turn, a regenerated
- * answer); otherwise its first u tokens are copied (qw_ctx_copy_prefix, plus
+ * The entry with the largest u wins.  It is continued in place when the
+ * prompt contains the entry's last prompt whole (the same conversation's
+ * next turn or a regenerated answer: what is cut is at most the answer,
+ * which the history may re-render differently); otherwise its first u
+ * tokens are copied (qw_ctx_copy_prefix, plus
  * the snapshot at u) into a free slot or the least recently used other
  * entry, so a conversation that shares only a system prompt with another
  * reuses those blocks without wiping out the other's history.  With no
@@ -54,6 +56,7 @@ typedef struct entry {
     qw_ctx *ctx;      /* NULL: slot free */
     int32_t *toks;    /* [n_ctx] the token at each KV position */
     int32_t n;        /* valid tokens (= qw_ctx_n_past once recorded) */
+    int32_t n_prompt; /* of those, the last request's prompt (the rest it generated) */
     uint64_t used;    /* recency stamp */
     bool busy;        /* acquired and not recorded yet: a request runs on it */
     snap *snaps;      /* [n_snaps] ascending pos, all < n or == n */
@@ -150,6 +153,7 @@ static void rewind_to(qw_pcache *p, entry *e, int32_t u) {
     if (u < qw_ctx_n_past(e->ctx)) qw_ctx_truncate(e->ctx, u);
     drop_snaps_above(e, u);
     e->n = u;
+    if (e->n_prompt > u) e->n_prompt = u;
 }
 
 /* A free slot with a new context, or NULL + err. */
@@ -185,13 +189,13 @@ static bool copy_prefix(qw_pcache *p, entry *dst, entry *src, int32_t u) {
         }
     }
     memcpy(dst->toks, src->toks, (size_t)u * sizeof(int32_t));
-    dst->n = u;
+    dst->n = dst->n_prompt = u;
     return true;
 }
 
 qw_ctx *qw_pcache_acquire(qw_pcache *p, const int32_t *prompt, int32_t n, int32_t *n_cached, qw_error *err) {
     int best = -1, free_slot = -1, lru = -1, lru2 = -1; /* lru2: the least recent idle entry but best */
-    int32_t best_u = 0;
+    int32_t best_u = 0, best_k = 0;
     for (int i = 0; i < MAX_ENTRIES; i++) {
         entry *e = &p->e[i];
         if (!e->ctx) {
@@ -203,12 +207,12 @@ qw_ctx *qw_pcache_acquire(qw_pcache *p, const int32_t *prompt, int32_t n, int32_
         int32_t lim = e->n < n - 1 ? e->n : n - 1, k = 0;
         while (k < lim && e->toks[k] == prompt[k]) k++;
         int32_t u = usable(p, e, k);
-        if (u > best_u || (u == best_u && u > 0 && e->used > p->e[best].used)) best_u = u, best = i;
+        if (u > best_u || (u == best_u && u > 0 && e->used > p->e[best].used)) best_u = u, best_k = k, best = i;
     }
     for (int i = 0; i < MAX_ENTRIES; i++)
         if (p->e[i].ctx && !p->e[i].busy && i != best && (lru2 < 0 || p->e[i].used < p->e[lru2].used)) lru2 = i;
     entry *e = NULL;
-    if (best >= 0 && (2 * best_u >= p->e[best].n || (free_slot < 0 && lru2 < 0))) {
+    if (best >= 0 && (best_k >= p->e[best].n_prompt || (free_slot < 0 && lru2 < 0))) {
         e = &p->e[best]; /* continue this conversation (or no other room) */
         rewind_to(p, e, best_u);
     } else if (best >= 0) {
@@ -288,6 +292,7 @@ void qw_pcache_record(qw_pcache *p, qw_ctx *c, const int32_t *prompt, int32_t n_
     /* positions [cur->n, past): the rest of the prompt, then the generated tokens */
     for (int32_t k = cur->n; k < past; k++) cur->toks[k] = k < n_prompt ? prompt[k] : gen[k - n_prompt];
     cur->n = past;
+    cur->n_prompt = n_prompt < past ? n_prompt : past;
     drop_snaps_above(cur, past);
     /* the one limit: cut least recently used entries (the current one last) block by block */
     for (;;) {
