@@ -180,6 +180,16 @@ void qw_ctx_state_save(const qw_ctx *c, void *dst);
 int32_t qw_ctx_state_load(qw_ctx *c, const void *src, int32_t n_past);
 int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err);
 void qw_ctx_kv_fit(qw_ctx *c);
+/* Persisting a prefix (the prefix cache's disk files): export calls fn on
+ * c's KV rows [0, n) (n <= n_past), every attention layer's K then V, in
+ * layer order; import empties c, reserves n positions and calls fn on the
+ * same buffers in the same order for it to fill, then holds n tokens
+ * (recurrent state zeroed: load it after).  fn returns 0 to go on; a
+ * nonzero return stops the walk and is returned (import: c emptied).
+ * import: -1 + err when n does not fit or memory runs out. */
+typedef int (*qw_kv_fn)(void *user, void *rows, size_t bytes);
+int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user);
+int qw_ctx_kv_import(qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, qw_error *err);
 
 /* Runs tokens[n] at positions n_past.. and appends them to the KV cache.
  * Internally splits into chunks of at most the context's chunk size.

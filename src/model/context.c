@@ -245,6 +245,35 @@ int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err)
     return 0;
 }
 
+int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
+    if (n < 0 || n > c->n_past) return -1;
+    const qw_hparams *hp = &c->m->hp;
+    const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (c->m->layers[il].recurrent) continue;
+        int rc = fn(user, c->k[il], bytes);
+        if (!rc) rc = fn(user, c->v[il], bytes);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int qw_ctx_kv_import(qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, qw_error *err) {
+    qw_ctx_truncate(c, 0);
+    if (n < 0 || n > c->n_ctx) return qw_fail(err, "kv_import: %d tokens in a context of %d", n, c->n_ctx);
+    if (qw_ctx_kv_reserve(c, n, err)) return -1;
+    const qw_hparams *hp = &c->m->hp;
+    const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (c->m->layers[il].recurrent) continue;
+        int rc = fn(user, c->k[il], bytes);
+        if (!rc) rc = fn(user, c->v[il], bytes);
+        if (rc) return rc;
+    }
+    c->n_past = n;
+    return 0;
+}
+
 void qw_ctx_kv_fit(qw_ctx *c) {
     int32_t cap = c->n_past > KV_INITIAL ? c->n_past : KV_INITIAL;
     if (cap >= c->kv_cap) return;

@@ -307,7 +307,8 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
     }
     qw_ctx_set_chunk_size(s->ws, STEP_BUDGET);
     if (pc_mb > 0) {
-        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)pc_mb << 20, (int32_t)qw_opt_int(QW_OPT_PREFIX_BLOCK), err);
+        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)pc_mb << 20, (int32_t)qw_opt_int(QW_OPT_PREFIX_BLOCK),
+                              qw_opt_str(QW_OPT_PREFIX_CACHE_DIR), err);
         if (!s->pc) {
             free_lanes(s);
             return NULL;

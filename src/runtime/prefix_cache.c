@@ -38,12 +38,17 @@
  * at each acquire.
  */
 #include "prefix_cache.h"
+#include "cfile.h"
+#include "qwisp/options.h"
 #include "qwisp/pool.h"
 #include "qwisp/sched.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { MAX_ENTRIES = 64 };
 
@@ -69,6 +74,8 @@ struct qw_pcache {
     uint64_t budget, clock, state_bytes; /* state_bytes: 0 for a KV-only model */
     entry e[MAX_ENTRIES];
     uint64_t evictions, block_evictions, shared_tokens;
+    char *dir;          /* QWISP_PREFIX_CACHE_DIR, or NULL */
+    uint64_t model_fp;  /* what a file on disk must have been made with */
     pthread_mutex_t mu; /* guards the stats copy below */
     qw_pcache_stats st;
 };
@@ -78,6 +85,10 @@ static uint64_t entry_bytes(const qw_pcache *p, const entry *e) {
     if (!e->ctx || e->busy) return 0;
     return qw_ctx_kv_bytes(e->ctx) + p->state_bytes * (1 + (uint64_t)e->n_snaps);
 }
+
+static void enforce(qw_pcache *p, entry *cur);
+static void disk_load(qw_pcache *p);
+static void disk_save(qw_pcache *p);
 
 static void publish(qw_pcache *p) {
     qw_pcache_stats st = {.budget_bytes = p->budget, .evictions = p->evictions,
@@ -93,7 +104,21 @@ static void publish(qw_pcache *p) {
     pthread_mutex_unlock(&p->mu);
 }
 
-qw_pcache *qw_pcache_new(const qw_model *m, int32_t n_ctx, uint64_t budget_bytes, int32_t block, qw_error *err) {
+/* The model and KV layout a saved entry must match: shape, weight bytes, the
+ * first rows of the embedding and output norm, and the KV element type. */
+static uint64_t model_fingerprint(const qw_model *m) {
+    const qw_hparams *hp = &m->hp;
+    const char *kvt = qw_opt_str(QW_OPT_KV_TYPE);
+    int64_t f[] = {hp->arch_id, hp->n_vocab, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim,
+                   (int64_t)m->weight_bytes, kvt && !strcmp(kvt, "f32")};
+    uint64_t h = qw_hash64(f, sizeof f, 0);
+    size_t n = m->tok_embd.row_bytes * (hp->n_vocab < 16 ? (size_t)hp->n_vocab : 16);
+    h = qw_hash64(m->tok_embd.data, n, h);
+    return qw_hash64(m->output_norm.data, m->output_norm.row_bytes, h);
+}
+
+qw_pcache *qw_pcache_new(const qw_model *m, int32_t n_ctx, uint64_t budget_bytes, int32_t block, const char *dir,
+                         qw_error *err) {
     qw_pcache *p = calloc(1, sizeof *p);
     if (!p) {
         qw_fail(err, "out of memory creating the prefix cache");
@@ -105,6 +130,11 @@ qw_pcache *qw_pcache_new(const qw_model *m, int32_t n_ctx, uint64_t budget_bytes
     p->budget = budget_bytes;
     p->state_bytes = qw_model_state_bytes(m);
     pthread_mutex_init(&p->mu, NULL);
+    if (dir && *dir) {
+        p->dir = strdup(dir);
+        p->model_fp = model_fingerprint(m);
+        if (p->dir) disk_load(p);
+    }
     publish(p);
     return p;
 }
@@ -124,6 +154,8 @@ static void drop(entry *e) {
 
 void qw_pcache_free(qw_pcache *p) {
     if (!p) return;
+    if (p->dir) disk_save(p);
+    free(p->dir);
     for (int i = 0; i < MAX_ENTRIES; i++) drop(&p->e[i]);
     pthread_mutex_destroy(&p->mu);
     free(p);
@@ -278,6 +310,8 @@ static void evict_block(qw_pcache *p, entry *e) {
     p->block_evictions++;
 }
 
+static void enforce(qw_pcache *p, entry *cur);
+
 void qw_pcache_record(qw_pcache *p, qw_ctx *c, const int32_t *prompt, int32_t n_prompt, const int32_t *gen,
                       int32_t n_gen, bool ok) {
     entry *cur = find(p, c);
@@ -294,7 +328,13 @@ void qw_pcache_record(qw_pcache *p, qw_ctx *c, const int32_t *prompt, int32_t n_
     cur->n = past;
     cur->n_prompt = n_prompt < past ? n_prompt : past;
     drop_snaps_above(cur, past);
-    /* the one limit: cut least recently used entries (the current one last) block by block */
+    enforce(p, cur);
+    publish(p);
+}
+
+/* The one limit: cuts least recently used idle entries (cur, if any, last)
+ * block by block until their bytes fit the budget. */
+static void enforce(qw_pcache *p, entry *cur) {
     for (;;) {
         uint64_t total = 0;
         int lru = -1;
@@ -304,16 +344,11 @@ void qw_pcache_record(qw_pcache *p, qw_ctx *c, const int32_t *prompt, int32_t n_
             total += entry_bytes(p, e);
             if (e != cur && (lru < 0 || e->used < p->e[lru].used)) lru = i;
         }
-        if (total <= p->budget) break;
+        if (total <= p->budget) return;
         if (lru >= 0) evict_block(p, &p->e[lru]);
-        else if (!cur->ctx) break;
-        else evict_block(p, cur);
-        if (!cur->ctx) {
-            publish(p);
-            return;
-        }
+        else if (cur && cur->ctx) evict_block(p, cur);
+        if (lru < 0 && (!cur || !cur->ctx)) return;
     }
-    publish(p);
 }
 
 void qw_pcache_get_stats(qw_pcache *p, qw_pcache_stats *out) {
@@ -333,4 +368,203 @@ void qw_pcache_sched_stats(qw_pcache *p, struct qw_sched_stats *out) {
     out->prefix_snapshots = ps.snapshots;
     out->prefix_block_evictions = ps.block_evictions;
     out->prefix_shared_tokens = ps.shared_tokens;
+}
+
+/* ---- on disk (QWISP_PREFIX_CACHE_DIR): one file per entry ----
+ * prefix-<hash of its tokens>.qwpc: disk_head, the tokens, the KV rows
+ * (qw_ctx_kv_export's order), the live recurrent state, then each snapshot
+ * (position, state); a cfile (atomic rename, FNV-1a trailer).  Saved when
+ * the cache is freed (the server's drain on SIGTERM/SIGINT), loaded when it
+ * is made, most recent first, while the budget holds; a file that fails any
+ * check is ignored with a log line naming it and why. */
+
+typedef struct disk_head {
+    char magic[8]; /* "QWPCACHE" */
+    uint32_t version, block;
+    uint64_t model_fp, state_bytes, used;
+    int32_t n, n_prompt, n_snaps, reserved;
+} disk_head;
+_Static_assert(sizeof(disk_head) == 56, "disk_head is a file format");
+
+static int kv_write(void *user, void *rows, size_t bytes) { return qw_cfile_write(user, rows, bytes); }
+static int kv_read(void *user, void *rows, size_t bytes) { return qw_cfile_read(user, rows, bytes); }
+
+static int save_entry(qw_pcache *p, entry *e, const char *path, qw_error *err) {
+    qw_cfile w;
+    if (qw_cfile_create(&w, path, err)) return -1;
+    disk_head h = {.magic = "QWPCACHE", .version = 1, .block = (uint32_t)p->block, .model_fp = p->model_fp,
+                   .state_bytes = p->state_bytes, .used = e->used, .n = e->n, .n_prompt = e->n_prompt,
+                   .n_snaps = e->n_snaps};
+    void *st = p->state_bytes ? qw_pool_alloc(p->state_bytes) : NULL;
+    int bad = (p->state_bytes && !st) || qw_cfile_write(&w, &h, sizeof h) ||
+              qw_cfile_write(&w, e->toks, (size_t)e->n * sizeof(int32_t)) || qw_ctx_kv_export(e->ctx, e->n, kv_write, &w);
+    if (!bad && st) {
+        qw_ctx_state_save(e->ctx, st);
+        bad = qw_cfile_write(&w, st, p->state_bytes);
+    }
+    for (int32_t i = 0; !bad && i < e->n_snaps; i++)
+        bad = qw_cfile_write(&w, &e->snaps[i].pos, sizeof(int32_t)) || qw_cfile_write(&w, e->snaps[i].state, p->state_bytes);
+    qw_pool_free(st);
+    if (bad) {
+        qw_cfile_abort(&w);
+        return qw_fail(err, "%s: write failed", path);
+    }
+    return qw_cfile_commit(&w, err);
+}
+
+static bool is_entry_file(const char *name) {
+    size_t n = strlen(name);
+    return n > 12 && !strncmp(name, "prefix-", 7) && !strcmp(name + n - 5, ".qwpc");
+}
+
+static void disk_save(qw_pcache *p) {
+    char keep[MAX_ENTRIES][32];
+    int n_keep = 0, n_tok = 0;
+    for (int i = 0; i < MAX_ENTRIES; i++) {
+        entry *e = &p->e[i];
+        if (!e->ctx || e->busy || e->n <= 0) continue;
+        char path[1024];
+        snprintf(keep[n_keep], sizeof keep[0], "prefix-%016llx.qwpc",
+                 (unsigned long long)qw_hash64(e->toks, (size_t)e->n * sizeof(int32_t), 0));
+        snprintf(path, sizeof path, "%s/%s", p->dir, keep[n_keep]);
+        qw_error err = {0};
+        if (save_entry(p, e, path, &err)) qw_log(QW_LOG_WARN, "prefix cache: %s", err.msg);
+        else n_keep++, n_tok += e->n;
+    }
+    /* files of entries evicted since they were written go */
+    DIR *d = opendir(p->dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (!is_entry_file(de->d_name)) continue;
+        bool kept = false;
+        for (int i = 0; i < n_keep && !kept; i++) kept = !strcmp(keep[i], de->d_name);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", p->dir, de->d_name);
+        if (!kept) unlink(path);
+    }
+    if (d) closedir(d);
+    qw_log(QW_LOG_INFO, "prefix cache: saved %d entries (%d tokens) to %s", n_keep, n_tok, p->dir);
+}
+
+/* Reads and checks a file's head (the cheap checks before reading it whole). */
+static int read_head(qw_pcache *p, qw_cfile *r, disk_head *h, qw_error *err) {
+    if (qw_cfile_read(r, h, sizeof *h)) return qw_fail(err, "truncated header");
+    if (memcmp(h->magic, "QWPCACHE", 8) || h->version != 1) return qw_fail(err, "not a version-1 prefix-cache file");
+    if (h->model_fp != p->model_fp || h->state_bytes != p->state_bytes)
+        return qw_fail(err, "made with another model or KV type");
+    if (h->n <= 0 || h->n > p->n_ctx || h->n_prompt < 0 || h->n_prompt > h->n || h->n_snaps < 0 || h->n_snaps > h->n)
+        return qw_fail(err, "%d tokens (%d prompt, %d snapshots) do not fit a context of %d", h->n, h->n_prompt,
+                       h->n_snaps, p->n_ctx);
+    return 0;
+}
+
+/* Loads one file into free slot `slot`.  0, or -1 + err (slot left free). */
+static int load_entry(qw_pcache *p, const char *path, int slot, uint64_t used, qw_error *err) {
+    qw_cfile r;
+    if (qw_cfile_open(&r, path, err)) return -1;
+    disk_head h;
+    entry *e = NULL;
+    void *st = NULL;
+    int rc = read_head(p, &r, &h, err);
+    if (!rc && !(e = new_entry(p, slot, err))) rc = -1;
+    if (!rc && qw_cfile_read(&r, e->toks, (size_t)h.n * sizeof(int32_t))) rc = qw_fail(err, "truncated tokens");
+    if (!rc) {
+        qw_error kerr = {0};
+        int k = qw_ctx_kv_import(e->ctx, h.n, kv_read, &r, &kerr);
+        if (k) rc = qw_fail(err, "%s", kerr.msg[0] ? kerr.msg : "truncated KV rows");
+    }
+    if (!rc && p->state_bytes) {
+        if (!(st = qw_pool_alloc(p->state_bytes))) rc = qw_fail(err, "out of memory");
+        else if (qw_cfile_read(&r, st, p->state_bytes)) rc = qw_fail(err, "truncated state");
+        else qw_ctx_state_load(e->ctx, st, h.n);
+    }
+    for (int32_t i = 0; !rc && i < h.n_snaps; i++) {
+        int32_t pos;
+        void *s = NULL;
+        if (qw_cfile_read(&r, &pos, sizeof pos)) rc = qw_fail(err, "truncated snapshot");
+        else if (pos <= 0 || pos > h.n || (i > 0 && pos <= e->snaps[i - 1].pos)) rc = qw_fail(err, "snapshot %d at position %d", i, pos);
+        else if (!(s = qw_pool_alloc(p->state_bytes)) || qw_cfile_read(&r, s, p->state_bytes)) {
+            qw_pool_free(s);
+            rc = qw_fail(err, "truncated snapshot");
+        } else {
+            if (e->n_snaps == e->cap_snaps) {
+                snap *ns = realloc(e->snaps, (size_t)(e->cap_snaps + 8) * sizeof *ns);
+                if (!ns) {
+                    qw_pool_free(s);
+                    rc = qw_fail(err, "out of memory");
+                    break;
+                }
+                e->snaps = ns;
+                e->cap_snaps += 8;
+            }
+            e->snaps[e->n_snaps++] = (snap){pos, s};
+        }
+    }
+    if (!rc) rc = qw_cfile_verify(&r, err);
+    qw_cfile_close(&r);
+    qw_pool_free(st);
+    if (rc) {
+        if (e) drop(e);
+        return -1;
+    }
+    e->n = h.n;
+    e->n_prompt = h.n_prompt;
+    e->used = used;
+    return 0;
+}
+
+typedef struct found { char name[64]; uint64_t used; } found;
+
+static int by_recency(const void *a, const void *b) {
+    uint64_t x = ((const found *)a)->used, y = ((const found *)b)->used;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void disk_load(qw_pcache *p) {
+    DIR *d = opendir(p->dir);
+    if (!d) {
+        qw_log(QW_LOG_WARN, "prefix cache: cannot open %s: %s (nothing loaded; saves go there: create it)", p->dir,
+               strerror(errno));
+        return;
+    }
+    found *f = NULL;
+    int n = 0, cap = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (!is_entry_file(de->d_name) || strlen(de->d_name) >= sizeof f->name) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", p->dir, de->d_name);
+        qw_cfile r;
+        qw_error err = {0};
+        disk_head h;
+        if (qw_cfile_open(&r, path, &err) == 0 && read_head(p, &r, &h, &err) == 0) {
+            if (n == cap) {
+                found *nf = realloc(f, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *nf);
+                if (!nf) break;
+                f = nf;
+            }
+            snprintf(f[n].name, sizeof f[n].name, "%s", de->d_name);
+            f[n++].used = h.used;
+        } else qw_log(QW_LOG_WARN, "prefix cache: %s ignored: %s", path, err.msg);
+        qw_cfile_close(&r);
+    }
+    closedir(d);
+    qsort(f, (size_t)n, sizeof *f, by_recency);
+    int loaded = 0, n_tok = 0;
+    for (int i = 0; i < n && loaded < MAX_ENTRIES; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", p->dir, f[i].name);
+        qw_error err = {0};
+        if (load_entry(p, path, loaded, (uint64_t)(n - i), &err)) {
+            qw_log(QW_LOG_WARN, "prefix cache: %s ignored: %s", path, err.msg);
+            continue;
+        }
+        n_tok += p->e[loaded].n;
+        loaded++;
+        uint64_t total = 0;
+        for (int k = 0; k < loaded; k++) total += entry_bytes(p, &p->e[k]);
+        if (total > p->budget) break; /* enforce trims the oldest loaded */
+    }
+    free(f);
+    p->clock = (uint64_t)n + 1;
+    enforce(p, NULL);
+    qw_log(QW_LOG_INFO, "prefix cache: loaded %d entries (%d tokens) from %s", loaded, n_tok, p->dir);
 }

@@ -49,8 +49,11 @@ typedef struct qw_pcache_stats {
 } qw_pcache_stats;
 
 /* budget_bytes > 0; block >= 1: tokens per block (eviction unit, snapshot
- * spacing).  NULL + err on OOM. */
-qw_pcache *qw_pcache_new(const qw_model *m, int32_t n_ctx, uint64_t budget_bytes, int32_t block, qw_error *err);
+ * spacing); dir: where entries are saved when the cache is freed and loaded
+ * from now (NULL = memory only; unreadable files are skipped with a log
+ * line).  NULL + err on OOM. */
+qw_pcache *qw_pcache_new(const qw_model *m, int32_t n_ctx, uint64_t budget_bytes, int32_t block, const char *dir,
+                         qw_error *err);
 void qw_pcache_free(qw_pcache *p);
 /* The context to run prompt[n] on, its KV already holding prompt[0..*n_cached)
  * (at most n - 1, so one token is evaluated for the logits).  NULL + err

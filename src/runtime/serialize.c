@@ -196,7 +196,8 @@ qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
     s->q.kv_capacity = cfg->n_ctx;
     int64_t mb = qw_opt_int(QW_OPT_PREFIX_CACHE_MB);
     if (mb > 0) {
-        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)mb << 20, (int32_t)qw_opt_int(QW_OPT_PREFIX_BLOCK), err);
+        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)mb << 20, (int32_t)qw_opt_int(QW_OPT_PREFIX_BLOCK),
+                              qw_opt_str(QW_OPT_PREFIX_CACHE_DIR), err);
         if (!s->pc) {
             qw_ctx_free(s->ctx);
             qw_jq_destroy(&s->q);
