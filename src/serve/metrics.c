@@ -34,7 +34,7 @@
 #include <string.h>
 
 static const char *k_ep_names[QW_EP_COUNT] = {"chat_completions", "completions", "models",
-                                              "health", "metrics", "ready", "other"};
+                                              "health", "metrics", "ready", "page", "other"};
 static const char *k_class_names[3] = {"2xx", "4xx", "5xx"};
 
 void qw_metrics_init(qw_metrics *m) {
