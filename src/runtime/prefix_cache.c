@@ -251,8 +251,10 @@ qw_ctx *qw_pcache_acquire(qw_pcache *p, const int32_t *prompt, int32_t n, int32_
         /* share the prefix: copy it so the donor keeps its history */
         e = free_slot >= 0 ? new_entry(p, free_slot, err) : &p->e[lru2];
         if (!e) return NULL;
-        if (copy_prefix(p, e, &p->e[best], best_u)) p->shared_tokens += (uint64_t)best_u;
-        else rewind_to(p, e, 0);
+        if (copy_prefix(p, e, &p->e[best], best_u)) {
+            p->shared_tokens += (uint64_t)best_u;
+            p->e[best].used = ++p->clock; /* its blocks were just used */
+        } else rewind_to(p, e, 0);
     } else {
         if (free_slot >= 0) e = new_entry(p, free_slot, err);
         else if (lru >= 0) e = &p->e[lru];
