@@ -19,7 +19,9 @@ echo "| path | route | clients | req/s | TTFT p50 ms | TTFT p99 ms | failed |"
 echo "|---|---|---|---|---|---|---|"
 for path in serialize lanes; do
     lanes=0; [ $path = lanes ] && lanes=4
-    env QWISP_LOG=warn QWISP_LANES=$lanes "$Q" serve -m "$MODEL" --port 0 --threads "$THREADS" >/dev/null 2>"$T/s.log" &
+    # the replica flags deploy/qwisp@.service uses (one address, the balancer's, sends everything)
+    env QWISP_LOG=warn QWISP_LANES=$lanes "$Q" serve -m "$MODEL" --port 0 --threads "$THREADS" --max-conns-per-client 64 \
+        >/dev/null 2>"$T/s.log" &
     SP=$!; PIDS+=($SP)
     for _ in $(seq 1 100); do port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/s.log"); [ -n "$port" ] && break; sleep 0.1; done
     LB=$(free_port); ST=$(free_port)
@@ -31,8 +33,7 @@ for path in serialize lanes; do
         base=http://127.0.0.1:$([ $route = direct ] && echo "$port" || echo "$LB")
         node bench/serve_load.mjs "$base" 1 4 32 >/dev/null  # warm-up
         for c in 1 4 16; do
-            j=$(node bench/serve_load.mjs "$base" "$c" 48 32)
-            python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(f"| {sys.argv[2]} | {sys.argv[3]} | {j[\"clients\"]} | {j[\"rps\"]} | {j[\"ttft_p50_ms\"]} | {j[\"ttft_p99_ms\"]} | {j[\"failed\"]} |")' "$j" $path $route
+            node bench/serve_load.mjs "$base" "$c" 48 32 $path $route
         done
     done
     kill $SP $HP; wait $SP $HP 2>/dev/null || true

@@ -69,7 +69,7 @@ command -v node >/dev/null || { fail "node is not installed"; exit 0; }
 
 ports=(); pids=()
 for i in 1 2 3; do
-    start_server "$T/r$i.log" QWISP_LOG=warn -- || { fail "replica $i starts" "$(tail -3 "$T/r$i.log")"; exit 0; }
+    start_server "$T/r$i.log" QWISP_LOG=warn -- --max-conns-per-client 64 || { fail "replica $i starts" "$(tail -3 "$T/r$i.log")"; exit 0; }
     ports+=("$PORT"); pids+=("$SPID")
 done
 # free ports for HAProxy's frontend and stats: bind to port 0, read it back, release
