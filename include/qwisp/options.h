@@ -35,6 +35,8 @@
     X(API_KEY, "QWISP_API_KEY", NULL, SECRET, NULL, 0, 0, "serve: require Authorization: Bearer KEY (all endpoints but /health)") \
     X(READY_MAX_QUEUE, "QWISP_READY_MAX_QUEUE", NULL, INT, "0", 0, 1000000, "serve: /ready answers 503 while more than this many requests wait; 0 = off") \
     X(PREFIX_CACHE_MB, "QWISP_PREFIX_CACHE_MB", NULL, INT, "0", 0, 16777216, "serve: KV of earlier requests kept for prompts that share their token prefix, in MB (LRU); 0 = off") \
+    X(PREFIX_BLOCK, "QWISP_PREFIX_BLOCK", NULL, INT, "256", 16, 65536, "serve: prefix cache block in tokens: eviction unit, and recurrent-state snapshot spacing (qwen35moe)") \
+    X(PREFIX_CACHE_DIR, "QWISP_PREFIX_CACHE_DIR", NULL, STR, NULL, 0, 0, "serve: directory the prefix cache is saved to at shutdown and loaded from at start (checksummed files; a bad one is skipped with a log line)") \
     X(LANES, "QWISP_LANES", NULL, INT, "0", 0, 1024, "serve with B lanes (batched); 0 = serialize path") \
     X(PREFILL_CACHE_MB, "QWISP_PREFILL_CACHE_MB", "QWISP_PREFILL_MLX_CACHE_MB", INT, NULL, 0, 16777216, "serialize path pool cache limit in MB; unset/0 = unbounded") \
     X(LANE_CACHE_MB, "QWISP_LANE_CACHE_MB", "QWISP_LANE_MLX_CACHE_MB", INT, "2048", 0, 16777216, "lanes path pool cache limit in MB; 0 = unbounded") \

@@ -123,8 +123,9 @@ typedef struct qw_sched_stats {
     bool prefix_reuse;          /* the path has a prefix cache (QWISP_PREFIX_CACHE_MB) */
     uint64_t prefix_queried_tokens, prefix_hit_tokens; /* prompt tokens of started jobs / of those reused */
     uint64_t prefix_bytes, prefix_budget_bytes;        /* KV bytes the cache's entries hold / may hold */
-    int32_t prefix_entries;
-    uint64_t prefix_evictions;
+    int32_t prefix_entries, prefix_snapshots;          /* idle entries; recurrent-state snapshots they hold */
+    uint64_t prefix_evictions, prefix_block_evictions; /* entries dropped / tail blocks cut for the budget */
+    uint64_t prefix_shared_tokens;                     /* prompt tokens copied from another entry's prefix */
 } qw_sched_stats;
 
 typedef struct qw_sched qw_sched;

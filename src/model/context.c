@@ -5,7 +5,9 @@
  *                   starting at KV_INITIAL positions and doubling on demand up
  *                   to n_ctx instead of reserving the worst case;
  *   recurrent state per Gated DeltaNet layer (conv tail + delta matrix), fixed
- *                   size, zeroed when the context is truncated (it cannot rewind);
+ *                   size, zeroed when the context is truncated (it cannot rewind
+ *                   by itself: the prefix cache saves and loads it at block
+ *                   boundaries, qw_ctx_state_save / _load);
  *   chunk buffers   activations sized by the chunk, allocated on first use (a
  *                   lane's context run only through a workspace never needs them);
  *   logits          of the last eval.
@@ -263,6 +265,93 @@ void qw_ctx_mark_free(qw_ctx_mark *mk) {
     free(mk->conv);
     free(mk->delta);
     free(mk);
+}
+
+void qw_ctx_state_save(const qw_ctx *c, void *dst) {
+    const qw_hparams *hp = &c->m->hp;
+    const size_t cb = qw_model_conv_state_bytes(hp), db = qw_model_delta_state_bytes(hp);
+    char *o = dst;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->m->layers[il].recurrent) continue;
+        memcpy(o, c->conv[il], cb);
+        memcpy(o + cb, c->delta[il], db);
+        o += cb + db;
+    }
+}
+
+int32_t qw_ctx_state_load(qw_ctx *c, const void *src, int32_t n_past) {
+    if (n_past < 0 || n_past > c->n_past) return c->n_past;
+    const qw_hparams *hp = &c->m->hp;
+    const size_t cb = qw_model_conv_state_bytes(hp), db = qw_model_delta_state_bytes(hp);
+    const char *i = src;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->m->layers[il].recurrent) continue;
+        memcpy(c->conv[il], i, cb);
+        memcpy(c->delta[il], i + cb, db);
+        i += cb + db;
+    }
+    c->n_past = n_past;
+    return n_past;
+}
+
+int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err) {
+    if (dst->m != src->m || dst->kv_type != src->kv_type || n < 0 || n > src->n_past || n > dst->n_ctx)
+        return qw_fail(err, "copy_prefix: %d tokens of a context holding %d (other model or KV type?)", n, src->n_past);
+    qw_ctx_truncate(dst, 0); /* also zeroes a recurrent state */
+    if (qw_ctx_kv_reserve(dst, n, err)) return -1;
+    const qw_hparams *hp = &dst->m->hp;
+    const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * dst->kv_elt;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (dst->m->layers[il].recurrent) continue;
+        memcpy(dst->k[il], src->k[il], bytes);
+        memcpy(dst->v[il], src->v[il], bytes);
+    }
+    dst->n_past = n;
+    return 0;
+}
+
+int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
+    if (n < 0 || n > c->n_past) return -1;
+    const qw_hparams *hp = &c->m->hp;
+    const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (c->m->layers[il].recurrent) continue;
+        int rc = fn(user, c->k[il], bytes);
+        if (!rc) rc = fn(user, c->v[il], bytes);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int qw_ctx_kv_import(qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, qw_error *err) {
+    qw_ctx_truncate(c, 0);
+    if (n < 0 || n > c->n_ctx) return qw_fail(err, "kv_import: %d tokens in a context of %d", n, c->n_ctx);
+    if (qw_ctx_kv_reserve(c, n, err)) return -1;
+    const qw_hparams *hp = &c->m->hp;
+    const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (c->m->layers[il].recurrent) continue;
+        int rc = fn(user, c->k[il], bytes);
+        if (!rc) rc = fn(user, c->v[il], bytes);
+        if (rc) return rc;
+    }
+    c->n_past = n;
+    return 0;
+}
+
+void qw_ctx_kv_fit(qw_ctx *c) {
+    int32_t cap = c->n_past > KV_INITIAL ? c->n_past : KV_INITIAL;
+    if (cap >= c->kv_cap) return;
+    const qw_hparams *hp = &c->m->hp;
+    const size_t row = (size_t)hp->n_head_kv * hp->head_dim * c->kv_elt;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (c->m->layers[il].recurrent) continue;
+        /* a shrink that fails keeps the larger buffer: it still holds cap rows */
+        void *nk = qw_pool_realloc(c->k[il], (size_t)cap * row), *nv = qw_pool_realloc(c->v[il], (size_t)cap * row);
+        if (nk) c->k[il] = nk;
+        if (nv) c->v[il] = nv;
+    }
+    c->kv_cap = cap;
 }
 
 int qw_fwd_linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, float *y, qw_error *err) {

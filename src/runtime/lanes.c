@@ -22,7 +22,10 @@
  * takes a prefix-cache entry (prefix_cache.h) whose KV already holds the
  * longest token prefix the prompt shares with it, so the lane starts
  * prefilling after it; release hands the entry back with what its KV now
- * holds.  Entries are computed by the workspace like lane contexts.
+ * holds.  Entries are computed by the workspace like lane contexts.  For a
+ * model with recurrent layers a prompt slice never crosses a multiple of the
+ * cache's block, and the state is snapshotted at each (the positions a later
+ * prompt can resume from).
  *
  * Invariants: only the worker thread touches lanes, contexts and samplers; a
  * lane is busy iff job != NULL; a released lane's KV is truncated to 0 (its
@@ -173,6 +176,8 @@ static void step(lanes *s) {
             if (decoding != (pass == 0)) continue;
             int32_t n = decoding ? 1 : p->n_prompt - l->n_fed;
             if (n > budget) n = budget;
+            const int32_t B = s->pc ? qw_pcache_snap_block(s->pc) : 0;
+            if (!decoding && B > 0 && n > B - l->n_fed % B) n = B - l->n_fed % B; /* stop at the boundary */
             s->seqs[n_seqs] = (qw_batch_seq){.ctx = l->ctx,
                                              .tokens = decoding ? &l->last : p->prompt + l->n_fed,
                                              .n = n,
@@ -192,7 +197,10 @@ static void step(lanes *s) {
         const qw_job_params *p = qw_job_params_of(l->job);
         if (l->n_fed < p->n_prompt) {
             l->n_fed += s->seqs[k].n;
-            if (l->n_fed < p->n_prompt) continue; /* more prompt next step */
+            if (l->n_fed < p->n_prompt) {
+                if (s->pc) qw_pcache_snapshot(s->pc, l->ctx); /* no-op off a block boundary */
+                continue; /* more prompt next step */
+            }
             l->t_prompt = qw_time_s();
         }
         sample_next(s, l);
@@ -299,7 +307,8 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
     }
     qw_ctx_set_chunk_size(s->ws, STEP_BUDGET);
     if (pc_mb > 0) {
-        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)pc_mb << 20, err);
+        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)pc_mb << 20, (int32_t)qw_opt_int(QW_OPT_PREFIX_BLOCK),
+                              qw_opt_str(QW_OPT_PREFIX_CACHE_DIR), err);
         if (!s->pc) {
             free_lanes(s);
             return NULL;

@@ -17,6 +17,9 @@
  * the lanes path does.  KV rows reused were computed in another chunking
  * (or by decode steps), so logits may differ from a cold prefill in the last
  * bits, as with llama.cpp's prompt cache; the tests find greedy tokens equal.
+ * For a model with recurrent layers the prompt is prefilled block by block
+ * up to its last block boundary (prefill_blocks), the state snapshotted at
+ * each: the positions a later prompt can resume from.
  *
  * Invariants: at most one job is running; queued + running <= max_queue + 1
  * (submit refuses beyond that);
@@ -59,6 +62,27 @@ static bool on_token(void *user, int32_t id) {
     return qw_job_push_logits(k->j, id, qw_ctx_logits(k->c), qw_tokenizer_n_vocab(k->s->cfg.tok));
 }
 
+/* With a recurrent model: prefills prompt[*keep..) on entry c up to its last
+ * block boundary before the prompt's final token, one block at a time,
+ * snapshotting the state at each boundary (the prefix cache's resume
+ * points); *keep advances.  qw_generate does the rest.  0, or -1 + err. */
+static int prefill_blocks(serial *s, qw_ctx *c, const int32_t *prompt, int32_t n, int32_t *keep, qw_error *err) {
+    const int32_t B = qw_pcache_snap_block(s->pc);
+    if (B <= 0) return 0;
+    while ((*keep / B + 1) * B <= n - 1) {
+        const int32_t end = (*keep / B + 1) * B;
+        for (int32_t at = *keep; at < end;) {
+            int32_t k = end - at > 512 ? 512 : end - at;
+            qw_batch_seq sq = {.ctx = c, .tokens = prompt + at, .n = k};
+            if (qw_batch_eval(s->ctx, &sq, 1, err)) return -1;
+            at += k;
+        }
+        *keep = end;
+        qw_pcache_snapshot(s->pc, c);
+    }
+    return 0;
+}
+
 /* Runs one job to its end and fills r (finish, timings, n_prompt, n_gen);
  * the caller publishes it with qw_job_finish after accounting. */
 static void run_job(serial *s, qw_job *j, qw_job_result *out) {
@@ -85,6 +109,9 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
         atomic_fetch_add(&s->q.prefix_queried, (uint64_t)p->n_prompt);
         atomic_fetch_add(&s->q.prefix_hit, (uint64_t)keep);
     } else qw_ctx_truncate(c, 0);
+    const double t0 = qw_time_s();
+    int rc = s->pc ? prefill_blocks(s, c, p->prompt, p->n_prompt, &keep, &err) : 0;
+    const double t_blocks = qw_time_s() - t0;
     qw_gen_request rq = {.prompt = p->prompt,
                          .n_prompt = p->n_prompt,
                          .n_cached = keep,
@@ -94,16 +121,15 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
                          .sampler = p->sampler};
     qw_gen_result res = {0};
     tok_sink sink = {s, c, j};
-    int rc;
-    if (p->max_tokens > 0) rc = qw_generate(c, s->cfg.tok, &rq, on_token, &sink, &res, &err);
-    else if (!s->pc) rc = qw_ctx_eval(c, p->prompt, p->n_prompt, QW_LOGITS_NONE, &err);
-    else {
+    if (rc == 0 && p->max_tokens > 0) rc = qw_generate(c, s->cfg.tok, &rq, on_token, &sink, &res, &err);
+    else if (rc == 0 && !s->pc) rc = qw_ctx_eval(c, p->prompt, p->n_prompt, QW_LOGITS_NONE, &err);
+    else if (rc == 0) {
         qw_batch_seq sq = {.ctx = c, .tokens = p->prompt + keep, .n = p->n_prompt - keep};
         rc = qw_batch_eval(s->ctx, &sq, 1, &err);
     }
-    r.prefill_s = res.prefill_s;
+    r.prefill_s = res.prefill_s + t_blocks;
     r.decode_s = res.decode_s;
-    r.ttft_s = res.ttft_s;
+    r.ttft_s = res.ttft_s > 0 ? res.ttft_s + t_blocks : 0;
     r.n_gen = res.n_tokens;
     if (s->pc) qw_pcache_record(s->pc, c, p->prompt, p->n_prompt, res.tokens, res.n_tokens, rc == 0);
     if (rc) {
@@ -170,7 +196,8 @@ qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
     s->q.kv_capacity = cfg->n_ctx;
     int64_t mb = qw_opt_int(QW_OPT_PREFIX_CACHE_MB);
     if (mb > 0) {
-        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)mb << 20, err);
+        s->pc = qw_pcache_new(cfg->model, cfg->n_ctx, (uint64_t)mb << 20, (int32_t)qw_opt_int(QW_OPT_PREFIX_BLOCK),
+                              qw_opt_str(QW_OPT_PREFIX_CACHE_DIR), err);
         if (!s->pc) {
             qw_ctx_free(s->ctx);
             qw_jq_destroy(&s->q);

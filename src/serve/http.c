@@ -56,6 +56,7 @@ static qw_endpoint route(const char *url) {
     if (!strcmp(url, "/health")) return QW_EP_HEALTH;
     if (!strcmp(url, "/metrics")) return QW_EP_METRICS;
     if (!strcmp(url, "/ready")) return QW_EP_READY;
+    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) return QW_EP_PAGE;
     return QW_EP_OTHER;
 }
 
@@ -88,6 +89,8 @@ static const char *not_ready(qw_server *s, int *queued, int *running) {
 }
 
 static enum MHD_Result small_endpoint(qw_server *s, struct MHD_Connection *c, qw_endpoint ep) {
+    if (ep == QW_EP_PAGE)
+        return qw_http_send(s, c, ep, 200, "text/html; charset=utf-8", qw_xstrdup(qw_chat_page_html));
     if (ep == QW_EP_HEALTH) {
         bool dr = atomic_load(&s->draining);
         return qw_http_send(s, c, ep, dr ? 503 : 200, "application/json",
@@ -143,7 +146,8 @@ static enum MHD_Result first_call(qw_server *s, struct MHD_Connection *c, qw_end
                     "too many concurrent connections (limit %d); retry later", s->cfg.max_conns);
         return qw_http_send_error(s, c, ep, &e);
     }
-    if (!probe && !auth_ok(s, c)) {
+    /* the page holds no data: it asks for the key when the API answers 401 */
+    if (!probe && ep != QW_EP_PAGE && !auth_ok(s, c)) {
         qw_oai_fail(&e, 401, "authentication_error", "invalid_api_key", NULL,
                     "missing or wrong API key (send Authorization: Bearer KEY)");
         return qw_http_send_error(s, c, ep, &e);

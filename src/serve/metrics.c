@@ -34,7 +34,7 @@
 #include <string.h>
 
 static const char *k_ep_names[QW_EP_COUNT] = {"chat_completions", "completions", "models",
-                                              "health", "metrics", "ready", "other"};
+                                              "health", "metrics", "ready", "page", "other"};
 static const char *k_class_names[3] = {"2xx", "4xx", "5xx"};
 
 void qw_metrics_init(qw_metrics *m) {
@@ -135,6 +135,11 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bo
             st.prefix_budget_bytes ? (double)st.prefix_bytes / (double)st.prefix_budget_bytes : 0);
         one(o, "prefix_cache_entries", "gauge", "sequences kept for reuse", st.prefix_entries);
         one(o, "prefix_cache_evictions_total", "counter", "entries dropped to stay within the budget", (double)st.prefix_evictions);
+        one(o, "prefix_cache_block_evictions_total", "counter", "tail blocks (QWISP_PREFIX_BLOCK tokens) cut from entries to stay within the budget",
+            (double)st.prefix_block_evictions);
+        one(o, "prefix_cache_shared_tokens_total", "counter", "prompt tokens reused from another conversation's entry (its prefix copied)",
+            (double)st.prefix_shared_tokens);
+        one(o, "prefix_cache_snapshots", "gauge", "recurrent-state snapshots held at block boundaries (qwen35moe)", st.prefix_snapshots);
         foreign(o, "vllm:prefix_cache_queries_total", "counter", "vLLM name: prompt tokens looked up (= qwisp_prefix_cache_queried_tokens_total)", q);
         foreign(o, "vllm:prefix_cache_hits_total", "counter", "vLLM name: prompt tokens reused (= qwisp_prefix_cache_hit_tokens_total)", h);
     }

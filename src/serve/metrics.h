@@ -20,6 +20,7 @@ typedef enum qw_endpoint {
     QW_EP_HEALTH,
     QW_EP_METRICS,
     QW_EP_READY,
+    QW_EP_PAGE, /* GET /: the chat page */
     QW_EP_OTHER,
     QW_EP_COUNT
 } qw_endpoint;

@@ -67,6 +67,9 @@ enum MHD_Result qw_http_send(qw_server *s, struct MHD_Connection *c, qw_endpoint
                              const char *ctype, char *body);
 enum MHD_Result qw_http_send_error(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const qw_oai_error *e);
 
+/* chat_page.c: src/serve/chat.html, NUL-terminated. */
+extern const char qw_chat_page_html[];
+
 /* gen.c: POST /v1/chat/completions and /v1/completions with the full body. */
 enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoint ep, const char *body, size_t n);
 

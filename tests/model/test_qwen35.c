@@ -3,7 +3,8 @@
  * down: the recurrent state is exact across chunk boundaries (a prompt
  * prefilled in chunks of 1, 7, 64 and 512 gives the same logits), each lane
  * of a batched step carries its own state, truncation restarts a recurrent
- * context instead of keeping a state that no longer matches, and a broken
+ * context instead of keeping a state that no longer matches, a saved state
+ * loaded back resumes exactly (the prefix cache's snapshots), and a broken
  * file names what is wrong. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -153,6 +154,53 @@ static void test_truncate_restarts(void **state) {
     qw_model_free(m);
 }
 
+/* The prefix cache's resume points: a state saved at position 16 and loaded
+ * back after 30 tokens rewinds the context (the next tokens' logits equal a
+ * fresh context's, within test_chunk_sizes' bound: the chunking differs); a prefix copied into another context plus
+ * that state continues like the original; and the KV shrinks to fit. */
+static void test_state_snapshot_resume(void **state) {
+    (void)state;
+    qw_error err = {0};
+    qw_model *m = qw_model_load(g_q8, &err);
+    assert_non_null(m);
+    const int V = m->hp.n_vocab;
+    int32_t ids[300], other[14];
+    fill_ids(ids, 300, V, 11, 2);
+    fill_ids(other, 14, V, 5, 9);
+    qw_ctx *c = qw_ctx_new_placed(m, 512, 2, &err), *fresh = qw_ctx_new_placed(m, 512, 2, &err);
+    qw_ctx *cp = qw_ctx_new_placed(m, 512, 2, &err);
+    void *snap = malloc(qw_ctx_state_bytes(c));
+    assert_non_null(snap);
+    assert_int_equal(qw_ctx_eval(c, ids, 16, QW_LOGITS_LAST, &err), 0);
+    qw_ctx_state_save(c, snap);
+    assert_int_equal(qw_ctx_eval(c, other, 14, QW_LOGITS_LAST, &err), 0); /* diverge */
+    assert_int_equal(qw_ctx_state_load(c, snap, 31), 30); /* past the end: refused */
+    assert_int_equal(qw_ctx_state_load(c, snap, 16), 16);
+    assert_int_equal(qw_ctx_eval(c, ids + 16, 8, QW_LOGITS_LAST, &err), 0);
+    assert_int_equal(qw_ctx_eval(fresh, ids, 24, QW_LOGITS_LAST, &err), 0);
+    assert_true(max_abs_diff(qw_ctx_logits(c), qw_ctx_logits(fresh), V) < 1e-3f);
+    /* copy the first 16 tokens into another context, load the state there, continue */
+    assert_int_equal(qw_ctx_copy_prefix(cp, c, 16, &err), 0);
+    assert_int_equal(qw_ctx_n_past(cp), 16);
+    assert_int_equal(qw_ctx_state_load(cp, snap, 16), 16);
+    assert_int_equal(qw_ctx_eval(cp, ids + 16, 8, QW_LOGITS_LAST, &err), 0);
+    assert_true(max_abs_diff(qw_ctx_logits(cp), qw_ctx_logits(fresh), V) < 1e-3f);
+    assert_int_not_equal(qw_ctx_copy_prefix(cp, c, 25, &err), 0); /* more than c holds */
+    /* a grown KV shrinks back to what it holds (at least 256 positions) */
+    assert_int_equal(qw_ctx_eval(fresh, ids + 24, 276, QW_LOGITS_LAST, &err), 0);
+    const uint64_t grown = qw_ctx_kv_bytes(fresh);
+    assert_int_equal(qw_ctx_truncate(fresh, 0), 0);
+    qw_ctx_kv_fit(fresh);
+    assert_true(qw_ctx_kv_bytes(fresh) < grown);
+    assert_int_equal(qw_ctx_eval(fresh, ids, 24, QW_LOGITS_LAST, &err), 0);
+    assert_true(max_abs_diff(qw_ctx_logits(cp), qw_ctx_logits(fresh), V) < 1e-3f);
+    free(snap);
+    qw_ctx_free(c);
+    qw_ctx_free(cp);
+    qw_ctx_free(fresh);
+    qw_model_free(m);
+}
+
 /* Three lanes in one batched step: each gets the logits it gets alone, so
  * each carries its own conv and delta states. */
 static void test_lanes_keep_own_state(void **state) {
@@ -219,7 +267,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunk_sizes_f32),      cmocka_unit_test(test_chunk_sizes_q8),
         cmocka_unit_test(test_prefill_matches_decode), cmocka_unit_test(test_truncate_restarts),
-        cmocka_unit_test(test_lanes_keep_own_state), cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_lanes_keep_own_state), cmocka_unit_test(test_state_snapshot_resume),
+        cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
