@@ -32,7 +32,7 @@ int qw_cmd_config(int argc, char **argv) {
     for (int i = 0; i < QW_TUNE_COUNT; i++) {
         char name[40];
         snprintf(name, sizeof name, "(tune) %s", qw_tune_key_name((qw_tune_id)i));
-        printf("%-28s %-12lld %-16s %s (default %lld)\n", name, (long long)qw_tune_get((qw_tune_id)i),
+        printf("%-28s %-12lld %-16s %s (default %lld)\n", name, (long long)qw_tune_effective((qw_tune_id)i),
                qw_tune_src_name(qw_tune_source((qw_tune_id)i)), qw_tune_help((qw_tune_id)i),
                (long long)qw_tune_default((qw_tune_id)i));
     }

@@ -168,7 +168,7 @@ void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_ta
                         .n_tasks = nt};
         int64_t work = 0, max_tok = 0;
         for (int i = 0; i < nt; i++) max_tok = j.tasks[i].n_tok > max_tok ? j.tasks[i].n_tok : max_tok;
-        j.row_block = max_tok >= QW_GEMM_TOKS ? qw_tune_get(QW_TUNE_PREFILL_ROWS) : decode_row_block(qw_row_bytes(wtype, k));
+        j.row_block = max_tok >= QW_GEMM_TOKS ? qw_tune_effective(QW_TUNE_PREFILL_ROWS) : decode_row_block(qw_row_bytes(wtype, k));
         j.block0[0] = 0;
         for (int i = 0; i < nt; i++) {
             j.block0[i + 1] = j.block0[i] + (j.tasks[i].n_rows + j.row_block - 1) / j.row_block;

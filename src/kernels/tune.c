@@ -19,6 +19,7 @@
  * none of them can change a result bit (tune.h).
  */
 #include "qwisp/tune.h"
+#include "qwisp/quant.h"
 
 #include <cpuid.h>
 #include <errno.h>
@@ -61,6 +62,12 @@ static int64_t clamp(qw_tune_id id, int64_t v) {
     if (v > k_defs[id].max) v = k_defs[id].max;
     if (id == QW_TUNE_PREFILL_ROWS) v = (v + 3) & ~(int64_t)3;
     return v;
+}
+
+int64_t qw_tune_effective(qw_tune_id id) {
+    if (id == QW_TUNE_PREFILL_ROWS && g_src[id] == QW_TUNE_SRC_DEFAULT && qw_gemm_wide_get(QW_TYPE_Q8_0))
+        return QW_TUNE_AMX_PREFILL_ROWS;
+    return qw_tune_vals[id];
 }
 
 int64_t qw_tune_set(qw_tune_id id, int64_t v, qw_tune_src src) {
