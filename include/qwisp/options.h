@@ -51,7 +51,7 @@
     X(MLOCK, "QWISP_MLOCK", NULL, INT, "0", 0, 1, "1: mlock the resident tier's weights") \
     X(EXPERT_READERS, "QWISP_EXPERT_READERS", NULL, INT, "4", 1, 64, "streaming tier, pread engine: reader threads (expert reads in flight)") \
     X(STREAM_IO, "QWISP_STREAM_IO", NULL, ENUM, "auto", 0, 0, "streaming tier read engine: auto (io_uring, else pread) | uring (fail if unavailable) | pread") \
-    X(STREAM_QD, "QWISP_STREAM_QD", NULL, INT, "32", 1, 256, "streaming tier, io_uring engine: expert reads in flight") \
+    X(STREAM_QD, "QWISP_STREAM_QD", NULL, INT, "8", 1, 256, "streaming tier, io_uring engine: expert reads in flight") \
     X(LOOKAHEAD, "QWISP_LOOKAHEAD", NULL, INT, "-1", -1, 256, "streaming tier: prefetch layer l+1's top-N predicted experts while layer l runs; -1 = top-k, 0 = off") \
     X(EXPERT_POLICY, "QWISP_EXPERT_POLICY", NULL, ENUM, "lfu", 0, 0, "streaming tier eviction: lfu (least often needed lately, ties LRU; measured best on trained models' routing) | lru") \
     X(NEAR_LOSSLESS, "QWISP_NEAR_LOSSLESS", NULL, INT, "0", 0, 256, "streaming tier, opt-in (not bit-exact): an uncached chosen expert may be replaced by a cached one within the router's top R, weights renormalised; 0 = off") \

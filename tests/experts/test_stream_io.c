@@ -44,7 +44,7 @@ static void set_opt(qw_opt id, const char *v) {
 /* The knobs every test starts from: the defaults of options.h. */
 static void defaults(void) {
     set_opt(QW_OPT_STREAM_IO, "auto");
-    set_opt(QW_OPT_STREAM_QD, "32");
+    set_opt(QW_OPT_STREAM_QD, "8");
     set_opt(QW_OPT_EXPERT_READERS, "4");
     set_opt(QW_OPT_LOOKAHEAD, "-1");
     set_opt(QW_OPT_EXPERT_POLICY, "lfu");
