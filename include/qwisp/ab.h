@@ -55,6 +55,7 @@
     X(POOL_PEAK_MB, "pool_peak_mb", "MiB", "pool peak active")                                   \
     X(POOL_PEAK_HELD_MB, "pool_peak_held_mb", "MiB", "pool peak active + cache")                 \
     X(POOL_OS_CALLS, "pool_os_calls", "calls", "pool calls to the OS allocator")                 \
+    X(POOL_EVICTED_MB, "pool_evicted_mb", "MiB", "cached bytes the bound gave back (0: it never acted)") \
     X(MAJFLT, "majflt", "faults", "major page faults (wait4 rusage)")                            \
     X(EXPERT_HITS, "expert_hits", "count", "expert cache hits (streaming tier)")                 \
     X(EXPERT_MISSES, "expert_misses", "count", "expert cache misses (streaming tier)")           \

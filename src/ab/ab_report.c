@@ -205,10 +205,10 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
             const qw_ab_trial *t = &e->speed_trials[i];
             char r[16];
             snprintf(r, sizeof r, "%d", t->round);
-            fprintf(f, "| %d | %s | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4g | %.4g |\n", i, t->round < 0 ? "warm-up" : r,
+            fprintf(f, "| %d | %s | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4g | %.4g | %.4g |\n", i, t->round < 0 ? "warm-up" : r,
                     e->arms[t->arm].name, t->ok ? "ok" : t->error, t->m[QW_AB_M_DECODE_TOK_S], t->m[QW_AB_M_DECODE_TOK_S_TRIM],
                     t->m[QW_AB_M_DECODE_MS_MEDIAN], t->m[QW_AB_M_DECODE_CPU_MS], t->m[QW_AB_M_DECODE_MCYCLES],
-                    t->m[QW_AB_M_PREFILL_TOK_S]);
+                    t->m[QW_AB_M_PREFILL_TOK_S], t->m[QW_AB_M_POOL_EVICTED_MB]);
         }
     }
     fprintf(f, "\n## %s (run order)\n\n| # | round | arm | status | decode tok/s | prefill tok/s | footprint peak MiB "

@@ -106,6 +106,7 @@ bool qw_ab_trial_parse_json(qw_ab_trial *t, const char *json) {
         t->m[QW_AB_M_POOL_PEAK_MB] = num(p, "peak", MB);
         t->m[QW_AB_M_POOL_PEAK_HELD_MB] = num(p, "peak_held", MB);
         t->m[QW_AB_M_POOL_OS_CALLS] = num(p, "os_calls", 1);
+        t->m[QW_AB_M_POOL_EVICTED_MB] = num(p, "evicted_bytes", MB);
     }
     /* streaming tier stats (issue #6): an "experts" object when present */
     static const char *const hits[] = {"hits", "cache_hits", NULL};

@@ -362,6 +362,7 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
             static const int ms[] = {QW_AB_M_DECODE_TOK_S, QW_AB_M_DECODE_TOK_S_TRIM, QW_AB_M_DECODE_MS_MEDIAN, QW_AB_M_DECODE_CPU_MS,
                                      QW_AB_M_DECODE_MCYCLES, QW_AB_M_PREFILL_TOK_S, QW_AB_M_TTFT_MS};
             for (size_t k = 0; k < sizeof ms / sizeof *ms; k++) t->m[ms[k]] = jnum(s, qw_ab_metric_name(ms[k]));
+            t->m[QW_AB_M_POOL_EVICTED_MB] = jnum(s, "pool_evicted_mb"); /* shown per trial, paired from processes */
             const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "tokens_hash");
             if (cJSON_IsString(h)) {
                 if (!hash0) hash0 = h->valuestring;

@@ -193,6 +193,8 @@ static int trial(qw_ctx *c, const qw_ctx_mark *mk, const int32_t *tail, int32_t 
     cJSON_AddNumberToObject(o, "pool_peak_mb", (double)ps.peak_bytes / 1048576.0);
     cJSON_AddNumberToObject(o, "pool_peak_held_mb", (double)ps.peak_held_bytes / 1048576.0);
     cJSON_AddNumberToObject(o, "pool_os_calls", (double)ps.os_alloc_calls);
+    /* 0 for a bounded arm = its bound never acted: it ran the baseline's allocations */
+    cJSON_AddNumberToObject(o, "pool_evicted_mb", (double)ps.evicted_bytes / 1048576.0);
     char hx[24];
     snprintf(hx, sizeof hx, "%016llx", (unsigned long long)h);
     cJSON_AddStringToObject(o, "tokens_hash", hx);
