@@ -549,7 +549,7 @@ static void disk_load(qw_pcache *p) {
         qw_cfile_close(&r);
     }
     closedir(d);
-    qsort(f, (size_t)n, sizeof *f, by_recency);
+    if (n > 1) qsort(f, (size_t)n, sizeof *f, by_recency);
     int loaded = 0, n_tok = 0;
     for (int i = 0; i < n && loaded < MAX_ENTRIES; i++) {
         char path[1024];
