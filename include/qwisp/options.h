@@ -43,6 +43,10 @@
     X(MLOCK, "QWISP_MLOCK", NULL, INT, "0", 0, 1, "1: mlock the resident tier's weights") \
     X(EXPERT_READERS, "QWISP_EXPERT_READERS", NULL, INT, "4", 1, 64, "streaming tier: reader threads (expert reads in flight)") \
     X(FAULT_READ, "QWISP_FAULT_READ", NULL, INT, "0", 0, 2147483647, "test/debug: fail the N-th expert disk read with EIO (0 = never)") \
+    X(BACKEND, "QWISP_BACKEND", NULL, ENUM, "auto", 0, 0, "compute backend: auto (CUDA when a GPU is usable, else CPU) | cpu | cuda (fail when no GPU)") \
+    X(CUDA_LIB, "QWISP_CUDA_LIB", NULL, STR, NULL, 0, 0, "path of libqwisp_cuda.so; unset = next to the qwisp binary, then ../lib/qwisp/") \
+    X(DEVICE_VRAM, "QWISP_DEVICE_VRAM", NULL, STR, NULL, 0, 0, "CUDA: GB of device memory to use (emulate a smaller GPU, e.g. 8); unset = the free memory") \
+    X(DEVICE_SLOTS, "QWISP_DEVICE_SLOTS", NULL, INT, "-1", -1, 65536, "CUDA: expert slots per layer in VRAM (streaming tier); 0 = resident; -1 = chosen from VRAM") \
     X(TEST_REPLY_FILE, "QWISP_TEST_REPLY_FILE", NULL, STR, NULL, 0, 0, "tests only: serve/chat replies are this file's text (the model still runs)")
 
 typedef enum {
