@@ -75,7 +75,7 @@ $(BUILD)/obj/src/cuda/%.o: src/cuda/%.cu $(wildcard src/cuda/*.h src/cuda/*.cuh)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
 $(CUDA_LIB): $(CU_OBJ)
-	$(NVCC) -shared -cudart static $(CUDA_ARCH) $^ -o $@
+	$(NVCC) -shared -cudart static $(CUDA_ARCH) -Xlinker --no-undefined $^ -o $@
 
 $(BUILD)/obj/%_avx2.o: ISA := $(ISA_AVX2)
 $(BUILD)/obj/%_avx512.o: ISA := $(ISA_AVX512)

@@ -38,6 +38,16 @@ typedef struct cu_tensor {
     size_t row_bytes, matrix_bytes;
 } cu_tensor;
 
+/* Recurrent state bytes of one DeltaNet layer (the object links nothing of
+ * libqwisp, so model.c's qw_model_*_state_bytes are recomputed here). */
+static inline size_t cu_conv_state_bytes(const qw_hparams *hp) {
+    const size_t C = 2 * (size_t)hp->ssm_state * hp->ssm_groups + (size_t)hp->ssm_state * hp->ssm_vheads;
+    return (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 1) * C * sizeof(float);
+}
+static inline size_t cu_delta_state_bytes(const qw_hparams *hp) {
+    return (size_t)hp->ssm_vheads * hp->ssm_state * hp->ssm_state * sizeof(float);
+}
+
 /* ---- cu_pool.cu ---- */
 void cu_pool_config(const qw_backend_cfg *cfg);
 void *cu_pool_alloc(size_t n);   /* NULL on failure */

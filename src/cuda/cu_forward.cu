@@ -164,8 +164,8 @@ void *cu_ctx_new(void *p, int32_t n_ctx, qw_error *err) {
     }
     for (int il = 0; il < hp->n_layer; il++) {
         if (!dm->layers[il].recurrent) continue;
-        if (grow(&c->conv[il], qw_model_conv_state_bytes(hp), err) ||
-            grow(&c->delta[il], qw_model_delta_state_bytes(hp), err)) {
+        if (grow(&c->conv[il], cu_conv_state_bytes(hp), err) ||
+            grow(&c->delta[il], cu_delta_state_bytes(hp), err)) {
             cu_ctx_free(c);
             return NULL;
         }

@@ -179,7 +179,10 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         for (int il = 0; il < hp->n_layer; il++) n_attn += !m->layers[il].recurrent;
         const int64_t pos = cfg->kv_positions > 0 ? cfg->kv_positions : 4096;
         const uint64_t kv = 2ull * n_attn * (uint64_t)pos * hp->n_head_kv * hp->head_dim * (cfg->kv_f32 ? 4 : 2);
-        const uint64_t reserve = kv + qw_model_state_bytes(m) + activation_bytes(hp, 512);
+        uint64_t state = 0;
+        for (int il = 0; il < hp->n_layer; il++)
+            if (m->layers[il].recurrent) state += cu_conv_state_bytes(hp) + cu_delta_state_bytes(hp);
+        const uint64_t reserve = kv + state + activation_bytes(hp, 512);
         const uint64_t avail = budget > reserve ? budget - reserve : 0;
         int64_t slots = cfg->expert_slots;
         if (slots < 0) {
