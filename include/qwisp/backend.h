@@ -103,8 +103,17 @@ const qw_backend_ops *qw_backend_cuda(qw_error *err);
  * sizes the tier decision.  0 when m stays on the CPU or is on the device. */
 int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err);
 
+/* Drops m's device side (qw_model_free calls it). */
+void qw_backend_detach(qw_model *m);
+
 /* Device counters of m (zeros on the CPU) and the stats.h group they print as. */
 qw_device_stats qw_backend_stats(const qw_model *m);
+/* The same for the model most recently put on the device (the process's one
+ * model in `run` / `serve`), for --json, /metrics and the MEMDBG lines; false
+ * (zeros) when nothing is on a device. */
+bool qw_backend_active_stats(qw_device_stats *s);
+/* " dev_active=MB dev_cache=MB …" for a MEMDBG line (nothing on the CPU). */
+void qw_backend_stats_line(FILE *f);
 struct qw_stat_group;
 extern const struct qw_stat_group qw_device_stat_group;
 

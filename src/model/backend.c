@@ -50,6 +50,8 @@ static int lib_paths(char paths[3][PATH_MAX + 32]) {
 }
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_active_lock = PTHREAD_MUTEX_INITIALIZER;
+static const qw_model *g_active; /* the model most recently attached (stats) */
 static const qw_backend_ops *g_ops;
 static qw_error g_why;
 static char g_device[256];
@@ -132,8 +134,34 @@ int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err) {
     }
     m->backend = ops;
     m->dev = dm;
+    pthread_mutex_lock(&g_active_lock);
+    g_active = m;
+    pthread_mutex_unlock(&g_active_lock);
     qw_log(QW_LOG_INFO, "backend: %s", ops->model_describe(dm));
     return 0;
+}
+
+void qw_backend_detach(qw_model *m) {
+    if (!m->dev) return;
+    pthread_mutex_lock(&g_active_lock);
+    if (g_active == m) g_active = NULL;
+    pthread_mutex_unlock(&g_active_lock);
+    m->backend->model_free(m->dev);
+    m->dev = NULL;
+    m->backend = NULL;
+}
+
+bool qw_backend_active_stats(qw_device_stats *s) {
+    pthread_mutex_lock(&g_active_lock);
+    *s = qw_backend_stats(g_active);
+    const bool on = g_active != NULL;
+    pthread_mutex_unlock(&g_active_lock);
+    return on;
+}
+
+void qw_backend_stats_line(FILE *f) {
+    qw_device_stats s;
+    if (qw_backend_active_stats(&s)) qw_stats_line(f, &qw_device_stat_group, &s, 0, -1);
 }
 
 qw_device_stats qw_backend_stats(const qw_model *m) {

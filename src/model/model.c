@@ -222,7 +222,7 @@ fail:
 
 void qw_model_free(qw_model *m) {
     if (!m) return;
-    if (m->dev) m->backend->model_free(m->dev);
+    qw_backend_detach(m);
     qw_experts_close(m->experts);
     free(m->expert_parts);
     free(m->weight_ranges);
