@@ -22,37 +22,40 @@ static size_t tensor_bytes(const qw_tensor *t) {
 
 static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* Each weight of the model once: its host view and its device view. */
+/* Each weight of the model once: its host view, its device view, whether
+ * it is a routed-expert tensor, and whether a matmul reads it (those need a
+ * device kernel for their type and rows of a multiple of 32). */
 typedef struct {
     const qw_tensor *h;
     cu_tensor *d;
-    bool expert;
+    bool expert, mm;
 } binding;
 
 static int bindings(const qw_model *m, cu_model *dm, binding *b) {
     int n = 0;
-#define BIND(H, D, X)                                                           \
+#define BIND(H, D, X, MM)                                                       \
     do {                                                                        \
-        if ((H).data) b[n++] = (binding){&(H), &(D), (X)};                      \
+        if ((H).data) b[n++] = (binding){&(H), &(D), (X), (MM)};                \
     } while (0)
-    BIND(m->tok_embd, dm->tok_embd, false);
-    BIND(m->output_norm, dm->output_norm, false);
-    if (!m->tied_output) BIND(m->output, dm->output, false);
+#define W(name) BIND(L->name, D->name, false, true)   /* a matmul weight */
+#define V(name) BIND(L->name, D->name, false, false)  /* a vector / conv kernel, f32 */
+    BIND(m->tok_embd, dm->tok_embd, false, true);
+    BIND(m->output_norm, dm->output_norm, false, false);
+    if (!m->tied_output) BIND(m->output, dm->output, false, true);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const qw_layer *L = &m->layers[il];
         cu_layer *D = &dm->layers[il];
-        BIND(L->attn_norm, D->attn_norm, false); BIND(L->wq, D->wq, false); BIND(L->wk, D->wk, false);
-        BIND(L->wv, D->wv, false); BIND(L->wo, D->wo, false); BIND(L->q_norm, D->q_norm, false);
-        BIND(L->k_norm, D->k_norm, false); BIND(L->ffn_norm, D->ffn_norm, false);
-        BIND(L->wqkv, D->wqkv, false); BIND(L->wz, D->wz, false); BIND(L->w_beta, D->w_beta, false);
-        BIND(L->w_alpha, D->w_alpha, false); BIND(L->conv1d, D->conv1d, false); BIND(L->dt_bias, D->dt_bias, false);
-        BIND(L->ssm_a, D->ssm_a, false); BIND(L->ssm_norm, D->ssm_norm, false); BIND(L->ssm_out, D->ssm_out, false);
-        BIND(L->shexp_gate, D->shexp_gate, false); BIND(L->gate_shexp, D->gate_shexp, false);
-        BIND(L->up_shexp, D->up_shexp, false); BIND(L->down_shexp, D->down_shexp, false);
-        BIND(L->gate_inp, D->gate_inp, false);
-        BIND(L->gate_exps, D->gate_exps, true); BIND(L->up_exps, D->up_exps, true);
-        BIND(L->down_exps, D->down_exps, true);
+        D->recurrent = L->recurrent;
+        D->gated = L->gated_attn;
+        V(attn_norm); W(wq); W(wk); W(wv); W(wo); V(q_norm); V(k_norm); V(ffn_norm);
+        W(wqkv); W(wz); W(w_beta); W(w_alpha); V(conv1d); V(dt_bias); V(ssm_a); V(ssm_norm); W(ssm_out);
+        W(shexp_gate); W(gate_shexp); W(up_shexp); W(down_shexp); W(gate_inp);
+        BIND(L->gate_exps, D->gate_exps, true, true);
+        BIND(L->up_exps, D->up_exps, true, true);
+        BIND(L->down_exps, D->down_exps, true, true);
     }
+#undef W
+#undef V
 #undef BIND
     return n;
 }
@@ -147,11 +150,15 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
     uint64_t dense = 0, experts = 0, per_expert = 0; /* per_expert: gate+up+down of one expert, all layers */
     for (int i = 0; i < nb; i++) {
         view(b[i].h, b[i].d);
-        if (b[i].h->ne[1] > 1 && !cu_type_ok(b[i].h->type)) {
+        if (!b[i].mm && b[i].h->type != QW_TYPE_F32) {
+            cu_fail(err, "tensor %s: type %d (the device reads vectors as f32)", b[i].h->name, b[i].h->type);
+            goto fail;
+        }
+        if (b[i].mm && !cu_type_ok(b[i].h->type)) {
             cu_fail(err, "tensor %s: type %d has no device kernel", b[i].h->name, b[i].h->type);
             goto fail;
         }
-        if (b[i].h->ne[1] > 1 && b[i].h->ne[0] % 32) {
+        if (b[i].mm && b[i].h->ne[0] % 32) {
             cu_fail(err, "tensor %s: row of %lld elements (the device matmul wants a multiple of 32)", b[i].h->name,
                     (long long)b[i].h->ne[0]);
             goto fail;
