@@ -60,6 +60,38 @@ typedef struct qw_device_stats {
 } qw_device_stats;
 #undef QW_DEVICE_STATS_FIELD
 
+/* The VRAM tier, decided from sizes only (pure: the CUDA object calls it at
+ * upload, tests/gpu checks it without a GPU).
+ *   budget     device bytes to use (free memory, or QWISP_DEVICE_VRAM)
+ *   reserve    KV cache + recurrent state + one chunk of activations
+ *   dense      non-expert weights;  experts: all routed-expert weights
+ *   one        one expert's gate+up+down summed over the layers (a slot a layer)
+ *   forced     QWISP_DEVICE_SLOTS (-1 = choose; 0 = resident)
+ * slots = 0: resident (everything fits, or forced); else C slots per layer
+ * (n_expert_used <= C < n_expert).  fits = false when not even
+ * n_expert_used slots fit next to the non-expert weights. */
+typedef struct qw_device_tier {
+    int64_t slots;
+    bool fits;
+} qw_device_tier;
+
+static inline qw_device_tier qw_device_tier_decide(uint64_t budget, uint64_t reserve, uint64_t dense,
+                                                   uint64_t experts, uint64_t one, int n_expert, int n_used,
+                                                   int64_t forced) {
+    qw_device_tier t = {0, true};
+    const uint64_t avail = budget > reserve ? budget - reserve : 0;
+    if (forced >= 0) {
+        t.slots = forced >= n_expert ? 0 : forced;
+        t.fits = t.slots == 0 || t.slots >= n_used;
+        return t;
+    }
+    if (dense + experts <= avail) return t;
+    t.slots = avail > dense && one ? (int64_t)((avail - dense) / one) : 0;
+    if (t.slots >= n_expert) t.slots = 0; /* rounding: every expert fits after all */
+    else if (t.slots < n_used) t.fits = false;
+    return t;
+}
+
 typedef struct qw_backend_ops {
     int abi;          /* QW_BACKEND_ABI */
     const char *name; /* "cuda" */

@@ -190,25 +190,21 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         for (int il = 0; il < hp->n_layer; il++)
             if (m->layers[il].recurrent) state += cu_conv_state_bytes(hp) + cu_delta_state_bytes(hp);
         const uint64_t reserve = kv + state + activation_bytes(hp, 512);
-        const uint64_t avail = budget > reserve ? budget - reserve : 0;
-        int64_t slots = cfg->expert_slots;
-        if (slots < 0) {
-            if (dense + experts <= avail) {
-                slots = 0;
-            } else {
-                const uint64_t one = per_expert / (hp->n_expert > 0 ? hp->n_expert : 1) + 3 * 256 * hp->n_layer;
-                slots = avail > dense && one ? (int64_t)((avail - dense) / one) : 0;
-                if (slots < hp->n_expert_used) {
-                    cu_fail(err, "the model does not fit %.2f GB of device memory: %.2f GB of non-expert weights + "
-                                 "%d experts a layer need %.2f GB, plus %.2f GB of KV/state/activations",
-                            budget / 1e9, dense / 1e9, hp->n_expert_used,
-                            (dense + (double)one * hp->n_expert_used) / 1e9, reserve / 1e9);
-                    goto fail;
-                }
-                if (slots >= hp->n_expert) slots = 0;
-            }
+        const uint64_t one = per_expert / (hp->n_expert > 0 ? hp->n_expert : 1) + 3 * 256 * hp->n_layer;
+        const qw_device_tier tier = qw_device_tier_decide(budget, reserve, dense, experts, one, hp->n_expert,
+                                                          hp->n_expert_used, cfg->expert_slots);
+        if (!tier.fits) {
+            if (cfg->expert_slots >= 0)
+                cu_fail(err, "QWISP_DEVICE_SLOTS=%lld is below the %d experts a token uses", (long long)cfg->expert_slots,
+                        hp->n_expert_used);
+            else
+                cu_fail(err, "the model does not fit %.2f GB of device memory: %.2f GB of non-expert weights + "
+                             "%d expert slots a layer need %.2f GB, plus %.2f GB of KV/state/activations",
+                        budget / 1e9, dense / 1e9, hp->n_expert_used, (dense + (double)one * hp->n_expert_used) / 1e9,
+                        reserve / 1e9);
+            goto fail;
         }
-        if (slots >= hp->n_expert) slots = 0;
+        const int64_t slots = tier.slots;
         dm->streaming = slots > 0;
         dm->slots = (int)slots;
         const uint64_t arena = dm->streaming ? dense : dense + experts;

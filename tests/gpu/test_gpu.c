@@ -142,6 +142,35 @@ static void test_selection(void **state) {
     qw_model_free(m);
 }
 
+/* The VRAM tier from sizes alone (no GPU): resident when everything fits,
+ * else C slots from what is left beside the non-expert weights, refused
+ * below n_expert_used; QWISP_DEVICE_SLOTS forces it.  Sizes of the full
+ * Qwen3.6-35B-A3B Q4_K file (40 layers, 256 experts top-8): ~1.3 GB dense,
+ * ~19.4 GB of experts, one expert over all layers ~75.8 MB. */
+static void test_tier_decision(void **state) {
+    (void)state;
+    const uint64_t GB = 1000000000ull, dense = 1300000000ull, experts = 19400000000ull, one = 75800000ull;
+    qw_device_tier t = qw_device_tier_decide(141 * GB, 2 * GB, dense, experts, one, 256, 8, -1);
+    assert_true(t.fits);
+    assert_int_equal(t.slots, 0); /* an H200: resident */
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, -1);
+    assert_true(t.fits);
+    assert_int_equal(t.slots, (int64_t)((7 * GB - dense) / one)); /* 8 GB: 75 slots a layer */
+    assert_true(t.slots >= 8 && t.slots < 256);
+    t = qw_device_tier_decide(2 * GB, 1 * GB, dense, experts, one, 256, 8, -1);
+    assert_false(t.fits); /* 8 slots do not fit beside 1.3 GB in 1 GB */
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 16);
+    assert_true(t.fits);
+    assert_int_equal(t.slots, 16);
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 4);
+    assert_false(t.fits); /* fewer slots than experts a token uses */
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 0);
+    assert_true(t.fits);
+    assert_int_equal(t.slots, 0); /* forced resident */
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 300);
+    assert_int_equal(t.slots, 0); /* as many slots as experts = resident */
+}
+
 /* ---- GPU vs CPU ---------------------------------------------------------- */
 
 static bool is_trained(const char *path) { return strstr(path, "models/") == path; }
@@ -260,6 +289,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_tier_decision),
         cmocka_unit_test(test_gpu_vs_cpu),
         cmocka_unit_test(test_pool_limit),
     };
