@@ -187,6 +187,9 @@ void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user) {
 }
 
 uint64_t qw_ctx_kv_bytes(const qw_ctx *c) {
+    /* on the GPU: the device bytes this context holds (KV, state and its
+     * activations), so budgets that count KV (the prefix cache) see them */
+    if (c->dev) return c->m->backend->ctx_bytes(c->dev);
     const qw_hparams *hp = &c->m->hp;
     int n_attn = 0;
     for (int il = 0; il < hp->n_layer; il++) n_attn += !c->m->layers[il].recurrent;
