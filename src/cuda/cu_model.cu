@@ -208,7 +208,7 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         dm->streaming = slots > 0;
         dm->slots = (int)slots;
         const uint64_t arena = dm->streaming ? dense : dense + experts;
-        dm->arena = cu_pool_alloc(arena);
+        dm->arena = cu_pool_alloc_fit(arena, true);
         if (!dm->arena) {
             cu_fail(err, "out of device memory for %.2f GB of weights", arena / 1e9);
             goto fail;
@@ -229,9 +229,9 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         if (dm->streaming) {
             for (int il = 0; il < hp->n_layer; il++) {
                 cu_layer *D = &dm->layers[il];
-                D->slot_g = (uint8_t *)cu_pool_alloc((size_t)slots * D->gate_exps.matrix_bytes);
-                D->slot_u = (uint8_t *)cu_pool_alloc((size_t)slots * D->up_exps.matrix_bytes);
-                D->slot_d = (uint8_t *)cu_pool_alloc((size_t)slots * D->down_exps.matrix_bytes);
+                D->slot_g = (uint8_t *)cu_pool_alloc_fit((size_t)slots * D->gate_exps.matrix_bytes, true);
+                D->slot_u = (uint8_t *)cu_pool_alloc_fit((size_t)slots * D->up_exps.matrix_bytes, true);
+                D->slot_d = (uint8_t *)cu_pool_alloc_fit((size_t)slots * D->down_exps.matrix_bytes, true);
                 if (!D->slot_g || !D->slot_u || !D->slot_d) {
                     cu_fail(err, "out of device memory for %lld expert slots of layer %d", (long long)slots, il);
                     goto fail;

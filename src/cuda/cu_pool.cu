@@ -92,10 +92,12 @@ static void enforce_limit(void) {
     }
 }
 
-void *cu_pool_alloc(size_t n) {
+void *cu_pool_alloc(size_t n) { return cu_pool_alloc_fit(n, false); }
+
+void *cu_pool_alloc_fit(size_t n, bool exact) {
     if (!n) n = 1;
     pthread_mutex_lock(&g_lock);
-    const size_t want = round_cap(n);
+    const size_t want = exact ? (n + 255) & ~(size_t)255 : round_cap(n);
     dblock *b = take_cached(n, want);
     if (b) {
         g_st.hits++;
