@@ -15,8 +15,10 @@
 
 enum { AT_THREADS = 128, AT_MAXD = 512 };
 
-__global__ void kv_append_kernel(void *kc, void *vc, int f32, const float *k, const float *v, int row, int pos0) {
+__global__ void kv_append_kernel(void *kc, void *vc, int f32, const float *k, const float *v, int row, int pos0,
+                                 const int32_t *pos_dev) {
     const int t = blockIdx.x;
+    if (pos_dev) pos0 = *pos_dev;
     const size_t at = (size_t)(pos0 + t) * row;
     for (int i = threadIdx.x; i < row; i += blockDim.x) {
         const float kv = k[(size_t)t * row + i], vv = v[(size_t)t * row + i];
@@ -31,9 +33,9 @@ __global__ void kv_append_kernel(void *kc, void *vc, int f32, const float *k, co
 }
 
 void cu_kv_append(cudaStream_t s, void *kc, void *vc, bool f32, const float *k, const float *v, int n_tok,
-                  int pos0, int row) {
+                  int pos0, const int32_t *pos_dev, int row) {
     if (n_tok <= 0) return;
-    kv_append_kernel<<<n_tok, 128, 0, s>>>(kc, vc, f32, k, v, row, pos0);
+    kv_append_kernel<<<n_tok, 128, 0, s>>>(kc, vc, f32, k, v, row, pos0, pos_dev);
 }
 
 template <typename KT> __device__ __forceinline__ float ld(const KT *p, size_t i);
@@ -41,8 +43,9 @@ template <> __device__ __forceinline__ float ld<float>(const float *p, size_t i)
 template <> __device__ __forceinline__ float ld<__half>(const __half *p, size_t i) { return __half2float(p[i]); }
 
 template <typename KT>
-__global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out, int pos0, int H, int HKV, int D,
-                            float scale) {
+__global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out, int pos0, const int32_t *pos_dev,
+                            int H, int HKV, int D, float scale) {
+    if (pos_dev) pos0 = *pos_dev;
     __shared__ float qs[AT_MAXD];
     __shared__ float sc[AT_THREADS];
     __shared__ float red[AT_THREADS / 32];
@@ -96,13 +99,13 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
 }
 
 void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, bool f32, float *out, int n_tok,
-                  int pos0, int n_head, int n_head_kv, int head_dim, float scale) {
+                  int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale) {
     if (n_tok <= 0) return;
     dim3 grid(n_head, n_tok);
     if (f32)
-        attn_kernel<float><<<grid, AT_THREADS, 0, s>>>(q, (const float *)k, (const float *)v, out, pos0, n_head,
+        attn_kernel<float><<<grid, AT_THREADS, 0, s>>>(q, (const float *)k, (const float *)v, out, pos0, pos_dev, n_head,
                                                        n_head_kv, head_dim, scale);
     else
-        attn_kernel<__half><<<grid, AT_THREADS, 0, s>>>(q, (const __half *)k, (const __half *)v, out, pos0, n_head,
+        attn_kernel<__half><<<grid, AT_THREADS, 0, s>>>(q, (const __half *)k, (const __half *)v, out, pos0, pos_dev, n_head,
                                                         n_head_kv, head_dim, scale);
 }

@@ -83,7 +83,10 @@ void cu_get_rows(cudaStream_t s, const cu_tensor *w, const int32_t *tokens, int 
 /* ---- cu_ops.cu ---- */
 void cu_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, int ldx, int ldo,
                 float eps);
-void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0, float base);
+/* pos_dev (device int, or NULL = pos0): the first position, read by the
+ * kernel so that a captured decode graph serves every position. */
+void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
+             const int32_t *pos_dev, float base);
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
               int32_t *sel, float *selw);
 void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n);
@@ -97,9 +100,9 @@ void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *se
 
 /* ---- cu_attn.cu ---- */
 void cu_kv_append(cudaStream_t s, void *kc, void *vc, bool f32, const float *k, const float *v, int n_tok,
-                  int pos0, int row);
+                  int pos0, const int32_t *pos_dev, int row);
 void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, bool f32, float *out, int n_tok,
-                  int pos0, int n_head, int n_head_kv, int head_dim, float scale);
+                  int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale);
 
 /* ---- cu_delta.cu ---- */
 bool cu_delta_supported(int S);

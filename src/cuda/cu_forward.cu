@@ -37,6 +37,13 @@ typedef struct cu_ctx {
     /* activations, grown to the largest chunk */
     dbuf tok, x, xn, q, qg, kc, vc, att, router, sel, selw, gate, up, down, tiles;
     dbuf mix, cv, z, beta, alpha, o, sg, su, sd, sgate, logits;
+    /* decode graph (resident tier, one token with logits): captured once per
+     * buffer layout, replayed each step; the position is read from pos */
+    dbuf pos;
+    int32_t *h_pos;     /* pinned: the position the graph reads */
+    cudaGraphExec_t graph;
+    uint64_t gen, graph_gen; /* gen: bumped whenever a device buffer moves */
+    bool graph_off;          /* capture failed once: run without */
     /* host side of the grouped MoE path */
     int32_t *h_sel, *h_order, *h_count;
     cu_tile *h_tiles;
@@ -45,7 +52,13 @@ typedef struct cu_ctx {
 
 #define P(b) ((float *)(b).p)
 
-static int grow(dbuf *b, size_t need, qw_error *err) { return cu_grow(&b->p, &b->cap, need, err); }
+static int grow_gen(cu_ctx *c, dbuf *b, size_t need, qw_error *err) {
+    void *old = b->p;
+    const int rc = cu_grow(&b->p, &b->cap, need, err);
+    if (b->p != old) c->gen++;
+    return rc;
+}
+#define grow(b, need, err) grow_gen(c, (b), (need), (err))
 
 static int kv_reserve(cu_ctx *c, int32_t need, qw_error *err) {
     if (need <= c->kv_cap) return 0;
@@ -64,6 +77,7 @@ static int kv_reserve(cu_ctx *c, int32_t need, qw_error *err) {
             CU_TRY(cudaStreamSynchronize(c->s), err);
             cu_pool_free(kv[i]->p);
             kv[i]->p = np;
+            c->gen++;
             kv[i]->cap = (size_t)cap * row;
         }
     }
@@ -125,6 +139,9 @@ void cu_ctx_free(void *p) {
     cu_ctx *c = (cu_ctx *)p;
     if (!c) return;
     cudaStreamSynchronize(c->s);
+    if (c->graph) cudaGraphExecDestroy(c->graph);
+    if (c->h_pos) cudaFreeHost(c->h_pos);
+    cu_pool_free(c->pos.p);
     ctx_release(c);
     free(c->k);
     free(c->v);
@@ -191,7 +208,7 @@ uint64_t cu_ctx_bytes(void *p) {
 
 /* ---- the blocks ---------------------------------------------------------- */
 
-static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos0) {
+static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos0, const int32_t *pos_dev) {
     const qw_hparams *hp = &c->dm->hp;
     const int E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
     cudaStream_t s = c->s;
@@ -203,10 +220,10 @@ static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos
     if (L->gated) cu_split_q(s, P(c->qg), P(c->q), n, H, D);
     cu_rmsnorm(s, P(c->q), P(c->q), (const float *)L->q_norm.data, D, n * H, D, D, hp->rms_eps);
     cu_rmsnorm(s, P(c->kc), P(c->kc), (const float *)L->k_norm.data, D, n * HKV, D, D, hp->rms_eps);
-    cu_rope(s, P(c->q), n, H, D, hp->n_rot, pos0, hp->rope_base);
-    cu_rope(s, P(c->kc), n, HKV, D, hp->n_rot, pos0, hp->rope_base);
-    cu_kv_append(s, c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->kc), P(c->vc), n, pos0, HKV * D);
-    cu_attention(s, P(c->q), c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->att), n, pos0, H, HKV, D,
+    cu_rope(s, P(c->q), n, H, D, hp->n_rot, pos0, pos_dev, hp->rope_base);
+    cu_rope(s, P(c->kc), n, HKV, D, hp->n_rot, pos0, pos_dev, hp->rope_base);
+    cu_kv_append(s, c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->kc), P(c->vc), n, pos0, pos_dev, HKV * D);
+    cu_attention(s, P(c->q), c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->att), n, pos0, pos_dev, H, HKV, D,
                  1.0f / sqrtf((float)D));
     if (L->gated) cu_sigmoid_mul(s, P(c->att), P(c->qg) + D, n, H, D, 2 * D);
     cu_matmul(s, &L->wo, NULL, P(c->att), H * D, 1, NULL, 0, n, P(c->x), E, true);
@@ -324,32 +341,83 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
     return 0;
 }
 
-int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *logits, int all, qw_error *err) {
-    cu_ctx *c = (cu_ctx *)p;
+/* The layers and the head, enqueued on c's stream (captured into the decode
+ * graph, or run directly).  pos_dev: the position on the device (graph) or NULL. */
+static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool logits, bool all, qw_error *err) {
     cu_model *dm = c->dm;
     const qw_hparams *hp = &dm->hp;
     const int E = hp->n_embd, V = hp->n_vocab;
-    if (n_past + n > c->n_ctx) return cu_fail(err, "context full: %d + %d > n_ctx %d", n_past, n, c->n_ctx);
-    if (kv_reserve(c, n_past + n, err) || reserve_rows(c, n, err)) return -1;
     cudaStream_t s = c->s;
-    CU_TRY(cudaMemcpyAsync(c->tok.p, tokens, (size_t)n * 4, cudaMemcpyHostToDevice, s), err);
     cu_get_rows(s, &dm->tok_embd, (const int32_t *)c->tok.p, n, P(c->x));
     for (int il = 0; il < hp->n_layer; il++) {
         const cu_layer *L = &dm->layers[il];
         if (L->recurrent)
             deltanet_block(c, L, il, n);
         else
-            attention_block(c, L, il, n, n_past);
+            attention_block(c, L, il, n, n_past, pos_dev);
         if (moe_block(c, L, il, n, err)) return -1;
     }
     if (logits) {
         const int rows = all ? n : 1;
         const float *xin = P(c->x) + (size_t)(all ? 0 : n - 1) * E;
-        if (grow(&c->logits, (size_t)rows * V * sizeof(float), err)) return -1;
         cu_rmsnorm(s, P(c->xn), xin, (const float *)dm->output_norm.data, E, rows, E, E, hp->rms_eps);
         cu_matmul(s, &dm->output, NULL, P(c->xn), E, 1, NULL, 0, rows, P(c->logits), V, false);
-        CU_TRY(cudaMemcpyAsync(logits, c->logits.p, (size_t)rows * V * sizeof(float), cudaMemcpyDeviceToHost, s), err);
     }
+    return 0;
+}
+
+/* Captures the one-token step into c->graph.  false (and graph_off) when the
+ * capture fails: the caller runs the step directly. */
+static bool capture(cu_ctx *c, qw_error *err) {
+    if (c->graph) cudaGraphExecDestroy(c->graph);
+    c->graph = NULL;
+    cudaGraph_t g = NULL;
+    if (cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) goto off;
+    {
+        const int rc = enqueue(c, 1, 0, (const int32_t *)c->pos.p, true, false, err);
+        if (cudaStreamEndCapture(c->s, &g) != cudaSuccess || rc) goto off;
+    }
+    if (cudaGraphInstantiate(&c->graph, g, 0) != cudaSuccess) goto off;
+    cudaGraphDestroy(g);
+    c->graph_gen = c->gen;
+    return true;
+off:
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    c->graph = NULL;
+    c->graph_off = true;
+    if (err) err->msg[0] = 0;
+    return false;
+}
+
+int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *logits, int all, qw_error *err) {
+    cu_ctx *c = (cu_ctx *)p;
+    cu_model *dm = c->dm;
+    const qw_hparams *hp = &dm->hp;
+    const int V = hp->n_vocab;
+    if (n_past + n > c->n_ctx) return cu_fail(err, "context full: %d + %d > n_ctx %d", n_past, n, c->n_ctx);
+    if (kv_reserve(c, n_past + n, err) || reserve_rows(c, n, err)) return -1;
+    const int rows = logits ? (all ? n : 1) : 0;
+    if (rows && grow(&c->logits, (size_t)rows * V * sizeof(float), err)) return -1;
+    cudaStream_t s = c->s;
+    CU_TRY(cudaMemcpyAsync(c->tok.p, tokens, (size_t)n * 4, cudaMemcpyHostToDevice, s), err);
+    const bool graphable = n == 1 && rows == 1 && !dm->streaming && !c->graph_off;
+    bool ran = false;
+    if (graphable) {
+        if (!c->pos.p && grow(&c->pos, sizeof(int32_t), err)) return -1;
+        if (!c->h_pos && cudaMallocHost((void **)&c->h_pos, sizeof(int32_t)) != cudaSuccess) {
+            cudaGetLastError();
+            c->graph_off = true;
+        } else {
+            *c->h_pos = n_past;
+            CU_TRY(cudaMemcpyAsync(c->pos.p, c->h_pos, sizeof(int32_t), cudaMemcpyHostToDevice, s), err);
+            if (c->graph && c->graph_gen == c->gen) ran = true;
+            else ran = capture(c, err);
+            if (ran) CU_TRY(cudaGraphLaunch(c->graph, s), err);
+        }
+    }
+    if (!ran && enqueue(c, n, n_past, NULL, rows > 0, all, err)) return -1;
+    if (rows) CU_TRY(cudaMemcpyAsync(logits, c->logits.p, (size_t)rows * V * sizeof(float), cudaMemcpyDeviceToHost, s), err);
     CU_TRY(cudaStreamSynchronize(s), err);
     CU_TRY(cudaGetLastError(), err);
     return 0;

@@ -56,8 +56,10 @@ void cu_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int 
 }
 
 /* one block per (token, head); thread i rotates pair (i, i + n_rot/2) */
-__global__ void rope_kernel(float *x, int n_heads, int head_dim, int n_rot, int pos0, float theta_scale) {
+__global__ void rope_kernel(float *x, int n_heads, int head_dim, int n_rot, int pos0, const int32_t *pos_dev,
+                            float theta_scale) {
     const int t = blockIdx.y, h = blockIdx.x, half = n_rot / 2;
+    if (pos_dev) pos0 = *pos_dev;
     float *v = x + ((size_t)t * n_heads + h) * head_dim;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float theta = (float)(pos0 + t);
@@ -69,10 +71,11 @@ __global__ void rope_kernel(float *x, int n_heads, int head_dim, int n_rot, int 
     }
 }
 
-void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0, float base) {
+void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
+             const int32_t *pos_dev, float base) {
     if (n_tok <= 0) return;
     const float theta_scale = powf(base, -2.0f / (float)n_rot); /* on the host, as ops.c computes it */
-    rope_kernel<<<dim3(n_heads, n_tok), 64, 0, s>>>(x, n_heads, head_dim, n_rot, pos0, theta_scale);
+    rope_kernel<<<dim3(n_heads, n_tok), 64, 0, s>>>(x, n_heads, head_dim, n_rot, pos0, pos_dev, theta_scale);
 }
 
 /* one block per token: softmax over the experts, then top-k on thread 0 */
