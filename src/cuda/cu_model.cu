@@ -190,7 +190,7 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         for (int il = 0; il < hp->n_layer; il++)
             if (m->layers[il].recurrent) state += cu_conv_state_bytes(hp) + cu_delta_state_bytes(hp);
         const uint64_t reserve = kv + state + activation_bytes(hp, 512);
-        const uint64_t one = per_expert / (hp->n_expert > 0 ? hp->n_expert : 1) + 3 * 256 * hp->n_layer;
+        const uint64_t one = per_expert + 3 * 256 * (uint64_t)hp->n_layer; /* a slot in every layer */
         const qw_device_tier tier = qw_device_tier_decide(budget, reserve, dense, experts, one, hp->n_expert,
                                                           hp->n_expert_used, cfg->expert_slots);
         if (!tier.fits) {
