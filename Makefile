@@ -8,6 +8,7 @@
 #   make install    build/qwisp to $(DESTDIR)$(PREFIX)/bin, the default model and LICENSE to
 #                   $(DESTDIR)$(PREFIX)/share/qwisp/ (PREFIX=/usr/local); make uninstall
 #   make models/synthetic.gguf a generated synthetic model (real Qwen3 tokenizer); models/default.gguf is committed
+#   make NVCC=     a CPU-only build even where nvcc is installed (docs/cuda.md)
 #
 # Sources are found by wildcard: add a .c under src/ and it is built.  Files
 # named *_avx2.c / *_avx512.c get their ISA flags; the rest is baseline x86-64,
@@ -31,7 +32,7 @@ URING_DEF  := $(if $(URING_LIBS),,-DQW_NO_URING)
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -Isrc -pthread $(DEPCFLAGS) $(URING_DEF) $(SAN)
 LDFLAGS += -pthread $(SAN)
-LDLIBS  += $(DEPLIBS) $(URING_LIBS) -lm
+LDLIBS  += $(DEPLIBS) $(URING_LIBS) -lm -ldl
 
 ISA_AVX2   := -mavx2 -mfma -mf16c
 ISA_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
@@ -53,8 +54,32 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-.PHONY: all test asan fuzz bench clean tests-bin check-deps install uninstall
+.PHONY: all test asan fuzz bench clean tests-bin check-deps install uninstall cuda
 all: $(BUILD)/qwisp
+
+# The CUDA backend (src/cuda/*.cu, docs/cuda.md): built when nvcc is found, as
+# a shared object the binary dlopen()s only when QWISP_BACKEND chooses it; the
+# CUDA runtime is linked into it statically, so it needs only the driver
+# (libcuda.so.1) at run time and CPU users get no new dependency.  NVCC= (or
+# NVCC=false) skips it.  sm_90 code (H100/H200) + PTX for newer GPUs; set
+# CUDA_ARCH for others, e.g. CUDA_ARCH="-gencode arch=compute_89,code=sm_89".
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVFLAGS   ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wno-unused-parameter -Iinclude -Isrc $(CUDA_ARCH)
+CU_SRC    := $(sort $(wildcard src/cuda/*.cu))
+CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+CUDA_LIB  := $(BUILD)/libqwisp_cuda.so
+ifneq ($(filter-out false,$(NVCC)),)
+all: $(CUDA_LIB)
+endif
+cuda: $(CUDA_LIB)
+
+$(BUILD)/obj/src/cuda/%.o: src/cuda/%.cu $(wildcard src/cuda/*.h src/cuda/*.cuh) include/qwisp/backend.h include/qwisp/model.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(CUDA_LIB): $(CU_OBJ)
+	$(NVCC) -shared -cudart static $(CUDA_ARCH) -Xlinker --no-undefined $^ -o $@
 
 $(BUILD)/obj/%_avx2.o: ISA := $(ISA_AVX2)
 $(BUILD)/obj/%_avx512.o: ISA := $(ISA_AVX512)
@@ -122,10 +147,13 @@ DATADIR ?= $(PREFIX)/share/qwisp
 install: $(BUILD)/qwisp models/default.gguf
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)
 	install -m 755 $(BUILD)/qwisp $(DESTDIR)$(BINDIR)/qwisp
+	if [ -f $(CUDA_LIB) ]; then install -d $(DESTDIR)$(PREFIX)/lib/qwisp && install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/qwisp/; fi
 	install -m 644 models/default.gguf LICENSE $(DESTDIR)$(DATADIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/qwisp $(DESTDIR)$(DATADIR)/default.gguf $(DESTDIR)$(DATADIR)/LICENSE
+	rm -f $(DESTDIR)$(PREFIX)/lib/qwisp/libqwisp_cuda.so
+	-rmdir $(DESTDIR)$(PREFIX)/lib/qwisp 2>/dev/null
 	-rmdir $(DESTDIR)$(DATADIR) 2>/dev/null
 
 clean:

@@ -109,6 +109,10 @@ typedef struct qw_model {
     /* where the MoE layer gets experts (experts.h); NULL until the caller
      * places them (qw_model_set_experts / qw_place_experts), owned after */
     struct qw_experts *experts;
+    /* the device side (backend.h): NULL = the CPU runs this model; set by
+     * qw_backend_attach, owned after (freed with the model) */
+    const struct qw_backend_ops *backend;
+    void *dev;
 } qw_model;
 
 /* Binds weight tensor `name` of g into *t after checking its type (computable;

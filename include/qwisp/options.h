@@ -57,6 +57,10 @@
     X(NEAR_LOSSLESS, "QWISP_NEAR_LOSSLESS", NULL, INT, "0", 0, 256, "streaming tier, opt-in (not bit-exact): an uncached chosen expert may be replaced by a cached one within the router's top R, weights renormalised; 0 = off") \
     X(ROUTE_TRACE, "QWISP_ROUTE_TRACE", NULL, STR, NULL, 0, 0, "debug/bench: append every MoE routing decision to this file (one line per layer per chunk: layer, then the chunk's chosen experts)") \
     X(FAULT_READ, "QWISP_FAULT_READ", NULL, INT, "0", 0, 2147483647, "test/debug: fail the N-th expert disk read with EIO (0 = never)") \
+    X(BACKEND, "QWISP_BACKEND", NULL, ENUM, "auto", 0, 0, "compute backend: auto (CUDA when a GPU is usable, else CPU) | cpu | cuda (fail when no GPU)") \
+    X(CUDA_LIB, "QWISP_CUDA_LIB", NULL, STR, NULL, 0, 0, "path of libqwisp_cuda.so; unset = next to the qwisp binary, then ../lib/qwisp/") \
+    X(DEVICE_VRAM, "QWISP_DEVICE_VRAM", NULL, STR, NULL, 0, 0, "CUDA: GB of device memory to use (emulate a smaller GPU, e.g. 8); unset = the free memory") \
+    X(DEVICE_SLOTS, "QWISP_DEVICE_SLOTS", NULL, INT, "-1", -1, 65536, "CUDA: expert slots per layer in VRAM (streaming tier); 0 = resident; -1 = chosen from VRAM") \
     X(TEST_REPLY_FILE, "QWISP_TEST_REPLY_FILE", NULL, STR, NULL, 0, 0, "tests only: serve/chat replies are this file's text (the model still runs)")
 
 typedef enum {

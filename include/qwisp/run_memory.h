@@ -29,6 +29,9 @@ typedef struct qw_run_memory {
 int qw_run_memory_begin(qw_run_memory *rm, qw_ctx *c, bool sample, qw_error *err);
 /* Stops the sampler and removes the hook. */
 void qw_run_memory_end(qw_run_memory *rm, qw_ctx *c);
+/* The MEMDBG tail of the runtime's lines: the expert source's counters, then
+ * the device pool's when a model is on the GPU (memory/ sees neither). */
+void qw_run_memdbg_tail(FILE *f);
 /* Adds "pool": {pool.h's QW_POOL_STATS, then "fit"}, "knobs", "experts"
  * (experts.h's QW_EXPERTS_STATS between "tier" and "decision") and
  * footprint_peak_mb / rss_peak_mb to a cJSON object (passed as void * so this

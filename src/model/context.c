@@ -19,6 +19,7 @@
  * layer loop (forward.c) on them: no file calls back up.
  */
 #include "context.h"
+#include "qwisp/backend.h"
 #include "qwisp/ops.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
@@ -119,6 +120,16 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
     c->kv_type = kvt && !strcmp(kvt, "f32") ? QW_TYPE_F32 : QW_TYPE_F16;
     c->kv_elt = c->kv_type == QW_TYPE_F32 ? sizeof(float) : sizeof(uint16_t);
     c->k = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
+    if (m->dev) {
+        /* the device holds the KV cache, the state and the activations */
+        c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
+        c->dev = m->backend->ctx_new(m->dev, n_ctx, err);
+        if (!c->dev) {
+            qw_ctx_free(c);
+            return NULL;
+        }
+        return c;
+    }
     c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
     c->conv = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
     c->delta = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
@@ -145,6 +156,7 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
 
 void qw_ctx_free(qw_ctx *c) {
     if (!c) return;
+    if (c->dev) c->m->backend->ctx_free(c->dev);
     if (c->k)
         for (int il = 0; il < c->m->hp.n_layer; il++) {
             qw_pool_free(c->k[il]);
@@ -177,6 +189,9 @@ void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user) {
 }
 
 uint64_t qw_ctx_kv_bytes(const qw_ctx *c) {
+    /* on the GPU: the device bytes this context holds (KV, state and its
+     * activations), so budgets that count KV (the prefix cache) see them */
+    if (c->dev) return c->m->backend->ctx_bytes(c->dev);
     const qw_hparams *hp = &c->m->hp;
     int n_attn = 0;
     for (int il = 0; il < hp->n_layer; il++) n_attn += !c->m->layers[il].recurrent;
@@ -195,10 +210,12 @@ int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
         if (!c->m->layers[il].recurrent) continue;
         /* a recurrent state holds every token seen: it can only start over */
         recurrent = true;
+        if (c->dev) continue;
         memset(c->conv[il], 0, qw_model_conv_state_bytes(hp));
         memset(c->delta[il], 0, qw_model_delta_state_bytes(hp));
     }
     c->n_past = recurrent ? 0 : n_past;
+    if (c->dev && recurrent) c->m->backend->ctx_reset(c->dev);
     return c->n_past;
 }
 

@@ -73,6 +73,11 @@ struct qw_ctx {
 
     qw_chunk_cb chunk_cb;
     void *chunk_user;
+
+    /* the device side (backend.h) when the model runs on a GPU: its KV
+     * cache, state and activations live there, and the host buffers above
+     * stay unallocated except logits */
+    void *dev;
 };
 
 /* Rows [row0, row0+n) of a workspace chunk belong to sequence ctx, whose next

@@ -14,6 +14,7 @@
  * architecture's name.  Context and buffers: context.c.
  */
 #include "layers.h"
+#include "qwisp/backend.h"
 #include "qwisp/ops.h"
 #include "qwisp/pool.h"
 
@@ -96,8 +97,34 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
     return 0;
 }
 
+/* The device path (backend.h): the whole chunk runs on the GPU; only the
+ * ids go in and the logits asked for come back into c->logits (or
+ * all_logits, the ALL gather buffer of qw_ctx_eval). */
+static int eval_chunk_dev(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode,
+                          float *all_logits, qw_error *err) {
+    const int32_t V = c->m->hp.n_vocab;
+    const int32_t rows = mode == QW_LOGITS_ALL ? n : mode == QW_LOGITS_LAST ? 1 : 0;
+    float *out = NULL;
+    if (rows && all_logits) {
+        out = all_logits;
+    } else if (rows) {
+        if (rows > c->logits_cap) {
+            qw_pool_free(c->logits);
+            c->logits = qw_pool_alloc((size_t)rows * V * sizeof(float));
+            c->logits_cap = c->logits ? rows : 0;
+            if (!c->logits) return qw_fail(err, "out of memory for %d rows of logits", rows);
+        }
+        out = c->logits;
+    }
+    if (c->m->backend->eval(c->dev, tokens, n, c->n_past, out, mode == QW_LOGITS_ALL, err)) return -1;
+    if (rows && !all_logits) c->logits_rows = rows; /* ALL over chunks: qw_ctx_eval installs the gather */
+    c->n_past += n;
+    return 0;
+}
+
 static int eval_chunk(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode,
                       float *all_logits, qw_error *err) {
+    if (c->dev) return eval_chunk_dev(c, tokens, n, mode, all_logits, err);
     const seq_span span = {c, 0, n};
     const bool want = mode != QW_LOGITS_NONE;
     return eval_spans(c, tokens, &span, 1, &want, mode, all_logits, err);
@@ -130,6 +157,15 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
         spans[i] = (seq_span){q->ctx, n, q->n};
         want[i] = q->logits;
         n += q->n;
+    }
+    if (ws->dev) {
+        /* the GPU runs the lanes' sequences one after another (docs/cuda.md);
+         * checked above, so a failure here is the device's own */
+        for (int i = 0; i < n_seqs; i++)
+            if (eval_chunk_dev(seqs[i].ctx, seqs[i].tokens, seqs[i].n, seqs[i].logits ? QW_LOGITS_LAST : QW_LOGITS_NONE,
+                               NULL, err))
+                return -1;
+        return 0;
     }
     int32_t *tokens = qw_pool_alloc((size_t)n * sizeof(int32_t));
     if (!tokens) return qw_fail(err, "out of memory for a batch of %d tokens", n);

@@ -13,6 +13,7 @@
  * knows the real context, decides the tier (runtime/place.c).
  */
 #include "model_load.h"
+#include "qwisp/backend.h"
 #include "qwisp/experts.h"
 
 #include <stdio.h>
@@ -221,6 +222,7 @@ fail:
 
 void qw_model_free(qw_model *m) {
     if (!m) return;
+    qw_backend_detach(m);
     qw_experts_close(m->experts);
     free(m->expert_parts);
     free(m->weight_ranges);

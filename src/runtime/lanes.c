@@ -39,6 +39,7 @@
 #include "qwisp/place.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
+#include "qwisp/run_memory.h"
 #include "qwisp/sched.h"
 
 #include <pthread.h>
@@ -323,7 +324,7 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
         }
     }
     qw_memdbg_init(&s->md, "lane", (int)qw_opt_int(QW_OPT_LANE_MEMDBG), 1, stderr);
-    s->md.tail = qw_experts_stats_line; /* memory/ cannot see experts/ */
+    s->md.tail = qw_run_memdbg_tail; /* memory/ cannot see experts/ or the device */
     qw_jq_init(&s->q, cfg->max_queue, n_lanes);
     s->q.prefix_reuse = s->pc != NULL;
     s->q.kv_capacity = (int64_t)cfg->n_ctx * n_lanes;

@@ -12,11 +12,15 @@
  * model itself).
  */
 #include "qwisp/place.h"
+#include "qwisp/backend.h"
 #include "qwisp/experts.h"
 #include "qwisp/options.h"
 #include "qwisp/sysmem.h"
 
 int qw_place_experts(qw_model *m, int64_t kv_positions, qw_error *err) {
+    /* the backend first (QWISP_BACKEND): on the GPU the device tier decides
+     * where experts live; the host source below stays for the CPU path */
+    if (qw_backend_attach(m, kv_positions, err)) return -1;
     if (m->experts) return 0;
     qw_tier_input in;
     qw_model_tier_sizes(m, kv_positions, &in);

@@ -4,6 +4,7 @@
  * per generated token would drown the breakdown.
  */
 #include "qwisp/run_memory.h"
+#include "qwisp/backend.h"
 #include "qwisp/experts.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
@@ -23,7 +24,7 @@ int qw_run_memory_begin(qw_run_memory *rm, qw_ctx *c, bool sample, qw_error *err
     if (qw_pool_apply_path(QW_POOL_PATH_SERIALIZE, err)) return -1;
     qw_memdbg_init(&rm->dbg, "prefill", (int)qw_opt_int(QW_OPT_PREFILL_MEMDBG),
                    (int)qw_opt_int(QW_OPT_PREFILL_MEMDBG_EVERY), stderr);
-    rm->dbg.tail = qw_experts_stats_line; /* memory/ cannot see experts/ */
+    rm->dbg.tail = qw_run_memdbg_tail; /* memory/ cannot see experts/ or the device */
     if (rm->dbg.mode > 0) qw_ctx_set_chunk_cb(c, on_chunk, rm);
     qw_pool_reset_peak();
     if (sample) {
@@ -31,6 +32,11 @@ int qw_run_memory_begin(qw_run_memory *rm, qw_ctx *c, bool sample, qw_error *err
         if (!rm->sampler) return -1;
     }
     return 0;
+}
+
+void qw_run_memdbg_tail(FILE *f) {
+    qw_experts_stats_line(f);
+    qw_backend_stats_line(f);
 }
 
 void qw_run_memory_end(qw_run_memory *rm, qw_ctx *c) {
@@ -51,6 +57,16 @@ void qw_run_memory_json(const qw_run_memory *rm, void *cjson_object) {
     for (int i = 0; i < QW_OPT_COUNT; i++)
         if (qw_opt_is_set((qw_opt)i))
             cJSON_AddStringToObject(k, qw_opt_name((qw_opt)i), i == QW_OPT_API_KEY ? "(hidden)" : qw_opt_str((qw_opt)i));
+    /* the device pool (CUDA backend): its counters, and the footprint with its bytes added */
+    qw_device_stats ds;
+    const bool dev = qw_backend_active_stats(&ds);
+    cJSON_AddStringToObject(o, "backend", dev ? "cuda" : "cpu");
+    if (dev) {
+        cJSON *d = cJSON_AddObjectToObject(o, "device");
+        qw_stats_json(&qw_device_stat_group, &ds, d, 0, -1); /* backend.h's QW_DEVICE_STATS */
+        cJSON_AddNumberToObject(o, "footprint_with_device_peak_mb",
+                                (double)(rm->peak_footprint + ds.peak_bytes) / 1048576.0);
+    }
     cJSON_AddNumberToObject(o, "footprint_peak_mb", (double)rm->peak_footprint / 1048576.0);
     cJSON_AddNumberToObject(o, "rss_peak_mb", (double)rm->peak_rss / 1048576.0);
     qw_experts_stats_json(o); /* "experts": tier, experts.h's QW_EXPERTS_STATS, decision */

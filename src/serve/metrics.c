@@ -25,6 +25,7 @@
  * once with its HELP/TYPE lines.
  */
 #include "metrics.h"
+#include "qwisp/backend.h"
 
 #include "qwisp/experts.h"
 #include "qwisp/footprint.h"
@@ -149,6 +150,8 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bo
     group(o, &qw_pool_stat_group, &ps);
     qw_experts_stats xs = qw_experts_get_stats();
     group(o, &qw_experts_stat_group, &xs);
+    qw_device_stats ds;
+    if (qw_backend_active_stats(&ds)) group(o, &qw_device_stat_group, &ds); /* CUDA backend: the device pool */
 
     qw_footprint fp;
     qw_error err = {0};

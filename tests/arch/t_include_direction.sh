@@ -4,7 +4,7 @@
 #   rank 0  base
 #   rank 1  format, kernels, memory
 #   rank 2  text, model, experts, offline
-#   rank 3  runtime
+#   rank 3  runtime, cuda (the CUDA backend object: implements backend.h, nothing includes it)
 #   rank 4  serve, ab
 #   rank 5  cli
 #
@@ -22,7 +22,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 
 declare -A RANK=([base]=0 [format]=1 [kernels]=1 [memory]=1 [text]=2 [model]=2 [experts]=2
-                 [offline]=2 [runtime]=3 [serve]=4 [ab]=4 [cli]=5)
+                 [offline]=2 [runtime]=3 [cuda]=3 [serve]=4 [ab]=4 [cli]=5)
 SIDEWAYS=" model>experts offline>text "
 declare -A HEADER_LAYER=(
     [base.h]=base [options.h]=base [stats.h]=base
@@ -30,7 +30,7 @@ declare -A HEADER_LAYER=(
     [quant.h]=kernels [ops.h]=kernels [threadpool.h]=kernels [tune.h]=kernels
     [pool.h]=memory [footprint.h]=memory [memdbg.h]=memory [sysmem.h]=memory
     [tokenizer.h]=text [sampler.h]=text [textout.h]=text [json_constraint.h]=text [tool_calls.h]=text
-    [model.h]=model [experts.h]=experts
+    [model.h]=model [backend.h]=model [experts.h]=experts
     [convert.h]=offline [gen_model.h]=offline [gguf_meta.h]=offline
     [generate.h]=runtime [sched.h]=runtime [run_memory.h]=runtime [place.h]=runtime
     [serve.h]=serve [ab.h]=ab

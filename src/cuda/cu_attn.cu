@@ -1,0 +1,111 @@
+/* cu_attn.cu — the device KV cache and causal attention over it.
+ *
+ * The cache is per attention layer [n_ctx_cap][n_head_kv*head_dim], f16 (the
+ * CPU's default; rounded to nearest even as qw_f32_to_fp16 does) or f32.
+ * Attention: one block per (query token, head), GQA head h reads KV head
+ * h / (n_head / n_head_kv).  Positions are walked in tiles of the block's
+ * width with an online softmax (running max and sum, rescaled per tile), so
+ * any context length runs in fixed shared memory.  The CPU normalises after
+ * one full pass instead, so the two agree to rounding.
+ */
+#include "cu_common.h"
+
+#include <cuda_fp16.h>
+#include <math.h>
+
+enum { AT_THREADS = 128, AT_MAXD = 512 };
+
+__global__ void kv_append_kernel(void *kc, void *vc, int f32, const float *k, const float *v, int row, int pos0,
+                                 const int32_t *pos_dev) {
+    const int t = blockIdx.x;
+    if (pos_dev) pos0 = *pos_dev;
+    const size_t at = (size_t)(pos0 + t) * row;
+    for (int i = threadIdx.x; i < row; i += blockDim.x) {
+        const float kv = k[(size_t)t * row + i], vv = v[(size_t)t * row + i];
+        if (f32) {
+            ((float *)kc)[at + i] = kv;
+            ((float *)vc)[at + i] = vv;
+        } else {
+            ((__half *)kc)[at + i] = __float2half_rn(kv);
+            ((__half *)vc)[at + i] = __float2half_rn(vv);
+        }
+    }
+}
+
+void cu_kv_append(cudaStream_t s, void *kc, void *vc, bool f32, const float *k, const float *v, int n_tok,
+                  int pos0, const int32_t *pos_dev, int row) {
+    if (n_tok <= 0) return;
+    kv_append_kernel<<<n_tok, 128, 0, s>>>(kc, vc, f32, k, v, row, pos0, pos_dev);
+}
+
+template <typename KT> __device__ __forceinline__ float ld(const KT *p, size_t i);
+template <> __device__ __forceinline__ float ld<float>(const float *p, size_t i) { return p[i]; }
+template <> __device__ __forceinline__ float ld<__half>(const __half *p, size_t i) { return __half2float(p[i]); }
+
+template <typename KT>
+__global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out, int pos0, const int32_t *pos_dev,
+                            int H, int HKV, int D, float scale) {
+    if (pos_dev) pos0 = *pos_dev;
+    __shared__ float qs[AT_MAXD];
+    __shared__ float sc[AT_THREADS];
+    __shared__ float red[AT_THREADS / 32];
+    const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
+    const int hkv = h / (H / HKV);
+    const int npos = pos0 + t + 1;
+    const size_t kv_row = (size_t)HKV * D;
+    const float *qr = q + ((size_t)t * H + h) * D;
+    for (int i = tid; i < D; i += AT_THREADS) qs[i] = qr[i];
+    float acc[AT_MAXD / AT_THREADS];
+#pragma unroll
+    for (int i = 0; i < AT_MAXD / AT_THREADS; i++) acc[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    __syncthreads();
+    for (int p0 = 0; p0 < npos; p0 += AT_THREADS) {
+        const int p = p0 + tid;
+        float sv = -INFINITY;
+        if (p < npos) {
+            const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
+            float d = 0.0f;
+            for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
+            sv = d * scale;
+        }
+        /* tile max */
+        float mx = sv;
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        if ((tid & 31) == 0) red[tid >> 5] = mx;
+        __syncthreads();
+        mx = red[0];
+        for (int i = 1; i < AT_THREADS / 32; i++) mx = fmaxf(mx, red[i]);
+        const float nm = fmaxf(m, mx);
+        const float e = p < npos ? expf(sv - nm) : 0.0f;
+        sc[tid] = e;
+        __syncthreads();
+        float ts = 0.0f;
+        const int nt = min(AT_THREADS, npos - p0);
+        for (int i = 0; i < nt; i++) ts += sc[i];
+        const float corr = expf(m - nm); /* m = -inf on the first tile: 0 */
+        l = l * corr + ts;
+        for (int di = 0; di * AT_THREADS + tid < D; di++) {
+            const int d = di * AT_THREADS + tid;
+            float a = acc[di] * corr;
+            for (int i = 0; i < nt; i++) a += sc[i] * ld(V + (size_t)(p0 + i) * kv_row + (size_t)hkv * D, d);
+            acc[di] = a;
+        }
+        m = nm;
+        __syncthreads();
+    }
+    float *o = out + ((size_t)t * H + h) * D;
+    for (int di = 0; di * AT_THREADS + tid < D; di++) o[di * AT_THREADS + tid] = acc[di] / l;
+}
+
+void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, bool f32, float *out, int n_tok,
+                  int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale) {
+    if (n_tok <= 0) return;
+    dim3 grid(n_head, n_tok);
+    if (f32)
+        attn_kernel<float><<<grid, AT_THREADS, 0, s>>>(q, (const float *)k, (const float *)v, out, pos0, pos_dev, n_head,
+                                                       n_head_kv, head_dim, scale);
+    else
+        attn_kernel<__half><<<grid, AT_THREADS, 0, s>>>(q, (const __half *)k, (const __half *)v, out, pos0, pos_dev, n_head,
+                                                        n_head_kv, head_dim, scale);
+}

@@ -1,0 +1,116 @@
+/* cu_common.h — private to src/cuda: what every file of the CUDA backend
+ * shares: the error check, the device tensor view, the kernel launchers each
+ * .cu file defines (one job a file), and the device pool.
+ *
+ *   cu_quant.cuh    dequantizing a 32-element sub-block of any weight type
+ *   cu_matmul.cu    y = x W^T: dense rows and expert tiles (prefill + decode)
+ *   cu_ops.cu       norms, RoPE, routing, SwiGLU, residual / MoE combine
+ *   cu_attn.cu      KV append + causal attention over the device KV cache
+ *   cu_delta.cu     Gated DeltaNet: gates, causal conv, L2 norm, delta rule
+ *   cu_pool.cu      the device buffer pool (size classes, cache limit, stats)
+ *   cu_model.cu     upload + the VRAM tier (resident / expert cache)
+ *   cu_forward.cu   contexts and the forward pass (the backend.h ops table)
+ */
+#ifndef QWISP_CU_COMMON_H
+#define QWISP_CU_COMMON_H
+
+#include "qwisp/backend.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Formats a failure into err (may be NULL) and returns -1. */
+int cu_fail(qw_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define CU_TRY(call, err)                                                                        \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess)                                                                   \
+            return cu_fail(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+    } while (0)
+
+/* A weight on the device.  For expert tensors, matrix_bytes separates the
+ * experts; data == NULL means "not resident" (streaming tier: slots). */
+typedef struct cu_tensor {
+    const uint8_t *data;
+    int type; /* qw_type */
+    int64_t ne0, ne1;
+    size_t row_bytes, matrix_bytes;
+} cu_tensor;
+
+/* Recurrent state bytes of one DeltaNet layer (the object links nothing of
+ * libqwisp, so model.c's qw_model_*_state_bytes are recomputed here). */
+static inline size_t cu_conv_state_bytes(const qw_hparams *hp) {
+    const size_t C = 2 * (size_t)hp->ssm_state * hp->ssm_groups + (size_t)hp->ssm_state * hp->ssm_vheads;
+    return (size_t)(hp->ssm_d_conv > 1 ? hp->ssm_d_conv - 1 : 1) * C * sizeof(float);
+}
+static inline size_t cu_delta_state_bytes(const qw_hparams *hp) {
+    return (size_t)hp->ssm_vheads * hp->ssm_state * hp->ssm_state * sizeof(float);
+}
+
+/* ---- cu_pool.cu ---- */
+void cu_pool_config(const qw_backend_cfg *cfg);
+void *cu_pool_alloc(size_t n);   /* NULL on failure */
+/* exact: no class rounding (the weight arena and expert slots: allocated
+ * once, never re-requested, where 12.5% of a 20 GB arena would be waste). */
+void *cu_pool_alloc_fit(size_t n, bool exact);
+void cu_pool_free(void *p);
+void cu_pool_stats(qw_device_stats *s);
+void cu_pool_trim(void);         /* releases the whole cache */
+/* Grows a device buffer to need bytes (contents dropped).  0 / -1 + err. */
+int cu_grow(void **p, size_t *cap, size_t need, qw_error *err);
+
+/* ---- cu_matmul.cu ---- */
+enum { CU_MM_NT = 8 }; /* tokens one tile carries */
+/* Rows a tile of the expert matmul reads: expert e, n <= CU_MM_NT
+ * assignments a[i] (x row a/xdiv, y row a). */
+typedef struct cu_tile {
+    int32_t e, n;
+    int32_t a[CU_MM_NT];
+} cu_tile;
+bool cu_type_ok(int type);
+/* y[t][r] (+)= dot(W[r], x[t]) for t < n_tok (dense, tiles == NULL), or for
+ * the tiles' assignments with W's expert e (x row a/xdiv).  acc: add to y. */
+void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
+               const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc);
+/* Expert tiles for single-token steps built on the device: tile a = (sel[a], 1, {a}). */
+void cu_tiles_from_sel(cudaStream_t s, const int32_t *sel, int n, cu_tile *tiles);
+/* Like cu_tiles_from_sel but e is slot_of[sel[a]] (the streaming tier's slots). */
+void cu_tiles_from_slots(cudaStream_t s, const int32_t *sel, const int32_t *slot_of, int n, cu_tile *tiles);
+/* rows tokens[t] of an embedding table into out [n][n_embd] f32. */
+void cu_get_rows(cudaStream_t s, const cu_tensor *w, const int32_t *tokens, int n, float *out);
+
+/* ---- cu_ops.cu ---- */
+void cu_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, int ldx, int ldo,
+                float eps);
+/* pos_dev (device int, or NULL = pos0): the first position, read by the
+ * kernel so that a captured decode graph serves every position. */
+void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
+             const int32_t *pos_dev, float base);
+void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
+              int32_t *sel, float *selw);
+void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n);
+/* g[a] = silu(g[a]) * u[a] for the rows a of the tiles (rows of f). */
+void cu_swiglu_tiles(cudaStream_t s, float *g, const float *u, const cu_tile *tiles, int n_tiles, int f);
+void cu_sigmoid_mul(cudaStream_t s, float *a, const float *g, int n_tok, int n_head, int d, int g_stride);
+void cu_split_q(cudaStream_t s, const float *qg, float *q, int n_tok, int n_head, int d);
+/* x[t] += sum_s down[t*k+s]*selw[t*k+s] (top-k order) [+ sd[t]*sigmoid(sgate[t])]. */
+void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *selw, const float *sd,
+                    const float *sgate, int n_tok, int k, int n_embd);
+
+/* ---- cu_attn.cu ---- */
+void cu_kv_append(cudaStream_t s, void *kc, void *vc, bool f32, const float *k, const float *v, int n_tok,
+                  int pos0, const int32_t *pos_dev, int row);
+void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, bool f32, float *out, int n_tok,
+                  int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale);
+
+/* ---- cu_delta.cu ---- */
+bool cu_delta_supported(int S);
+void cu_dn_gates(cudaStream_t s, float *beta, float *alpha, const float *dt, const float *A, int n_tok, int hv);
+void cu_conv(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K);
+void cu_l2norm_qk(cudaStream_t s, float *cv, int n_tok, int C, int n_vec, int S, float eps);
+void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, float *o,
+              int n_tok, int S, int HK, int HV);
+void cu_gated_norm(cudaStream_t s, float *o, const float *z, const float *w, int n_tok, int HV, int S, float eps);
+
+#endif

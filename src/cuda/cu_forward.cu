@@ -1,0 +1,424 @@
+/* cu_forward.cu — the device context and the forward pass on the GPU: the
+ * same layer loop as model/forward.c (attention or Gated DeltaNet, then MoE;
+ * the loaded layer's flag decides), every step a kernel on the context's
+ * stream, token ids in and the asked-for logits out.
+ *
+ * The context owns (all from the device pool): the KV cache per attention
+ * layer, growing by doubling up to n_ctx as on the CPU; the recurrent state
+ * per DeltaNet layer (zeroed on reset); the activation buffers of the
+ * largest chunk seen.
+ *
+ * MoE: single-token steps on the resident tier build one tile per (token,
+ * slot) on the device and never wait for the host.  Longer chunks, and every
+ * step of the streaming tier, read the routing back, group the assignments
+ * by expert (counting sort, tokens ascending) into tiles of <= CU_MM_NT, and
+ * run gate/up, SwiGLU and down tile by tile — on the streaming tier in
+ * groups of at most `slots` experts, each group's experts copied into the
+ * layer's slots first.  A tile computes each dot the same way whatever its
+ * neighbours, so every path gives the same bits.
+ */
+#include "cu_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dbuf {
+    void *p;
+    size_t cap;
+} dbuf;
+
+typedef struct cu_ctx {
+    cu_model *dm;
+    cudaStream_t s;
+    int32_t n_ctx, kv_cap;
+    dbuf *k, *v;         /* [n_layer] KV cache (empty: recurrent layer) */
+    dbuf *conv, *delta;  /* [n_layer] recurrent state */
+    /* activations, grown to the largest chunk */
+    dbuf tok, x, xn, q, qg, kc, vc, att, router, sel, selw, gate, up, down, tiles;
+    dbuf mix, cv, z, beta, alpha, o, sg, su, sd, sgate, logits;
+    /* decode graph (resident tier, one token with logits): captured once per
+     * buffer layout, replayed each step; the position is read from pos */
+    dbuf pos;
+    int32_t *h_pos;     /* pinned: the position the graph reads */
+    cudaGraphExec_t graph;
+    uint64_t gen, graph_gen; /* gen: bumped whenever a device buffer moves */
+    bool graph_off;          /* capture failed once: run without */
+    /* host side of the grouped MoE path */
+    int32_t *h_sel, *h_order, *h_count;
+    cu_tile *h_tiles;
+    size_t h_cap, h_tiles_cap;
+} cu_ctx;
+
+#define P(b) ((float *)(b).p)
+
+static int grow_gen(cu_ctx *c, dbuf *b, size_t need, qw_error *err) {
+    void *old = b->p;
+    const int rc = cu_grow(&b->p, &b->cap, need, err);
+    if (b->p != old) c->gen++;
+    return rc;
+}
+#define grow(b, need, err) grow_gen(c, (b), (need), (err))
+
+static int kv_reserve(cu_ctx *c, int32_t need, qw_error *err) {
+    if (need <= c->kv_cap) return 0;
+    int32_t cap = c->kv_cap ? c->kv_cap : 256;
+    while (cap < need) cap = cap > c->n_ctx / 2 ? c->n_ctx : cap * 2;
+    if (cap > c->n_ctx) cap = c->n_ctx;
+    const qw_hparams *hp = &c->dm->hp;
+    const size_t row = (size_t)hp->n_head_kv * hp->head_dim * (c->dm->kv_f32 ? 4 : 2);
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (c->dm->layers[il].recurrent) continue;
+        dbuf *kv[2] = {&c->k[il], &c->v[il]};
+        for (int i = 0; i < 2; i++) {
+            void *np = cu_pool_alloc((size_t)cap * row);
+            if (!np) return cu_fail(err, "out of device memory growing the KV cache to %d positions", cap);
+            if (kv[i]->p) CU_TRY(cudaMemcpyAsync(np, kv[i]->p, (size_t)c->kv_cap * row, cudaMemcpyDeviceToDevice, c->s), err);
+            CU_TRY(cudaStreamSynchronize(c->s), err);
+            cu_pool_free(kv[i]->p);
+            kv[i]->p = np;
+            c->gen++;
+            kv[i]->cap = (size_t)cap * row;
+        }
+    }
+    c->kv_cap = cap;
+    return 0;
+}
+
+/* Activation buffers for chunks of n rows. */
+static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
+    const qw_hparams *hp = &c->dm->hp;
+    const size_t E = hp->n_embd, QD = (size_t)hp->n_head * hp->head_dim, KD = (size_t)hp->n_head_kv * hp->head_dim;
+    const size_t K = hp->n_expert_used, F = hp->n_ff_exp, S = hp->ssm_state;
+    const size_t C = 2 * S * hp->ssm_groups + S * hp->ssm_vheads, VD = S * hp->ssm_vheads, HV = hp->ssm_vheads;
+    const size_t FS = hp->n_ff_shexp, R = (size_t)n;
+    const size_t f = sizeof(float);
+    if (grow(&c->tok, R * 4, err) || grow(&c->x, R * E * f, err) || grow(&c->xn, R * E * f, err) ||
+        grow(&c->q, R * QD * f, err) || grow(&c->kc, R * KD * f, err) || grow(&c->vc, R * KD * f, err) ||
+        grow(&c->att, R * QD * f, err) || grow(&c->router, R * hp->n_expert * f, err) ||
+        grow(&c->sel, R * K * 4, err) || grow(&c->selw, R * K * f, err) || grow(&c->gate, R * K * F * f, err) ||
+        grow(&c->up, R * K * F * f, err) || grow(&c->down, R * K * E * f, err) ||
+        grow(&c->tiles, (R * K + hp->n_expert) * sizeof(cu_tile), err))
+        return -1;
+    if (hp->arch_id == QW_ARCH_QWEN35MOE &&
+        (grow(&c->qg, R * 2 * QD * f, err) || grow(&c->mix, R * C * f, err) || grow(&c->cv, R * C * f, err) ||
+         grow(&c->z, R * VD * f, err) || grow(&c->beta, R * HV * f, err) || grow(&c->alpha, R * HV * f, err) ||
+         grow(&c->o, R * VD * f, err) || grow(&c->sg, R * (FS ? FS : 1) * f, err) ||
+         grow(&c->su, R * (FS ? FS : 1) * f, err) || grow(&c->sd, R * E * f, err) || grow(&c->sgate, R * f, err)))
+        return -1;
+    if (R * K > c->h_cap) {
+        free(c->h_sel);
+        free(c->h_order);
+        c->h_sel = (int32_t *)malloc(R * K * 4);
+        c->h_order = (int32_t *)malloc(R * K * 4);
+        c->h_cap = R * K;
+    }
+    if (!c->h_count) c->h_count = (int32_t *)malloc(((size_t)hp->n_expert + 1) * 4);
+    if (R * K + hp->n_expert > c->h_tiles_cap) {
+        free(c->h_tiles);
+        c->h_tiles_cap = R * K + hp->n_expert;
+        c->h_tiles = (cu_tile *)malloc(c->h_tiles_cap * sizeof(cu_tile));
+    }
+    return 0;
+}
+
+static void ctx_release(cu_ctx *c) {
+    dbuf *all[] = {&c->tok, &c->x,   &c->xn,   &c->q,    &c->qg, &c->kc,  &c->vc,    &c->att,  &c->router,
+                   &c->sel, &c->selw, &c->gate, &c->up,  &c->down, &c->tiles, &c->mix, &c->cv, &c->z,
+                   &c->beta, &c->alpha, &c->o,  &c->sg,  &c->su, &c->sd,    &c->sgate, &c->logits};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) cu_pool_free(all[i]->p);
+    for (int il = 0; c->k && il < c->dm->hp.n_layer; il++) {
+        cu_pool_free(c->k[il].p);
+        cu_pool_free(c->v[il].p);
+        cu_pool_free(c->conv[il].p);
+        cu_pool_free(c->delta[il].p);
+    }
+}
+
+void cu_ctx_free(void *p) {
+    cu_ctx *c = (cu_ctx *)p;
+    if (!c) return;
+    cudaStreamSynchronize(c->s);
+    if (c->graph) cudaGraphExecDestroy(c->graph);
+    if (c->h_pos) cudaFreeHost(c->h_pos);
+    cu_pool_free(c->pos.p);
+    ctx_release(c);
+    free(c->k);
+    free(c->v);
+    free(c->conv);
+    free(c->delta);
+    free(c->h_sel);
+    free(c->h_order);
+    free(c->h_count);
+    free(c->h_tiles);
+    cudaStreamDestroy(c->s);
+    free(c);
+}
+
+void cu_ctx_reset(void *p) {
+    cu_ctx *c = (cu_ctx *)p;
+    for (int il = 0; il < c->dm->hp.n_layer; il++) {
+        if (c->conv[il].p) cudaMemsetAsync(c->conv[il].p, 0, c->conv[il].cap, c->s);
+        if (c->delta[il].p) cudaMemsetAsync(c->delta[il].p, 0, c->delta[il].cap, c->s);
+    }
+    cudaStreamSynchronize(c->s);
+}
+
+void *cu_ctx_new(void *p, int32_t n_ctx, qw_error *err) {
+    cu_model *dm = (cu_model *)p;
+    const qw_hparams *hp = &dm->hp;
+    cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
+    c->dm = dm;
+    c->n_ctx = n_ctx;
+    c->k = (dbuf *)calloc((size_t)hp->n_layer, sizeof(dbuf));
+    c->v = (dbuf *)calloc((size_t)hp->n_layer, sizeof(dbuf));
+    c->conv = (dbuf *)calloc((size_t)hp->n_layer, sizeof(dbuf));
+    c->delta = (dbuf *)calloc((size_t)hp->n_layer, sizeof(dbuf));
+    if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess) {
+        cu_fail(err, "cudaStreamCreate: %s", cudaGetErrorString(cudaGetLastError()));
+        free(c->k), free(c->v), free(c->conv), free(c->delta), free(c);
+        return NULL;
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!dm->layers[il].recurrent) continue;
+        if (grow(&c->conv[il], cu_conv_state_bytes(hp), err) ||
+            grow(&c->delta[il], cu_delta_state_bytes(hp), err)) {
+            cu_ctx_free(c);
+            return NULL;
+        }
+    }
+    cu_ctx_reset(c);
+    if (kv_reserve(c, 1, err)) {
+        cu_ctx_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+uint64_t cu_ctx_bytes(void *p) {
+    cu_ctx *c = (cu_ctx *)p;
+    uint64_t n = 0;
+    for (int il = 0; il < c->dm->hp.n_layer; il++) n += c->k[il].cap + c->v[il].cap + c->conv[il].cap + c->delta[il].cap;
+    const dbuf *all[] = {&c->tok, &c->x,   &c->xn,   &c->q,    &c->qg, &c->kc,  &c->vc,    &c->att,  &c->router,
+                         &c->sel, &c->selw, &c->gate, &c->up,  &c->down, &c->tiles, &c->mix, &c->cv, &c->z,
+                         &c->beta, &c->alpha, &c->o,  &c->sg,  &c->su, &c->sd,    &c->sgate, &c->logits};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) n += all[i]->cap;
+    return n;
+}
+
+/* ---- the blocks ---------------------------------------------------------- */
+
+static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos0, const int32_t *pos_dev) {
+    const qw_hparams *hp = &c->dm->hp;
+    const int E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
+    cudaStream_t s = c->s;
+    cu_rmsnorm(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, E, E, hp->rms_eps);
+    float *qout = L->gated ? P(c->qg) : P(c->q);
+    cu_matmul(s, &L->wq, NULL, P(c->xn), E, 1, NULL, 0, n, qout, (int)L->wq.ne1, false);
+    cu_matmul(s, &L->wk, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->kc), (int)L->wk.ne1, false);
+    cu_matmul(s, &L->wv, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->vc), (int)L->wv.ne1, false);
+    if (L->gated) cu_split_q(s, P(c->qg), P(c->q), n, H, D);
+    cu_rmsnorm(s, P(c->q), P(c->q), (const float *)L->q_norm.data, D, n * H, D, D, hp->rms_eps);
+    cu_rmsnorm(s, P(c->kc), P(c->kc), (const float *)L->k_norm.data, D, n * HKV, D, D, hp->rms_eps);
+    cu_rope(s, P(c->q), n, H, D, hp->n_rot, pos0, pos_dev, hp->rope_base);
+    cu_rope(s, P(c->kc), n, HKV, D, hp->n_rot, pos0, pos_dev, hp->rope_base);
+    cu_kv_append(s, c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->kc), P(c->vc), n, pos0, pos_dev, HKV * D);
+    cu_attention(s, P(c->q), c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->att), n, pos0, pos_dev, H, HKV, D,
+                 1.0f / sqrtf((float)D));
+    if (L->gated) cu_sigmoid_mul(s, P(c->att), P(c->qg) + D, n, H, D, 2 * D);
+    cu_matmul(s, &L->wo, NULL, P(c->att), H * D, 1, NULL, 0, n, P(c->x), E, true);
+}
+
+static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n) {
+    const qw_hparams *hp = &c->dm->hp;
+    const int E = hp->n_embd, S = hp->ssm_state, HK = hp->ssm_groups, HV = hp->ssm_vheads;
+    const int VD = S * HV, C = (int)L->conv1d.ne1, KC = (int)L->conv1d.ne0;
+    cudaStream_t s = c->s;
+    cu_rmsnorm(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, E, E, hp->rms_eps);
+    cu_matmul(s, &L->wqkv, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->mix), (int)L->wqkv.ne1, false);
+    cu_matmul(s, &L->wz, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->z), (int)L->wz.ne1, false);
+    cu_matmul(s, &L->w_beta, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->beta), (int)L->w_beta.ne1, false);
+    cu_matmul(s, &L->w_alpha, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->alpha), (int)L->w_alpha.ne1, false);
+    cu_dn_gates(s, P(c->beta), P(c->alpha), (const float *)L->dt_bias.data, (const float *)L->ssm_a.data, n, HV);
+    cu_conv(s, P(c->mix), P(c->cv), P(c->conv[il]), (const float *)L->conv1d.data, n, C, KC);
+    cu_l2norm_qk(s, P(c->cv), n, C, 2 * HK, S, hp->rms_eps);
+    cu_delta(s, P(c->delta[il]), P(c->cv), P(c->beta), P(c->alpha), P(c->o), n, S, HK, HV);
+    cu_gated_norm(s, P(c->o), P(c->z), (const float *)L->ssm_norm.data, n, HV, S, hp->rms_eps);
+    cu_matmul(s, &L->ssm_out, NULL, P(c->o), VD, 1, NULL, 0, n, P(c->x), E, true);
+}
+
+/* gate/up -> SwiGLU -> down over n_tiles tiles (weights at the expert tensors
+ * or, streaming, at the layer's slots). */
+static void expert_tiles(cu_ctx *c, const cu_layer *L, const cu_tile *tiles, int n_tiles, bool slots) {
+    const qw_hparams *hp = &c->dm->hp;
+    const int E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used;
+    cudaStream_t s = c->s;
+    cu_matmul(s, &L->gate_exps, slots ? L->slot_g : NULL, P(c->xn), E, K, tiles, n_tiles, 0, P(c->gate), F, false);
+    cu_matmul(s, &L->up_exps, slots ? L->slot_u : NULL, P(c->xn), E, K, tiles, n_tiles, 0, P(c->up), F, false);
+    cu_swiglu_tiles(s, P(c->gate), P(c->up), tiles, n_tiles, F);
+    cu_matmul(s, &L->down_exps, slots ? L->slot_d : NULL, P(c->gate), F, 1, tiles, n_tiles, 0, P(c->down), E, false);
+}
+
+/* Host grouping: assignments sorted by expert, tiles of <= CU_MM_NT of one
+ * expert; experts [e0, e1) only.  Tile e = expert (or its slot). */
+static int build_tiles(cu_ctx *c, int nk, int e0, int e1, const int32_t *slot_of) {
+    int nt = 0;
+    for (int e = e0; e < e1; e++) {
+        const int a0 = e ? c->h_count[e - 1] : 0, a1 = c->h_count[e];
+        for (int a = a0; a < a1; a += CU_MM_NT) {
+            cu_tile *t = &c->h_tiles[nt++];
+            t->e = slot_of ? slot_of[e] : e;
+            t->n = a1 - a < CU_MM_NT ? a1 - a : CU_MM_NT;
+            for (int i = 0; i < CU_MM_NT; i++) t->a[i] = i < t->n ? c->h_order[a + i] : 0;
+        }
+    }
+    (void)nk;
+    return nt;
+}
+
+static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err) {
+    cu_model *dm = c->dm;
+    const qw_hparams *hp = &dm->hp;
+    const int E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used, nk = n * K;
+    cudaStream_t s = c->s;
+    cu_rmsnorm(s, P(c->xn), P(c->x), (const float *)L->ffn_norm.data, E, n, E, E, hp->rms_eps);
+    cu_matmul(s, &L->gate_inp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->router), X, false);
+    cu_route(s, P(c->router), n, X, K, hp->norm_topk, hp->expert_weights_scale, (int32_t *)c->sel.p, P(c->selw));
+    cu_tile *d_tiles = (cu_tile *)c->tiles.p;
+    if (n == 1 && !dm->streaming) {
+        cu_tiles_from_sel(s, (const int32_t *)c->sel.p, nk, d_tiles);
+        expert_tiles(c, L, d_tiles, nk, false);
+    } else {
+        CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
+        CU_TRY(cudaStreamSynchronize(s), err);
+        /* counting sort by expert; afterwards h_count[e] = end of e's run */
+        memset(c->h_count, 0, (size_t)X * 4);
+        for (int a = 0; a < nk; a++) c->h_count[c->h_sel[a]]++;
+        for (int e = 0, acc = 0; e < X; e++) {
+            const int m = c->h_count[e];
+            c->h_count[e] = acc;
+            acc += m;
+        }
+        for (int a = 0; a < nk; a++) c->h_order[c->h_count[c->h_sel[a]]++] = a;
+        if (!dm->streaming) {
+            const int nt = build_tiles(c, nk, 0, X, NULL);
+            CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice, s), err);
+            expert_tiles(c, L, d_tiles, nt, false);
+            CU_TRY(cudaStreamSynchronize(s), err); /* h_tiles is reused by the next layer */
+        } else {
+            /* groups of at most `slots` used experts */
+            int e = 0;
+            while (e < X) {
+                int32_t used[4096];
+                int nu = 0, e1 = e;
+                while (e1 < X && nu < dm->slots) {
+                    if (c->h_count[e1] > (e1 ? c->h_count[e1 - 1] : 0)) used[nu++] = e1;
+                    e1++;
+                }
+                if (nu) {
+                    if (cu_model_load_experts(dm, il, used, nu, s, err)) return -1;
+                    const int nt = build_tiles(c, nk, e, e1, L->slot_of);
+                    CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice,
+                                           s), err);
+                    expert_tiles(c, L, d_tiles, nt, true);
+                    CU_TRY(cudaStreamSynchronize(s), err);
+                }
+                e = e1;
+            }
+        }
+    }
+    const float *sd = NULL;
+    if (L->gate_shexp.data) {
+        const int FS = hp->n_ff_shexp;
+        cu_matmul(s, &L->gate_shexp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->sg), FS, false);
+        cu_matmul(s, &L->up_shexp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->su), FS, false);
+        cu_swiglu(s, P(c->sg), P(c->su), (size_t)n * FS);
+        cu_matmul(s, &L->down_shexp, NULL, P(c->sg), FS, 1, NULL, 0, n, P(c->sd), E, false);
+        cu_matmul(s, &L->shexp_gate, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->sgate), 1, false);
+        sd = P(c->sd);
+    }
+    cu_moe_combine(s, P(c->x), P(c->down), P(c->selw), sd, sd ? P(c->sgate) : NULL, n, K, E);
+    return 0;
+}
+
+/* The layers and the head, enqueued on c's stream (captured into the decode
+ * graph, or run directly).  pos_dev: the position on the device (graph) or NULL. */
+static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool logits, bool all, qw_error *err) {
+    cu_model *dm = c->dm;
+    const qw_hparams *hp = &dm->hp;
+    const int E = hp->n_embd, V = hp->n_vocab;
+    cudaStream_t s = c->s;
+    cu_get_rows(s, &dm->tok_embd, (const int32_t *)c->tok.p, n, P(c->x));
+    for (int il = 0; il < hp->n_layer; il++) {
+        const cu_layer *L = &dm->layers[il];
+        if (L->recurrent)
+            deltanet_block(c, L, il, n);
+        else
+            attention_block(c, L, il, n, n_past, pos_dev);
+        if (moe_block(c, L, il, n, err)) return -1;
+    }
+    if (logits) {
+        const int rows = all ? n : 1;
+        const float *xin = P(c->x) + (size_t)(all ? 0 : n - 1) * E;
+        cu_rmsnorm(s, P(c->xn), xin, (const float *)dm->output_norm.data, E, rows, E, E, hp->rms_eps);
+        cu_matmul(s, &dm->output, NULL, P(c->xn), E, 1, NULL, 0, rows, P(c->logits), V, false);
+    }
+    return 0;
+}
+
+/* Captures the one-token step into c->graph.  false (and graph_off) when the
+ * capture fails: the caller runs the step directly. */
+static bool capture(cu_ctx *c, qw_error *err) {
+    if (c->graph) cudaGraphExecDestroy(c->graph);
+    c->graph = NULL;
+    cudaGraph_t g = NULL;
+    if (cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) goto off;
+    {
+        const int rc = enqueue(c, 1, 0, (const int32_t *)c->pos.p, true, false, err);
+        if (cudaStreamEndCapture(c->s, &g) != cudaSuccess || rc) goto off;
+    }
+    if (cudaGraphInstantiate(&c->graph, g, 0) != cudaSuccess) goto off;
+    cudaGraphDestroy(g);
+    c->graph_gen = c->gen;
+    return true;
+off:
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    c->graph = NULL;
+    c->graph_off = true;
+    if (err) err->msg[0] = 0;
+    return false;
+}
+
+int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *logits, int all, qw_error *err) {
+    cu_ctx *c = (cu_ctx *)p;
+    cu_model *dm = c->dm;
+    const qw_hparams *hp = &dm->hp;
+    const int V = hp->n_vocab;
+    if (n_past + n > c->n_ctx) return cu_fail(err, "context full: %d + %d > n_ctx %d", n_past, n, c->n_ctx);
+    if (kv_reserve(c, n_past + n, err) || reserve_rows(c, n, err)) return -1;
+    const int rows = logits ? (all ? n : 1) : 0;
+    if (rows && grow(&c->logits, (size_t)rows * V * sizeof(float), err)) return -1;
+    cudaStream_t s = c->s;
+    CU_TRY(cudaMemcpyAsync(c->tok.p, tokens, (size_t)n * 4, cudaMemcpyHostToDevice, s), err);
+    const bool graphable = n == 1 && rows == 1 && !dm->streaming && !c->graph_off;
+    bool ran = false;
+    if (graphable) {
+        if (!c->pos.p && grow(&c->pos, sizeof(int32_t), err)) return -1;
+        if (!c->h_pos && cudaMallocHost((void **)&c->h_pos, sizeof(int32_t)) != cudaSuccess) {
+            cudaGetLastError();
+            c->graph_off = true;
+        } else {
+            *c->h_pos = n_past;
+            CU_TRY(cudaMemcpyAsync(c->pos.p, c->h_pos, sizeof(int32_t), cudaMemcpyHostToDevice, s), err);
+            if (c->graph && c->graph_gen == c->gen) ran = true;
+            else ran = capture(c, err);
+            if (ran) CU_TRY(cudaGraphLaunch(c->graph, s), err);
+        }
+    }
+    if (!ran && enqueue(c, n, n_past, NULL, rows > 0, all, err)) return -1;
+    if (rows) CU_TRY(cudaMemcpyAsync(logits, c->logits.p, (size_t)rows * V * sizeof(float), cudaMemcpyDeviceToHost, s), err);
+    CU_TRY(cudaStreamSynchronize(s), err);
+    CU_TRY(cudaGetLastError(), err);
+    return 0;
+}

@@ -1,0 +1,310 @@
+/* cu_model.cu — a qw_model onto the device, and the VRAM tier.
+ *
+ * Budget: the device's free memory, or QWISP_DEVICE_VRAM when set (an
+ * emulated smaller GPU: the tier decision, the pool and the expert cache all
+ * obey it).  Reserved out of it before weights: the KV cache for the
+ * caller's positions, the recurrent state, and the activations of one
+ * 512-token chunk.  Resident when all weights fit in what is left; else
+ * streaming with C = (left - non-expert weights) / (layers x expert bytes)
+ * slots per layer, at least n_expert_used (else the model does not fit, and
+ * the error says by how much); QWISP_DEVICE_SLOTS forces C (0 = resident).
+ */
+#include "cu_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t tensor_bytes(const qw_tensor *t) {
+    size_t n = t->row_bytes;
+    for (int d = 1; d < 4; d++) n *= (size_t)(t->ne[d] > 0 ? t->ne[d] : 1);
+    return n;
+}
+
+static size_t align_up(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* Each weight of the model once: its host view, its device view, whether
+ * it is a routed-expert tensor, and whether a matmul reads it (those need a
+ * device kernel for their type and rows of a multiple of 32). */
+typedef struct {
+    const qw_tensor *h;
+    cu_tensor *d;
+    bool expert, mm;
+} binding;
+
+static int bindings(const qw_model *m, cu_model *dm, binding *b) {
+    int n = 0;
+#define BIND(H, D, X, MM)                                                       \
+    do {                                                                        \
+        if ((H).data) b[n++] = (binding){&(H), &(D), (X), (MM)};                \
+    } while (0)
+#define W(name) BIND(L->name, D->name, false, true)   /* a matmul weight */
+#define V(name) BIND(L->name, D->name, false, false)  /* a vector / conv kernel, f32 */
+    BIND(m->tok_embd, dm->tok_embd, false, true);
+    BIND(m->output_norm, dm->output_norm, false, false);
+    if (!m->tied_output) BIND(m->output, dm->output, false, true);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const qw_layer *L = &m->layers[il];
+        cu_layer *D = &dm->layers[il];
+        D->recurrent = L->recurrent;
+        D->gated = L->gated_attn;
+        V(attn_norm); W(wq); W(wk); W(wv); W(wo); V(q_norm); V(k_norm); V(ffn_norm);
+        W(wqkv); W(wz); W(w_beta); W(w_alpha); V(conv1d); V(dt_bias); V(ssm_a); V(ssm_norm); W(ssm_out);
+        W(shexp_gate); W(gate_shexp); W(up_shexp); W(down_shexp); W(gate_inp);
+        BIND(L->gate_exps, D->gate_exps, true, true);
+        BIND(L->up_exps, D->up_exps, true, true);
+        BIND(L->down_exps, D->down_exps, true, true);
+    }
+#undef W
+#undef V
+#undef BIND
+    return n;
+}
+
+static void view(const qw_tensor *h, cu_tensor *d) {
+    d->type = h->type;
+    d->ne0 = h->ne[0];
+    d->ne1 = h->ne[1] > 0 ? h->ne[1] : 1;
+    d->row_bytes = h->row_bytes;
+    d->matrix_bytes = h->matrix_bytes ? h->matrix_bytes : h->row_bytes * (size_t)d->ne1;
+    d->data = NULL;
+}
+
+/* Device bytes of activations for a chunk of `rows` rows (cu_forward.cu's buffers, roughly). */
+static uint64_t activation_bytes(const qw_hparams *hp, int rows) {
+    const uint64_t E = hp->n_embd, QD = (uint64_t)hp->n_head * hp->head_dim, K = hp->n_expert_used;
+    const uint64_t S = hp->ssm_state, C = 2 * S * hp->ssm_groups + S * hp->ssm_vheads;
+    const uint64_t per_row = 4 * (4 * E + 4 * QD + hp->n_expert + 2 * K + K * (2 * hp->n_ff_exp + E) + 3 * C +
+                                  2 * hp->n_ff_shexp + (uint64_t)hp->n_vocab);
+    return per_row * rows + (64u << 20);
+}
+
+int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, cudaStream_t s, qw_error *err) {
+    cu_layer *D = &dm->layers[il];
+    const qw_layer *L = &dm->m->layers[il];
+    const uint64_t mark = ++dm->clock;
+    for (int i = 0; i < n; i++) /* pin the ones already there */
+        if (D->slot_of[experts[i]] >= 0) D->stamp[D->slot_of[experts[i]]] = mark;
+    for (int i = 0; i < n; i++) {
+        const int e = experts[i];
+        if (D->slot_of[e] >= 0) continue;
+        int victim = -1;
+        for (int q = 0; q < dm->slots; q++)
+            if (D->stamp[q] != mark && (victim < 0 || D->stamp[q] < D->stamp[victim])) victim = q;
+        if (victim < 0) return cu_fail(err, "layer %d: %d experts in one group exceed %d slots", il, n, dm->slots);
+        if (D->who[victim] >= 0) D->slot_of[D->who[victim]] = -1;
+        const size_t g = D->gate_exps.matrix_bytes, u = D->up_exps.matrix_bytes, dn = D->down_exps.matrix_bytes;
+        CU_TRY(cudaMemcpyAsync(D->slot_g + (size_t)victim * g, (const uint8_t *)L->gate_exps.data + (size_t)e * g, g,
+                               cudaMemcpyHostToDevice, s), err);
+        CU_TRY(cudaMemcpyAsync(D->slot_u + (size_t)victim * u, (const uint8_t *)L->up_exps.data + (size_t)e * u, u,
+                               cudaMemcpyHostToDevice, s), err);
+        CU_TRY(cudaMemcpyAsync(D->slot_d + (size_t)victim * dn, (const uint8_t *)L->down_exps.data + (size_t)e * dn,
+                               dn, cudaMemcpyHostToDevice, s), err);
+        D->who[victim] = e;
+        D->slot_of[e] = victim;
+        D->stamp[victim] = mark;
+        dm->copies++;
+        dm->copy_bytes += g + u + dn;
+    }
+    return 0;
+}
+
+static int check_model(const qw_model *m, qw_error *err) {
+    const qw_hparams *hp = &m->hp;
+    if (hp->head_dim > 512) return cu_fail(err, "head_dim %d > 512 (the device attention's limit)", hp->head_dim);
+    if (hp->n_expert > 4096) return cu_fail(err, "%d experts > 4096", hp->n_expert);
+    for (int il = 0; il < hp->n_layer; il++)
+        if (m->layers[il].recurrent && !cu_delta_supported(hp->ssm_state))
+            return cu_fail(err, "Gated DeltaNet state size %d (the device kernel takes 16, 32, 64 or 128)",
+                           hp->ssm_state);
+    return 0;
+}
+
+static void free_dm(cu_model *dm) {
+    if (!dm) return;
+    if (dm->layers)
+        for (int il = 0; il < dm->hp.n_layer; il++) {
+            cu_layer *D = &dm->layers[il];
+            cu_pool_free(D->slot_g);
+            cu_pool_free(D->slot_u);
+            cu_pool_free(D->slot_d);
+            free(D->slot_of);
+            free(D->who);
+            free(D->stamp);
+        }
+    cu_pool_free(dm->arena);
+    free(dm->layers);
+    free(dm);
+}
+
+static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *err) {
+    if (check_model(m, err)) return NULL;
+    cu_pool_config(cfg);
+    cu_model *dm = (cu_model *)calloc(1, sizeof *dm);
+    dm->m = m;
+    dm->hp = m->hp;
+    dm->kv_f32 = cfg->kv_f32;
+    dm->layers = (cu_layer *)calloc((size_t)m->hp.n_layer, sizeof(cu_layer));
+    const int max_b = 3 + 25 * m->hp.n_layer;
+    binding *b = (binding *)calloc((size_t)max_b, sizeof *b);
+    const int nb = bindings(m, dm, b);
+    uint64_t dense = 0, experts = 0, per_expert = 0; /* per_expert: gate+up+down of one expert, all layers */
+    for (int i = 0; i < nb; i++) {
+        view(b[i].h, b[i].d);
+        if (!b[i].mm && b[i].h->type != QW_TYPE_F32) {
+            cu_fail(err, "tensor %s: type %d (the device reads vectors as f32)", b[i].h->name, b[i].h->type);
+            goto fail;
+        }
+        if (b[i].mm && !cu_type_ok(b[i].h->type)) {
+            cu_fail(err, "tensor %s: type %d has no device kernel", b[i].h->name, b[i].h->type);
+            goto fail;
+        }
+        if (b[i].mm && b[i].h->ne[0] % 32) {
+            cu_fail(err, "tensor %s: row of %lld elements (the device matmul wants a multiple of 32)", b[i].h->name,
+                    (long long)b[i].h->ne[0]);
+            goto fail;
+        }
+        const size_t nbytes = align_up(tensor_bytes(b[i].h));
+        if (b[i].expert) {
+            experts += nbytes;
+            per_expert += b[i].h->matrix_bytes;
+        } else {
+            dense += nbytes;
+        }
+    }
+    if (m->tied_output) dm->output = dm->tok_embd;
+    {
+        size_t free_b = 0, total_b = 0;
+        const cudaError_t me = cudaMemGetInfo(&free_b, &total_b);
+        if (me != cudaSuccess) {
+            cu_fail(err, "cudaMemGetInfo: %s", cudaGetErrorString(me));
+            goto fail;
+        }
+        uint64_t budget = free_b;
+        if (cfg->vram_limit && cfg->vram_limit < budget) budget = cfg->vram_limit;
+        const qw_hparams *hp = &m->hp;
+        int n_attn = 0;
+        for (int il = 0; il < hp->n_layer; il++) n_attn += !m->layers[il].recurrent;
+        const int64_t pos = cfg->kv_positions > 0 ? cfg->kv_positions : 4096;
+        const uint64_t kv = 2ull * n_attn * (uint64_t)pos * hp->n_head_kv * hp->head_dim * (cfg->kv_f32 ? 4 : 2);
+        uint64_t state = 0;
+        for (int il = 0; il < hp->n_layer; il++)
+            if (m->layers[il].recurrent) state += cu_conv_state_bytes(hp) + cu_delta_state_bytes(hp);
+        const uint64_t reserve = kv + state + activation_bytes(hp, 512);
+        const uint64_t one = per_expert + 3 * 256 * (uint64_t)hp->n_layer; /* a slot in every layer */
+        const qw_device_tier tier = qw_device_tier_decide(budget, reserve, dense, experts, one, hp->n_expert,
+                                                          hp->n_expert_used, cfg->expert_slots);
+        if (!tier.fits) {
+            if (cfg->expert_slots >= 0)
+                cu_fail(err, "QWISP_DEVICE_SLOTS=%lld is below the %d experts a token uses", (long long)cfg->expert_slots,
+                        hp->n_expert_used);
+            else
+                cu_fail(err, "the model does not fit %.2f GB of device memory: %.2f GB of non-expert weights + "
+                             "%d expert slots a layer need %.2f GB, plus %.2f GB of KV/state/activations",
+                        budget / 1e9, dense / 1e9, hp->n_expert_used, (dense + (double)one * hp->n_expert_used) / 1e9,
+                        reserve / 1e9);
+            goto fail;
+        }
+        const int64_t slots = tier.slots;
+        dm->streaming = slots > 0;
+        dm->slots = (int)slots;
+        const uint64_t arena = dm->streaming ? dense : dense + experts;
+        dm->arena = cu_pool_alloc_fit(arena, true);
+        if (!dm->arena) {
+            cu_fail(err, "out of device memory for %.2f GB of weights", arena / 1e9);
+            goto fail;
+        }
+        dm->arena_bytes = arena;
+        size_t off = 0;
+        for (int i = 0; i < nb; i++) {
+            if (dm->streaming && b[i].expert) continue;
+            const size_t nbytes = tensor_bytes(b[i].h);
+            if (cudaMemcpy((uint8_t *)dm->arena + off, b[i].h->data, nbytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+                cu_fail(err, "copying %s to the device: %s", b[i].h->name, cudaGetErrorString(cudaGetLastError()));
+                goto fail;
+            }
+            b[i].d->data = (const uint8_t *)dm->arena + off;
+            off += align_up(nbytes);
+        }
+        if (m->tied_output) dm->output = dm->tok_embd;
+        if (dm->streaming) {
+            for (int il = 0; il < hp->n_layer; il++) {
+                cu_layer *D = &dm->layers[il];
+                D->slot_g = (uint8_t *)cu_pool_alloc_fit((size_t)slots * D->gate_exps.matrix_bytes, true);
+                D->slot_u = (uint8_t *)cu_pool_alloc_fit((size_t)slots * D->up_exps.matrix_bytes, true);
+                D->slot_d = (uint8_t *)cu_pool_alloc_fit((size_t)slots * D->down_exps.matrix_bytes, true);
+                if (!D->slot_g || !D->slot_u || !D->slot_d) {
+                    cu_fail(err, "out of device memory for %lld expert slots of layer %d", (long long)slots, il);
+                    goto fail;
+                }
+                dm->slot_bytes += (uint64_t)slots * (D->gate_exps.matrix_bytes + D->up_exps.matrix_bytes +
+                                                     D->down_exps.matrix_bytes);
+                D->slot_of = (int32_t *)malloc((size_t)hp->n_expert * sizeof(int32_t));
+                D->who = (int32_t *)malloc((size_t)slots * sizeof(int32_t));
+                D->stamp = (uint64_t *)calloc((size_t)slots, sizeof(uint64_t));
+                for (int e = 0; e < hp->n_expert; e++) D->slot_of[e] = -1;
+                for (int q = 0; q < slots; q++) D->who[q] = -1;
+            }
+        }
+        cudaDeviceProp prop;
+        cudaGetDeviceProperties(&prop, 0);
+        if (dm->streaming)
+            snprintf(dm->desc, sizeof dm->desc,
+                     "cuda (%s): streaming tier, %.2f GB non-expert weights in VRAM + %d expert slots/layer (%.2f GB); "
+                     "%.2f GB of experts in host memory; budget %.2f GB",
+                     prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9, budget / 1e9);
+        else
+            snprintf(dm->desc, sizeof dm->desc, "cuda (%s): resident tier, %.2f GB of weights in VRAM; budget %.2f GB",
+                     prop.name, arena / 1e9, budget / 1e9);
+    }
+    free(b);
+    return dm;
+fail:
+    free(b);
+    free_dm(dm);
+    return NULL;
+}
+
+static void model_free(void *p) {
+    free_dm((cu_model *)p);
+    cu_pool_trim();
+}
+
+static const char *model_describe(void *p) { return ((cu_model *)p)->desc; }
+
+static void model_stats(void *p, qw_device_stats *s) {
+    const cu_model *dm = (const cu_model *)p;
+    cu_pool_stats(s);
+    s->weight_bytes = dm->arena_bytes;
+    s->expert_slot_bytes = dm->slot_bytes;
+    s->expert_copies = dm->copies;
+    s->expert_copy_bytes = dm->copy_bytes;
+}
+
+/* ---- the ops table (contexts and eval: cu_forward.cu) ---- */
+void *cu_ctx_new(void *dm, int32_t n_ctx, qw_error *err);
+void cu_ctx_free(void *dc);
+int cu_eval(void *dc, const int32_t *tokens, int32_t n, int32_t n_past, float *logits, int all, qw_error *err);
+void cu_ctx_reset(void *dc);
+uint64_t cu_ctx_bytes(void *dc);
+
+static int probe(char *dev, size_t n, qw_error *err) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) return cu_fail(err, "no usable CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+    if (count < 1) return cu_fail(err, "no CUDA device");
+    cudaDeviceProp prop;
+    e = cudaGetDeviceProperties(&prop, 0);
+    if (e != cudaSuccess) return cu_fail(err, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
+    if (prop.major < 7)
+        return cu_fail(err, "%s has compute capability %d.%d (the backend needs 7.0 or newer)", prop.name, prop.major,
+                       prop.minor);
+    snprintf(dev, n, "%s (%.0f GB)", prop.name, prop.totalGlobalMem / 1e9);
+    return 0;
+}
+
+static const qw_backend_ops k_ops = {
+    QW_BACKEND_ABI, "cuda", probe, model_new, model_free, model_describe, model_stats,
+    cu_ctx_new,     cu_ctx_free, cu_eval, cu_ctx_reset, cu_ctx_bytes,
+};
+
+extern "C" __attribute__((visibility("default"))) const qw_backend_ops *qw_backend_cuda_ops(void) { return &k_ops; }

@@ -1,0 +1,52 @@
+/* cu_model.h — private to src/cuda: the model on the device (cu_model.cu
+ * owns it) and the device context (cu_forward.cu owns it).
+ *
+ * Tiers (decided once at upload, cu_model.cu):
+ *   resident   every weight in one device arena;
+ *   streaming  the non-expert weights in the arena, the routed experts left
+ *              in host memory (the mmaped file) and copied on demand into
+ *              `slots` expert slots per layer (gate, up and down of one
+ *              expert a slot), least recently used first out.  The matmuls
+ *              read a slot exactly as they read the resident expert, so the
+ *              two tiers give the same bits.
+ */
+#ifndef QWISP_CU_MODEL_H
+#define QWISP_CU_MODEL_H
+
+#include "cu_common.h"
+
+typedef struct cu_layer {
+    bool recurrent, gated;
+    cu_tensor attn_norm, wq, wk, wv, wo, q_norm, k_norm, ffn_norm;
+    cu_tensor wqkv, wz, w_beta, w_alpha, conv1d, dt_bias, ssm_a, ssm_norm, ssm_out;
+    cu_tensor shexp_gate, gate_shexp, up_shexp, down_shexp;
+    cu_tensor gate_inp, gate_exps, up_exps, down_exps; /* experts: data NULL when streaming */
+    /* streaming tier: slots [slots] matrices of each of gate / up / down */
+    uint8_t *slot_g, *slot_u, *slot_d;
+    int32_t *slot_of;   /* [n_expert] host: slot holding expert e, -1 = none */
+    int32_t *who;       /* [slots] host: expert in slot s, -1 = empty */
+    uint64_t *stamp;    /* [slots] host: last use (LRU) */
+} cu_layer;
+
+typedef struct cu_model {
+    const qw_model *m;
+    qw_hparams hp;
+    cu_tensor tok_embd, output_norm, output;
+    cu_layer *layers;
+    void *arena;
+    size_t arena_bytes;
+    bool streaming;
+    int slots;
+    uint64_t clock;
+    int kv_f32;
+    uint64_t slot_bytes, copies, copy_bytes;
+    char desc[1024];
+} cu_model;
+
+/* ---- cu_model.cu ---- */
+/* Makes the expert slots of layer L hold every expert of `experts[n]` (n <=
+ * slots, distinct), copying the missing ones from host memory on stream s.
+ * 0 / -1 + err. */
+int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, cudaStream_t s, qw_error *err);
+
+#endif

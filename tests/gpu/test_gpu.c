@@ -1,0 +1,297 @@
+/* test_gpu.c — the CUDA backend against the CPU path, and the backend
+ * selection that needs no GPU.
+ *
+ * Without a GPU (CI): the selection tests run (QWISP_BACKEND words; `cuda`
+ * fails with one line naming why; `auto` stays on the CPU) and every GPU
+ * test prints one "SKIP: <reason>" line and passes.
+ *
+ * With a GPU, for each model of QWISP_GPU_MODELS (':'-separated; default the
+ * two shipped models; tests/gpu/run.sh adds generated models of every type
+ * and both architectures):
+ *   - teacher-forced logits of a CPU greedy stream, GPU vs CPU: max |delta|
+ *     relative to the largest |logit|, and top-1 agreement;
+ *   - greedy decode on the GPU, token by token, equals the CPU's stream
+ *     (required on the trained models, reported on random-weight ones);
+ *   - on the GPU, a chunk's logits (prefill) equal the same tokens decoded
+ *     one at a time, bit for bit;
+ *   - the streaming tier (QWISP_DEVICE_SLOTS = n_expert_used: most evictions)
+ *     gives the resident tier's logits bit for bit;
+ *   - the device pool's cache stays within its limit.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "qwisp/backend.h"
+#include "qwisp/options.h"
+#include "qwisp/place.h"
+#include "qwisp/pool.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N_PROMPT = 8, N_GEN = 24, N_CTX = 256 };
+
+static const qw_backend_ops *g_ops;
+static char g_why[QW_ERROR_MAX + 16];
+
+static void set_opt(qw_opt id, const char *v) {
+    qw_error err = {{0}};
+    assert_int_equal(qw_opt_set(id, v, "test", &err), 0);
+}
+
+/* A model placed on the backend named by `backend` (slots: QWISP_DEVICE_SLOTS or NULL). */
+static qw_model *load_on(const char *path, const char *backend, const char *slots) {
+    qw_error err = {{0}};
+    set_opt(QW_OPT_BACKEND, backend);
+    if (slots) set_opt(QW_OPT_DEVICE_SLOTS, slots);
+    qw_model *m = qw_model_load(path, &err);
+    if (!m) fail_msg("%s: %s", path, err.msg);
+    if (qw_place_experts(m, N_CTX, &err)) fail_msg("%s: %s", path, err.msg);
+    set_opt(QW_OPT_BACKEND, "auto");
+    if (slots) set_opt(QW_OPT_DEVICE_SLOTS, "-1");
+    return m;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Greedy: N_PROMPT prompt ids then N_GEN decoded one at a time.  ids[] gets
+ * the whole stream; last_logits (optional) the logits of every decode step. */
+static void greedy(qw_model *m, int32_t *ids, float *step_logits) {
+    qw_error err = {{0}};
+    qw_ctx *c = qw_ctx_new(m, N_CTX, 2, &err);
+    if (!c) fail_msg("ctx: %s", err.msg);
+    const int V = m->hp.n_vocab;
+    if (qw_ctx_eval(c, ids, N_PROMPT, QW_LOGITS_LAST, &err)) fail_msg("eval: %s", err.msg);
+    for (int i = 0; i < N_GEN; i++) {
+        const float *l = qw_ctx_logits(c);
+        if (step_logits) memcpy(step_logits + (size_t)i * V, l, (size_t)V * sizeof(float));
+        ids[N_PROMPT + i] = argmax(l, V);
+        if (i + 1 < N_GEN && qw_ctx_eval(c, &ids[N_PROMPT + i], 1, QW_LOGITS_LAST, &err)) fail_msg("eval: %s", err.msg);
+    }
+    qw_ctx_free(c);
+}
+
+/* Teacher-forced logits of ids[0..n) as one chunk (all rows). */
+static float *forced(qw_model *m, const int32_t *ids, int n) {
+    qw_error err = {{0}};
+    qw_ctx *c = qw_ctx_new(m, N_CTX, 2, &err);
+    if (!c) fail_msg("ctx: %s", err.msg);
+    if (qw_ctx_eval(c, ids, n, QW_LOGITS_ALL, &err)) fail_msg("eval: %s", err.msg);
+    const size_t bytes = (size_t)n * m->hp.n_vocab * sizeof(float);
+    float *out = malloc(bytes);
+    memcpy(out, qw_ctx_logits(c), bytes);
+    qw_ctx_free(c);
+    return out;
+}
+
+static bool gpu_or_skip(const char *what) {
+    if (g_ops) return true;
+    printf("SKIP: %s: %s\n", what, g_why);
+    return false;
+}
+
+/* ---- no GPU needed ------------------------------------------------------- */
+
+static void test_backend_words(void **state) {
+    (void)state;
+    assert_int_equal(qw_backend_parse("cpu"), QW_BACKEND_CPU);
+    assert_int_equal(qw_backend_parse("cuda"), QW_BACKEND_CUDA);
+    assert_int_equal(qw_backend_parse("auto"), QW_BACKEND_AUTO);
+    assert_int_equal(qw_backend_parse(NULL), QW_BACKEND_AUTO);
+    assert_int_equal(qw_backend_parse("metal"), -1);
+    qw_error err = {{0}};
+    assert_int_not_equal(qw_opt_set(QW_OPT_BACKEND, "gpu", "test", &err), 0);
+    assert_non_null(strstr(err.msg, "QWISP_BACKEND"));
+}
+
+/* cpu never touches the device; cuda without one fails naming why; auto falls back. */
+static void test_selection(void **state) {
+    (void)state;
+    qw_error err = {{0}};
+    qw_model *m = load_on("models/default.gguf", "cpu", NULL);
+    assert_null(m->dev);
+    qw_model_free(m);
+    m = qw_model_load("models/default.gguf", &err);
+    assert_non_null(m);
+    set_opt(QW_OPT_BACKEND, "cuda");
+    const int rc = qw_place_experts(m, N_CTX, &err);
+    set_opt(QW_OPT_BACKEND, "auto");
+    if (g_ops) {
+        assert_int_equal(rc, 0);
+        assert_non_null(m->dev);
+        printf("INFO: %s\n", g_ops->model_describe(m->dev));
+    } else {
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(err.msg, "QWISP_BACKEND=cuda: "));
+        assert_null(strchr(err.msg, '\n'));
+        printf("INFO: QWISP_BACKEND=cuda without a GPU says: %s\n", err.msg);
+    }
+    qw_model_free(m);
+    m = load_on("models/default.gguf", "auto", NULL);
+    assert_true(g_ops ? m->dev != NULL : m->dev == NULL);
+    qw_model_free(m);
+}
+
+/* The VRAM tier from sizes alone (no GPU): resident when everything fits,
+ * else C slots from what is left beside the non-expert weights, refused
+ * below n_expert_used; QWISP_DEVICE_SLOTS forces it.  Sizes of the full
+ * Qwen3.6-35B-A3B Q4_K file (40 layers, 256 experts top-8): ~1.3 GB dense,
+ * ~19.4 GB of experts, one expert over all layers ~75.8 MB. */
+static void test_tier_decision(void **state) {
+    (void)state;
+    const uint64_t GB = 1000000000ull, dense = 1300000000ull, experts = 19400000000ull, one = 75800000ull;
+    qw_device_tier t = qw_device_tier_decide(141 * GB, 2 * GB, dense, experts, one, 256, 8, -1);
+    assert_true(t.fits);
+    assert_int_equal(t.slots, 0); /* an H200: resident */
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, -1);
+    assert_true(t.fits);
+    assert_int_equal(t.slots, (int64_t)((7 * GB - dense) / one)); /* 8 GB: 75 slots a layer */
+    assert_true(t.slots >= 8 && t.slots < 256);
+    t = qw_device_tier_decide(2 * GB, 1 * GB, dense, experts, one, 256, 8, -1);
+    assert_false(t.fits); /* 8 slots do not fit beside 1.3 GB in 1 GB */
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 16);
+    assert_true(t.fits);
+    assert_int_equal(t.slots, 16);
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 4);
+    assert_false(t.fits); /* fewer slots than experts a token uses */
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 0);
+    assert_true(t.fits);
+    assert_int_equal(t.slots, 0); /* forced resident */
+    t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 300);
+    assert_int_equal(t.slots, 0); /* as many slots as experts = resident */
+}
+
+/* ---- GPU vs CPU ---------------------------------------------------------- */
+
+static bool is_trained(const char *path) { return strstr(path, "models/") == path; }
+
+static void compare_one(const char *path) {
+    qw_model *mc = load_on(path, "cpu", NULL);
+    qw_model *mg = load_on(path, "cuda", NULL);
+    assert_non_null(mg->dev);
+    const int V = mc->hp.n_vocab, N = N_PROMPT + N_GEN;
+    int32_t ids_c[N_PROMPT + N_GEN], ids_g[N_PROMPT + N_GEN];
+    for (int i = 0; i < N_PROMPT; i++) ids_c[i] = ids_g[i] = (int32_t)((1000 + 7919 * i) % (V > 300 ? 300 : V));
+    float *steps = malloc((size_t)N_GEN * V * sizeof(float));
+    greedy(mc, ids_c, NULL);
+    greedy(mg, ids_g, steps);
+    float *lc = forced(mc, ids_c, N), *lg = forced(mg, ids_c, N);
+    double maxd = 0, maxl = 0;
+    int agree = 0;
+    for (int r = 0; r < N; r++) {
+        const float *a = lc + (size_t)r * V, *b = lg + (size_t)r * V;
+        for (int i = 0; i < V; i++) {
+            const double d = fabs((double)a[i] - b[i]);
+            maxd = d > maxd || isnan(d) ? d : maxd;
+            maxl = fabs(a[i]) > maxl ? fabs(a[i]) : maxl;
+        }
+        agree += argmax(a, V) == argmax(b, V);
+    }
+    int same = 0;
+    while (same < N_GEN && ids_c[N_PROMPT + same] == ids_g[N_PROMPT + same]) same++;
+    const double rel = maxd / (maxl > 0 ? maxl : 1);
+    printf("INFO: %s: max|d| %.3g (rel %.2e of max|logit| %.3g), top-1 %d/%d, greedy %d/%d equal\n", path, maxd, rel,
+           maxl, agree, N, same, N_GEN);
+    assert_true(rel < 2e-2);
+    assert_true(agree * 100 >= (is_trained(path) ? 99 : 90) * N);
+    if (is_trained(path)) assert_int_equal(same, N_GEN);
+    /* prefill == decode on the GPU, bit for bit, on the GPU's own stream */
+    float *pg = forced(mg, ids_g, N);
+    for (int i = 0; i < N_GEN; i++)
+        if (memcmp(pg + (size_t)(N_PROMPT - 1 + i) * V, steps + (size_t)i * V, (size_t)V * sizeof(float)))
+            fail_msg("%s: GPU prefill row %d differs from the decode step's logits", path, N_PROMPT - 1 + i);
+    /* streaming tier == resident tier, bit for bit */
+    char slots[16];
+    snprintf(slots, sizeof slots, "%d", mc->hp.n_expert_used);
+    qw_model *ms = load_on(path, "cuda", slots);
+    assert_non_null(ms->dev);
+    float *ls = forced(ms, ids_c, N);
+    int32_t ids_s[N_PROMPT + N_GEN];
+    memcpy(ids_s, ids_g, sizeof ids_s);
+    float *steps_s = malloc((size_t)N_GEN * V * sizeof(float));
+    greedy(ms, ids_s, steps_s);
+    const qw_device_stats st = qw_backend_stats(ms);
+    printf("INFO: %s: streaming tier (%s slots/layer): %llu expert copies, %.1f MB\n", path, slots,
+           (unsigned long long)st.expert_copies, st.expert_copy_bytes / 1e6);
+    assert_true(st.expert_copies > 0);
+    assert_memory_equal(ls, lg, (size_t)N * V * sizeof(float));
+    assert_memory_equal(steps_s, steps, (size_t)N_GEN * V * sizeof(float));
+    free(steps_s), free(ls), free(pg), free(lc), free(lg), free(steps);
+    qw_model_free(ms);
+    qw_model_free(mg);
+    qw_model_free(mc);
+}
+
+static void test_gpu_vs_cpu(void **state) {
+    (void)state;
+    if (!gpu_or_skip("GPU vs CPU logits")) return;
+    const char *list = getenv("QWISP_GPU_MODELS");
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) compare_one(p);
+}
+
+/* The device pool keeps its cache within the limit through a long prefill. */
+static void test_pool_limit(void **state) {
+    (void)state;
+    if (!gpu_or_skip("device pool limit")) return;
+    const uint64_t old = qw_pool_get_cache_limit();
+    qw_pool_set_cache_limit(1u << 20);
+    qw_model *m = load_on("models/qwen35moe.gguf", "cuda", NULL);
+    qw_error err = {{0}};
+    qw_ctx *c = qw_ctx_new(m, 1024, 2, &err);
+    assert_non_null(c);
+    qw_ctx_set_chunk_size(c, 64);
+    int32_t ids[1000];
+    for (int i = 0; i < 1000; i++) ids[i] = (i * 31) % 500;
+    uint64_t worst = 0;
+    for (int i0 = 0; i0 < 1000; i0 += 200) {
+        assert_int_equal(qw_ctx_eval(c, ids + i0, 200, QW_LOGITS_LAST, &err), 0);
+        const qw_device_stats s = qw_backend_stats(m);
+        if (s.cache_bytes > worst) worst = s.cache_bytes;
+        assert_true(s.cache_bytes <= (1u << 20));
+    }
+    const qw_device_stats s = qw_backend_stats(m);
+    printf("INFO: device pool over a 1000-token prefill: active %.1f MB, peak %.1f MB, cache <= %.2f MB (limit 1 MB), "
+           "%llu hits, %llu misses\n", s.active_bytes / 1e6, s.peak_bytes / 1e6, worst / 1e6,
+           (unsigned long long)s.hits, (unsigned long long)s.misses);
+    qw_ctx_free(c);
+    qw_model_free(m);
+    qw_pool_set_cache_limit(old);
+}
+
+int main(void) {
+    qw_error err = {{0}};
+    if (qw_options_init(&err)) {
+        fprintf(stderr, "test_gpu: %s\n", err.msg);
+        return 2;
+    }
+    if (!qw_opt_is_set(QW_OPT_CUDA_LIB)) {
+        /* the object sits in the build directory, not next to this program */
+        char lib[512];
+        const char *b = getenv("QWISP_BUILD");
+        snprintf(lib, sizeof lib, "%s/libqwisp_cuda.so", b && *b ? b : "build");
+        qw_opt_set(QW_OPT_CUDA_LIB, lib, "test", &err);
+    }
+    qw_error why = {{0}};
+    g_ops = qw_backend_cuda(&why);
+    snprintf(g_why, sizeof g_why, "no GPU: %s", why.msg);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backend_words),
+        cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_tier_decision),
+        cmocka_unit_test(test_gpu_vs_cpu),
+        cmocka_unit_test(test_pool_limit),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
