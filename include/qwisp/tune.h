@@ -17,7 +17,8 @@
  *               binary's build id — a cache written by another CPU or
  *               another build is ignored;
  *   knob        QWISP_DECODE_ITEM_BYTES / QWISP_DECODE_AHEAD_BYTES /
- *               QWISP_DECODE_PREFETCH_L2 / QWISP_PREFILL_ROWS (options.h).
+ *               QWISP_DECODE_PREFETCH_L2 / QWISP_DECODE_ROWS / QWISP_PREFILL_ROWS
+ *               (options.h).
  *
  *     qw_error err = {0};
  *     int rc = qw_tune_load(path, &err);  // 0 loaded, 1 absent, -1 unusable
@@ -43,6 +44,8 @@
       "bytes the decode row loops prefetch ahead of the row being read")                                    \
     X(DECODE_PREFETCH_L2, "decode_prefetch_l2", 0, 0, 1,                                                  \
       "1: decode prefetches into L2 (prefetcht1: the L2's miss queue, more misses in flight), 0: into L1")  \
+    X(DECODE_ROWS, "decode_rows", 2, 2, 8,                                                                \
+      "rows the AVX-512 Q8_0 decode row loop reads at once (2, 4 or 8: reads in flight)")                  \
     X(PREFILL_ROWS, "prefill_rows", 32, 4, 512, "rows per prefill work item (re-read from L2 per token group)")
 
 typedef enum {

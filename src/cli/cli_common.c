@@ -163,6 +163,7 @@ void qw_cli_tune_init(void) {
         {QW_OPT_DECODE_ITEM_BYTES, QW_TUNE_DECODE_ITEM},
         {QW_OPT_DECODE_AHEAD_BYTES, QW_TUNE_DECODE_AHEAD},
         {QW_OPT_DECODE_PREFETCH_L2, QW_TUNE_DECODE_PREFETCH_L2},
+        {QW_OPT_DECODE_ROWS, QW_TUNE_DECODE_ROWS},
         {QW_OPT_PREFILL_ROWS, QW_TUNE_PREFILL_ROWS},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)

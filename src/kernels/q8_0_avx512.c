@@ -101,8 +101,25 @@ static inline __attribute__((always_inline)) __m256 q8_block_step(const qw_block
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
 }
 
-/* Decode: the token prepared once; two rows at a time, each its own 8-lane
- * chain as in the dot (one chain alone waits on the FMA latency every block).
+/* R rows from `r` on, each its own 8-lane chain as in the dot, blocks
+ * outer: R reads in flight at once (tune.h's decode_rows: an Intel server
+ * core needs more misses outstanding than a Zen core to stream DRAM). */
+static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char *wv, size_t w_row_bytes, int64_t r,
+                                                          const prep8 *pp, float *y, const int R) {
+    const qw_block_q8_0 *w[8];
+    __m256 acc[8];
+    for (int i = 0; i < R; i++) {
+        w[i] = (const qw_block_q8_0 *)(wv + (size_t)(r + i) * w_row_bytes);
+        acc[i] = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < nb; k++)
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i] = q8_block_step(&w[i][k], &pp[k], acc[i]);
+    for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]);
+}
+
+/* Decode: the token prepared once; R = decode_rows (2, 4 or 8) rows at a
+ * time, each its own 8-lane chain as in the dot (one chain alone waits on the
+ * FMA latency every block), so every row gets the dot's bits whatever R is.
  * The rows qw_decode_ahead_rows ahead are prefetched whole (tune.h). */
 static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
                          float *const *y, prep8 *pp) {
@@ -113,28 +130,19 @@ static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t 
         pp[k].u = _mm512_castsi256_si512(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[k].qs), k80));
         pp[k].d = _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(load_u16(&x[k].d))));
     }
-    const int64_t ahead = (qw_decode_ahead_rows(w_row_bytes) + 1) & ~(int64_t)1;
-    qw_prefetch_decode(wv, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
+    const int64_t R = qw_tune_get(QW_TUNE_DECODE_ROWS);
+    const int64_t ahead = (qw_decode_ahead_rows(w_row_bytes) + R - 1) / R * R;
+    const char *w = wv;
+    qw_prefetch_decode(w, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
     int64_t r = 0;
-    for (; r + 2 <= n_rows; r += 2) {
-        if (r + ahead + 2 <= n_rows) qw_prefetch_decode((const char *)wv + (size_t)(r + ahead) * w_row_bytes, 2 * w_row_bytes);
-        else if (r + ahead < n_rows) qw_prefetch_decode((const char *)wv + (size_t)(r + ahead) * w_row_bytes, w_row_bytes);
-        const qw_block_q8_0 *w0 = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
-        const qw_block_q8_0 *w1 = (const qw_block_q8_0 *)((const char *)w0 + w_row_bytes);
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-        for (int64_t k = 0; k < nb; k++) {
-            acc0 = q8_block_step(&w0[k], &pp[k], acc0);
-            acc1 = q8_block_step(&w1[k], &pp[k], acc1);
-        }
-        y[0][r] = hsum8(acc0);
-        y[0][r + 1] = hsum8(acc1);
+    for (; r + R <= n_rows; r += R) {
+        const int64_t p0 = r + ahead, p1 = p0 + R < n_rows ? p0 + R : n_rows;
+        if (p0 < p1) qw_prefetch_decode(w + (size_t)p0 * w_row_bytes, (size_t)(p1 - p0) * w_row_bytes);
+        if (R == 8) q8_rows(nb, w, w_row_bytes, r, pp, y[0], 8);
+        else if (R == 4) q8_rows(nb, w, w_row_bytes, r, pp, y[0], 4);
+        else q8_rows(nb, w, w_row_bytes, r, pp, y[0], 2);
     }
-    for (; r < n_rows; r++) {
-        const qw_block_q8_0 *wr = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t k = 0; k < nb; k++) acc = q8_block_step(&wr[k], &pp[k], acc);
-        y[0][r] = hsum8(acc);
-    }
+    for (; r < n_rows; r++) q8_rows(nb, w, w_row_bytes, r, pp, y[0], 1);
 }
 
 /* Prefill: 2 rows × 4 tokens per register tile. */

@@ -61,6 +61,7 @@ static int64_t clamp(qw_tune_id id, int64_t v) {
     if (v < k_defs[id].min) v = k_defs[id].min;
     if (v > k_defs[id].max) v = k_defs[id].max;
     if (id == QW_TUNE_PREFILL_ROWS) v = (v + 3) & ~(int64_t)3;
+    if (id == QW_TUNE_DECODE_ROWS) v = v <= 2 ? 2 : v <= 4 ? 4 : 8;
     return v;
 }
 

@@ -7,7 +7,8 @@
  *            weights so every pass streams from DRAM, as decode does;
  *   prefill  64 tokens through 8 such matrices (a prefill chunk's experts).
  * One parameter at a time (prefetch distance, then item size with the best
- * distance, then the prefetch's cache level, then prefill rows), each candidate timed opts->passes times in
+ * distance, then the rows read at once, the prefetch's cache level, then
+ * prefill rows), each candidate timed opts->passes times in
  * turn (candidates interleaved, so a noisy neighbour slows all of them alike).
  * A candidate must beat the default by 2 % in EVERY pass to be chosen (its
  * worst per-pass ratio): on a noisy machine a tie or a lucky pass keeps the
@@ -148,6 +149,8 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
     if (opts->log) fprintf(opts->log, "decode, %lld MiB of Q8_0 weights per pass, best of %d:\n", (long long)opts->mb, passes);
     out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 6, 2, true, passes, opts->log)];
     out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, opts->log)];
+    static const int64_t drows[] = {2, 4, 8};
+    out->vals[QW_TUNE_DECODE_ROWS] = drows[pick(&p, QW_TUNE_DECODE_ROWS, drows, 3, 0, true, passes, opts->log)];
     static const int64_t levels[] = {0, 1};
     out->vals[QW_TUNE_DECODE_PREFETCH_L2] =
         levels[pick(&p, QW_TUNE_DECODE_PREFETCH_L2, levels, 2, 0, true, passes, opts->log)];

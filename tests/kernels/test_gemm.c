@@ -3,7 +3,8 @@
  *  - qw_gemm_get(T) tiles (6 rows × 4 tokens, k up to QW_GEMM_K_MAX) must give EXACTLY the bits of
  *    qw_vec_dot_get(T) at the same level (their contract), and be within the
  *    quant test's limit of the scalar reference qw_vec_dot_ref.
- *  - qw_gemv_get(T) (rows × 1 token): the same exactness.
+ *  - qw_gemv_get(T) (rows × 1 token): the same exactness, under every
+ *    calibration of its rows at once / prefetch level and distance (tune.h).
  *  - qw_matmul_batch (tiles + dot tails, idx gathers, several tasks in one
  *    pass, 1 and 2 threads) equals a plain loop of qw_vec_dot for every
  *    (row, token), bit for bit, for token counts 1..9 and odd row counts.
@@ -21,6 +22,7 @@
 
 #include "qwisp/ops.h"
 #include "qwisp/quant.h"
+#include "qwisp/tune.h"
 #include "levels.h"
 
 static uint32_t g_rng = 1;
@@ -79,19 +81,28 @@ static void check_gemv(qw_type wt) {
     const int64_t ks[] = {128, 1024, QW_GEMM_K_MAX};
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
         const int64_t k = ks[ki];
-        enum { ROWS = 12 };
+        enum { ROWS = 21 }; /* not a multiple of 2, 4, 8 or 16 */
         const size_t wrb = qw_row_bytes(wt, k);
         char *w = rand_rows(wt, ROWS, k);
         char *x = rand_rows(QW_TYPE_Q8_0, 1, k);
         float out[ROWS];
         const void *xp[1] = {x};
         float *yp[1] = {out};
-        qw_gemv_get(wt)(k, w, wrb, ROWS, xp, yp);
-        for (int r = 0; r < ROWS; r++) {
-            float d;
-            qw_vec_dot_get(wt)(k, &d, w + (size_t)r * wrb, x);
-            assert_memory_equal(&d, &out[r], sizeof d);
-        }
+        /* every calibration of the row loop (tune.h) gives the dot's bits */
+        for (int64_t rows_at_once = 2; rows_at_once <= 8; rows_at_once *= 2)
+            for (int l2 = 0; l2 <= 1; l2++) {
+                qw_tune_set(QW_TUNE_DECODE_ROWS, rows_at_once, QW_TUNE_SRC_KNOB);
+                qw_tune_set(QW_TUNE_DECODE_PREFETCH_L2, l2, QW_TUNE_SRC_KNOB);
+                qw_tune_set(QW_TUNE_DECODE_AHEAD, l2 ? 1 << 10 : 64 << 10, QW_TUNE_SRC_KNOB);
+                memset(out, 0xff, sizeof out);
+                qw_gemv_get(wt)(k, w, wrb, ROWS, xp, yp);
+                for (int r = 0; r < ROWS; r++) {
+                    float d;
+                    qw_vec_dot_get(wt)(k, &d, w + (size_t)r * wrb, x);
+                    assert_memory_equal(&d, &out[r], sizeof d);
+                }
+            }
+        qw_tune_reset();
         free(w);
         free(x);
     }
