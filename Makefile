@@ -124,7 +124,7 @@ fuzz:
 	    n=$$(basename $$f .c); \
 	    clang $(OPT) -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(DEPCFLAGS) \
 	        -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer $$f build-fuzz/libqwisp.a \
-	        $(DEPLIBS) -lm -pthread -o build-fuzz/bin/$$n || exit 1; \
+	        $(DEPLIBS) $(URING_LIBS) -lm -pthread -o build-fuzz/bin/$$n || exit 1; \
 	done
 
 bench: $(BUILD)/qwisp

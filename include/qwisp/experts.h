@@ -165,10 +165,10 @@ int32_t qw_experts_ahead_n(const qw_experts *x, int32_t k);
       s->hits + s->misses ? (double)s->hits / (double)(s->hits + s->misses) : 0)                           \
     X(bytes_read, TOTAL, BYTES, "bytes_read", "expert_read_bytes_total",                                  \
       "bytes read from disk (incl. alignment)")                                                            \
-    X(reads, TOTAL, COUNT, "reads", "expert_reads_total", "preads issued (3 per expert)")                 \
-    X(read_errors, TOTAL, COUNT, "read_errors", "expert_read_errors_total", "preads that failed")         \
+    X(reads, TOTAL, COUNT, "reads", "expert_reads_total", "reads issued (3 per expert)")                  \
+    X(read_errors, TOTAL, COUNT, "read_errors", "expert_read_errors_total", "reads that failed")          \
     X(read_ns, TOTAL, NS, "read_ms", "expert_read_seconds_total",                                         \
-      "time inside preads, summed over reader threads")                                                   \
+      "time reads were in flight (queued included), summed over reads")                                  \
     X(wait_ns, TOTAL, NS, "wait_ms", "expert_wait_seconds_total", "time the forward waited for reads")    \
     X(throttle_ns, TOTAL, NS, "throttle_ms", "expert_throttle_seconds_total",                             \
       "time readers slept for QWISP_SSD_THROTTLE_GBS")                                                    \

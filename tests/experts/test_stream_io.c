@@ -9,6 +9,9 @@
  * either engine fails the eval with the file and the knob named, and the
  * context then reproduces the reference.  Near-lossless (QWISP_NEAR_LOSSLESS)
  * substitutes (counted) and is refused when R <= top-k; resident ignores it.
+ * Where the kernel refuses io_uring (a seccomp filter in a child process
+ * makes io_uring_setup fail with ENOSYS): auto falls back to pread threads,
+ * bit-exactly, and uring fails naming the knob and the reason.
  * The throttle holds under io_uring.  Bad knob values are refused with the
  * allowed values named.  QWISP_ROUTE_TRACE writes one line per layer per
  * chunk. */
@@ -24,9 +27,15 @@
 #include "qwisp/options.h"
 #include "qwisp/place.h"
 
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { N_PROMPT = 40, N_GEN = 12, CHUNK = 16 };
@@ -260,6 +269,60 @@ static void test_near_lossless(void **st) {
     set_opt(QW_OPT_NEAR_LOSSLESS, "0");
 }
 
+/* In this process from now on, io_uring_setup fails with ENOSYS. */
+static int refuse_io_uring(void) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) return -1;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+/* The child's checks; its exit status: 0 = all held, else the failed step. */
+static int refused_child(void) {
+    if (refuse_io_uring()) return 10;
+    defaults(); /* auto: pread threads, same logits */
+    set_opt(QW_OPT_RAW_C, "7");
+    qw_error err = {0};
+    qw_model *m = qw_model_load(g_path, &err);
+    if (!m || qw_place_experts(m, 256, &err)) return 11;
+    if (qw_experts_get_stats().uring != 0) return 12;
+    qw_ctx *c = qw_ctx_new_placed(m, 256, 2, &err);
+    if (!c) return 13;
+    qw_ctx_set_chunk_size(c, CHUNK);
+    float *got = malloc(logits_bytes());
+    if (run_seq(c, got, &err) || memcmp(got, g_ref, logits_bytes())) return 14;
+    free(got);
+    qw_ctx_free(c);
+    qw_model_free(m);
+    set_opt(QW_OPT_STREAM_IO, "uring"); /* insisting fails, saying why */
+    m = qw_model_load(g_path, &err);
+    if (!m) return 15;
+    memset(&err, 0, sizeof err);
+    if (qw_place_experts(m, 256, &err) == 0) return 16;
+    if (!strstr(err.msg, "QWISP_STREAM_IO=uring") || !strstr(err.msg, "io_uring_setup refused")) {
+        fprintf(stderr, "child: %s\n", err.msg);
+        return 17;
+    }
+    qw_model_free(m);
+    return 0;
+}
+
+static void test_uring_refused_falls_back(void **st) {
+    fflush(NULL);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(refused_child());
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_bad_knobs(void **st) {
     qw_error err = {0};
     assert_int_equal(qw_opt_set(QW_OPT_STREAM_IO, "aio", "test", &err), -1);
@@ -315,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_fault_pread),
         cmocka_unit_test(test_throttle_uring),
         cmocka_unit_test(test_near_lossless),
+        cmocka_unit_test(test_uring_refused_falls_back),
         cmocka_unit_test(test_bad_knobs),
         cmocka_unit_test(test_route_trace),
     };
