@@ -51,10 +51,10 @@ def main(argv):
             if pos not in at and pos != rows[-1][0] and pos != p0:
                 continue
             dt = pos - p0
-            g = (v["footprint"] - v0["footprint"]) * 1024 / dt if dt else float("nan")
-            gc = (v["cache"] - v0["cache"]) * 1024 / dt if dt else float("nan")
+            g = f"{(v['footprint'] - v0['footprint']) * 1024 / dt:.1f}" if dt else "–"
+            gc = f"{(v['cache'] - v0['cache']) * 1024 / dt:.1f}" if dt else "–"
             print(f"| {fit} | {pos} | {v['footprint']:.1f} | {v['kv']:.1f} | {v['active']:.1f} | "
-                  f"{v['active'] - v['kv']:.1f} | {v['cache']:.1f} | {g:.1f} | {gc:.1f} |")
+                  f"{v['active'] - v['kv']:.1f} | {v['cache']:.1f} | {g} | {gc} |")
     print(f"\nThe seed's growth: {SEED_KB_PER_TOKEN:.0f} KB/token.")
 
 

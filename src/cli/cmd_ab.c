@@ -661,8 +661,11 @@ int qw_cmd_ab(int argc, char **argv) {
     if (aa_arm >= 0) {
         double fl = qw_ab_noise_floor(&e, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
         qw_ab_interval iv = qw_ab_paired_raw(&e, aa_arm, QW_AB_M_DECODE_TOK_S, QW_AB_DELTA_PCT);
-        printf("noise floor (A/A, %s): decode_tok_s %+.3f %% [%+.3f, %+.3f] over %d pairs -> differences within "
-               "±%.3f %% are not called\n", e.speed_mode, iv.est, iv.lo, iv.hi, iv.n, fl);
+        if (iv.n == 0)
+            printf("noise floor (A/A, %s): not measured (no A/A pair succeeded): nothing is called\n", e.speed_mode);
+        else
+            printf("noise floor (A/A, %s): decode_tok_s %+.3f %% [%+.3f, %+.3f] over %d pairs -> differences within "
+                   "±%.3f %% are not called\n", e.speed_mode, iv.est, iv.lo, iv.hi, iv.n, fl);
     }
     printf("report: %s/report.md (+ report.json, footprint.svg)\n", out_dir);
     rc = 0;
