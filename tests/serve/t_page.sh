@@ -3,9 +3,11 @@
 # `chromium`): GET / is the page (HTML, no external asset), and opened as
 # /?q=TEXT it streams a reply from /v1/chat/completions — a scripted reply
 # (QWISP_TEST_REPLY_FILE, the model still runs) with a thinking block, shown
-# apart from the answer — and fills its memory panel from /metrics.  The DOM
-# is checked after the run, and a 1200x800 screenshot by its colours (the
-# header, the user's bubble, the plot's footprint line: tests/serve/png_colors.py).
+# apart from the answer — and fills its memory panel from /metrics.  Chromium
+# is driven over the DevTools protocol (page_cdp.mjs: it waits for the reply to
+# end in real time), then the DOM is checked, and a 1200x800 screenshot by its
+# colours (the header, the user's bubble, the plot's footprint line:
+# tests/serve/png_colors.py).
 # SKIP without chromium.  ~10 s.
 set -u
 Q=${QWISP_BIN:?QWISP_BIN not set}
@@ -29,8 +31,11 @@ grep -qi "^content-type: text/html" <<<"$hdr" && grep -q "<title>qwisp</title>" 
 
 [ -n "$CHROME" ] || { echo "SKIP: page: chromium is not installed (scripts/setup.sh installs it): the page is not run"; exit 0; }
 url="$B/?q=Tell%20me%20of%20the%20river"
-flags=(--headless=new --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$T/profile" --virtual-time-budget=15000)
-timeout 60 "$CHROME" "${flags[@]}" --dump-dom "$url" >"$T/dom.html" 2>"$T/chrome.err"
+# driven over the DevTools protocol: wait for the reply's stats line (the stream ended), then DOM + screenshot
+timeout 100 node --experimental-websocket "$DIR/page_cdp.mjs" "$CHROME" "$T/profile" "$url" \
+    "document.querySelector('.stats')?.textContent" "$T/dom.html" "$T/page.png" >"$T/cdp.out" 2>"$T/chrome.err"
+grep -qx ok "$T/cdp.out" && pass "page: the streamed reply ended in the browser (its stats line shown)" \
+    || fail "page: the reply ended in the browser" "$(cat "$T/cdp.out") $(tail -c 300 "$T/chrome.err")"
 python3 - "$T/dom.html" <<'PY'
 import re, sys
 dom = open(sys.argv[1]).read()
@@ -46,7 +51,6 @@ mem = mem.group(1) if mem else ""
 check("the memory panel shows the server's footprint and pool from /metrics",
       re.search(r"<td>footprint</td><td>[0-9.]+ MiB</td>", mem) and re.search(r"<td>pool active</td><td>[0-9.]+ MiB</td>", mem), mem[:300])
 PY
-timeout 60 "$CHROME" "${flags[@]}" --window-size=1200,800 --screenshot="$T/page.png" "$url" >/dev/null 2>>"$T/chrome.err"
 if [ -s "$T/page.png" ]; then
     python3 "$DIR/png_colors.py" "$T/page.png" 1d232a dbe9ff 2563eb | python3 -c '
 import json, sys
