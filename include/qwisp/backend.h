@@ -34,7 +34,9 @@
 typedef struct qw_backend_cfg {
     uint64_t vram_limit;         /* QWISP_DEVICE_VRAM in bytes (0 = the device's free memory) */
     int64_t expert_slots;        /* QWISP_DEVICE_SLOTS (-1 = choose) */
-    uint64_t cache_limit;        /* device pool cache limit in bytes (0 = unbounded) */
+    uint64_t cache_limit;        /* device pool cache limit in bytes (0 = unbounded) at upload */
+    uint64_t (*get_cache_limit)(void); /* the host pool's current limit (qw_pool_get_cache_limit):
+                                        * the path's limit, set after upload, applies to the device too */
     int fit_exact;               /* QWISP_POOL_FIT=exact */
     size_t (*class_size)(size_t n); /* the host pool's size classes (qw_pool_class_size) */
     int kv_f32;                  /* QWISP_KV_TYPE=f32 */

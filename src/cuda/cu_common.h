@@ -69,8 +69,16 @@ typedef struct cu_tile {
     int32_t a[CU_MM_NT];
 } cu_tile;
 bool cu_type_ok(int type);
+/* Scratch for Q8_0 activations (floats of the int8 values + one scale per
+ * 32): cap = the most x elements one matmul converts. */
+typedef struct cu_q8_scratch {
+    float *xq, *xd;
+    size_t cap;
+} cu_q8_scratch;
+void cu_q8_scratch_use(cu_q8_scratch *sc);
 /* y[t][r] (+)= dot(W[r], x[t]) for t < n_tok (dense, tiles == NULL), or for
- * the tiles' assignments with W's expert e (x row a/xdiv).  acc: add to y. */
+ * the tiles' assignments with W's expert e (x row a/xdiv; n_tok = x's rows).
+ * acc: add to y. */
 void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
                const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc);
 /* Expert tiles for single-token steps built on the device: tile a = (sel[a], 1, {a}). */

@@ -37,6 +37,8 @@ typedef struct cu_ctx {
     /* activations, grown to the largest chunk */
     dbuf tok, x, xn, q, qg, kc, vc, att, router, sel, selw, gate, up, down, tiles;
     dbuf mix, cv, z, beta, alpha, o, sg, su, sd, sgate, logits;
+    dbuf q8x, q8d;      /* Q8_0 activations of the largest matmul input */
+    cu_q8_scratch q8;
     /* decode graph (resident tier, one token with logits): captured once per
      * buffer layout, replayed each step; the position is read from pos */
     dbuf pos;
@@ -106,6 +108,13 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
          grow(&c->o, R * VD * f, err) || grow(&c->sg, R * (FS ? FS : 1) * f, err) ||
          grow(&c->su, R * (FS ? FS : 1) * f, err) || grow(&c->sd, R * E * f, err) || grow(&c->sgate, R * f, err)))
         return -1;
+    {
+        size_t mx = E;
+        const size_t ins[] = {QD, K * F, VD, FS, C};
+        for (size_t i = 0; i < sizeof ins / sizeof *ins; i++) mx = ins[i] > mx ? ins[i] : mx;
+        if (grow(&c->q8x, R * mx * f, err) || grow(&c->q8d, (R * mx / 32 + 1) * f, err)) return -1;
+        c->q8 = (cu_q8_scratch){P(c->q8x), P(c->q8d), R * mx};
+    }
     if (R * K > c->h_cap) {
         free(c->h_sel);
         free(c->h_order);
@@ -125,7 +134,8 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
 static void ctx_release(cu_ctx *c) {
     dbuf *all[] = {&c->tok, &c->x,   &c->xn,   &c->q,    &c->qg, &c->kc,  &c->vc,    &c->att,  &c->router,
                    &c->sel, &c->selw, &c->gate, &c->up,  &c->down, &c->tiles, &c->mix, &c->cv, &c->z,
-                   &c->beta, &c->alpha, &c->o,  &c->sg,  &c->su, &c->sd,    &c->sgate, &c->logits};
+                   &c->beta, &c->alpha, &c->o,  &c->sg,  &c->su, &c->sd,    &c->sgate, &c->logits,
+                   &c->q8x, &c->q8d};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) cu_pool_free(all[i]->p);
     for (int il = 0; c->k && il < c->dm->hp.n_layer; il++) {
         cu_pool_free(c->k[il].p);
@@ -249,14 +259,15 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n) {
 
 /* gate/up -> SwiGLU -> down over n_tiles tiles (weights at the expert tensors
  * or, streaming, at the layer's slots). */
-static void expert_tiles(cu_ctx *c, const cu_layer *L, const cu_tile *tiles, int n_tiles, bool slots) {
+static void expert_tiles(cu_ctx *c, const cu_layer *L, const cu_tile *tiles, int n_tiles, bool slots, int n) {
     const qw_hparams *hp = &c->dm->hp;
     const int E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used;
     cudaStream_t s = c->s;
-    cu_matmul(s, &L->gate_exps, slots ? L->slot_g : NULL, P(c->xn), E, K, tiles, n_tiles, 0, P(c->gate), F, false);
-    cu_matmul(s, &L->up_exps, slots ? L->slot_u : NULL, P(c->xn), E, K, tiles, n_tiles, 0, P(c->up), F, false);
+    cu_matmul(s, &L->gate_exps, slots ? L->slot_g : NULL, P(c->xn), E, K, tiles, n_tiles, n, P(c->gate), F, false);
+    cu_matmul(s, &L->up_exps, slots ? L->slot_u : NULL, P(c->xn), E, K, tiles, n_tiles, n, P(c->up), F, false);
     cu_swiglu_tiles(s, P(c->gate), P(c->up), tiles, n_tiles, F);
-    cu_matmul(s, &L->down_exps, slots ? L->slot_d : NULL, P(c->gate), F, 1, tiles, n_tiles, 0, P(c->down), E, false);
+    cu_matmul(s, &L->down_exps, slots ? L->slot_d : NULL, P(c->gate), F, 1, tiles, n_tiles, n * K, P(c->down), E,
+              false);
 }
 
 /* Host grouping: assignments sorted by expert, tiles of <= CU_MM_NT of one
@@ -287,7 +298,7 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
     cu_tile *d_tiles = (cu_tile *)c->tiles.p;
     if (n == 1 && !dm->streaming) {
         cu_tiles_from_sel(s, (const int32_t *)c->sel.p, nk, d_tiles);
-        expert_tiles(c, L, d_tiles, nk, false);
+        expert_tiles(c, L, d_tiles, nk, false, n);
     } else {
         CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
         CU_TRY(cudaStreamSynchronize(s), err);
@@ -303,7 +314,7 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
         if (!dm->streaming) {
             const int nt = build_tiles(c, nk, 0, X, NULL);
             CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice, s), err);
-            expert_tiles(c, L, d_tiles, nt, false);
+            expert_tiles(c, L, d_tiles, nt, false, n);
             CU_TRY(cudaStreamSynchronize(s), err); /* h_tiles is reused by the next layer */
         } else {
             /* groups of at most `slots` used experts */
@@ -320,7 +331,7 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
                     const int nt = build_tiles(c, nk, e, e1, L->slot_of);
                     CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice,
                                            s), err);
-                    expert_tiles(c, L, d_tiles, nt, true);
+                    expert_tiles(c, L, d_tiles, nt, true, n);
                     CU_TRY(cudaStreamSynchronize(s), err);
                 }
                 e = e1;
@@ -397,6 +408,7 @@ int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *lo
     const int V = hp->n_vocab;
     if (n_past + n > c->n_ctx) return cu_fail(err, "context full: %d + %d > n_ctx %d", n_past, n, c->n_ctx);
     if (kv_reserve(c, n_past + n, err) || reserve_rows(c, n, err)) return -1;
+    cu_q8_scratch_use(&c->q8);
     const int rows = logits ? (all ? n : 1) : 0;
     if (rows && grow(&c->logits, (size_t)rows * V * sizeof(float), err)) return -1;
     cudaStream_t s = c->s;

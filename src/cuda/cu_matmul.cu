@@ -17,6 +17,103 @@
 
 enum { MM_WARPS = 4 };
 
+/* Q8_0 activations, as the CPU makes them (quant_ref.c): per 32-block amax,
+ * d = fp16(amax / 127), q = round-half-even(x * 127 / amax) clamped to int8;
+ * q kept as floats (integers) beside one d per block. */
+__global__ void quant_q8_kernel(const float *x, int n_blocks, float *xq, float *xd) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n_blocks) return;
+    const float *xb = x + (size_t)b * 32;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    xd[b] = __half2float(__float2half_rn(d));
+    for (int i = 0; i < 32; i++) {
+        float r = rintf(xb[i] * id);
+        r = fminf(fmaxf(r, -128.0f), 127.0f);
+        xq[(size_t)b * 32 + i] = r;
+    }
+}
+
+/* The weight's integer values of sub-block j and its scale (Q8_0, Q4_0). */
+template <int T> __device__ __forceinline__ float cu_int32(const uint8_t *row, int j, float *w);
+template <> __device__ __forceinline__ float cu_int32<QW_TYPE_Q8_0>(const uint8_t *row, int j, float *w) {
+    const uint8_t *b = row + (size_t)j * 34;
+    const int8_t *q = (const int8_t *)(b + 2);
+#pragma unroll
+    for (int i = 0; i < 32; i++) w[i] = (float)q[i];
+    return cu_h2f(cu_ld16(b));
+}
+template <> __device__ __forceinline__ float cu_int32<QW_TYPE_Q4_0>(const uint8_t *row, int j, float *w) {
+    const uint8_t *b = row + (size_t)j * 18;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        w[i] = (float)((b[2 + i] & 15) - 8);
+        w[i + 16] = (float)((b[2 + i] >> 4) - 8);
+    }
+    return cu_h2f(cu_ld16(b));
+}
+
+/* The CPU's Q8_0 / Q4_0 dot: per block an exact integer sum (|sum| <= 32*128*127
+ * < 2^24, so exact in f32) times d_w * d_x in f32. */
+template <int T>
+__global__ void mm_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const float *xq,
+                             const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = blockIdx.x * MM_WARPS + warp;
+    if (r >= rows) return;
+    int nt, a[CU_MM_NT], e = 0;
+    if (tiles) {
+        const cu_tile *tl = &tiles[blockIdx.y];
+        e = tl->e;
+        nt = tl->n;
+#pragma unroll
+        for (int i = 0; i < CU_MM_NT; i++) a[i] = i < nt ? tl->a[i] : 0;
+    } else {
+        const int t0 = blockIdx.y * CU_MM_NT;
+        nt = min(CU_MM_NT, n_tok - t0);
+#pragma unroll
+        for (int i = 0; i < CU_MM_NT; i++) a[i] = t0 + (i < nt ? i : 0);
+    }
+    const uint8_t *wr = W + (size_t)e * mat_bytes + (size_t)r * row_bytes;
+    const int nsb = k >> 5;
+    float s[CU_MM_NT];
+#pragma unroll
+    for (int i = 0; i < CU_MM_NT; i++) s[i] = 0.0f;
+    for (int j = lane; j < nsb; j += 32) {
+        float w[32];
+        const float dw = cu_int32<T>(wr, j, w);
+#pragma unroll
+        for (int i = 0; i < CU_MM_NT; i++) {
+            if (i >= nt) break;
+            const size_t xr = (size_t)(a[i] / xdiv);
+            const float4 *xv = (const float4 *)(xq + xr * k + (size_t)j * 32);
+            float isum = 0.0f;
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const float4 v = xv[q];
+                isum += w[4 * q] * v.x + w[4 * q + 1] * v.y + w[4 * q + 2] * v.z + w[4 * q + 3] * v.w;
+            }
+            s[i] += isum * (dw * xd[xr * nsb + j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < CU_MM_NT; i++) {
+        float v = s[i];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0 && i < nt) {
+            float *dst = y + (size_t)a[i] * ldy + r;
+            *dst = acc ? *dst + v : v;
+        }
+    }
+}
+
+/* The Q8_0 activation scratch of the thread's current context (cu_forward.cu
+ * sizes it before any capture). */
+static __thread cu_q8_scratch *t_q8;
+void cu_q8_scratch_use(cu_q8_scratch *sc) { t_q8 = sc; }
+
 template <int T>
 __global__ void mm_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const float *x,
                           int ldx, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
@@ -83,6 +180,20 @@ void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const f
     const int rows = (int)w->ne1, k = (int)w->ne0;
     dim3 grid((rows + MM_WARPS - 1) / MM_WARPS, tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
     if (grid.y == 0) return;
+    /* Q8_0 / Q4_0 weights: the CPU's Q8_0 activations and integer block dots
+     * (x rows: n_tok, for tiles too); ldx must be k (packed rows) */
+    if ((w->type == QW_TYPE_Q8_0 || w->type == QW_TYPE_Q4_0) && t_q8 && ldx == k && n_tok > 0 &&
+        (size_t)n_tok * k <= t_q8->cap) {
+        const int nb = n_tok * (k / 32);
+        quant_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(x, nb, t_q8->xq, t_q8->xd);
+        if (w->type == QW_TYPE_Q8_0)
+            mm_q8_kernel<QW_TYPE_Q8_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, t_q8->xq,
+                                                                     t_q8->xd, xdiv, tiles, n_tok, y, ldy, acc);
+        else
+            mm_q8_kernel<QW_TYPE_Q4_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, t_q8->xq,
+                                                                     t_q8->xd, xdiv, tiles, n_tok, y, ldy, acc);
+        return;
+    }
 #define MM(T)                                                                                                  \
     case T:                                                                                                    \
         mm_kernel<T><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, x, ldx, xdiv, tiles, \

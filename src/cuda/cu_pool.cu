@@ -38,6 +38,7 @@ static dblock *g_active; /* buffers handed out */
 static qw_device_stats g_st;
 static size_t (*g_class)(size_t);
 static int g_exact;
+static uint64_t (*g_get_limit)(void); /* the host pool's current limit: one limit for both sides */
 
 int cu_fail(qw_error *err, const char *fmt, ...) {
     if (err) {
@@ -49,11 +50,15 @@ int cu_fail(qw_error *err, const char *fmt, ...) {
     return -1;
 }
 
+static void enforce_limit(void);
+
 void cu_pool_config(const qw_backend_cfg *cfg) {
     pthread_mutex_lock(&g_lock);
     g_class = cfg->class_size;
     g_exact = cfg->fit_exact;
     g_st.cache_limit = cfg->cache_limit;
+    g_get_limit = cfg->get_cache_limit;
+    enforce_limit(); /* a lower limit applies now, as qw_pool_set_cache_limit does */
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -79,6 +84,7 @@ static dblock *take_cached(size_t n, size_t want) {
 }
 
 static void enforce_limit(void) {
+    if (g_get_limit) g_st.cache_limit = g_get_limit();
     if (!g_st.cache_limit) return;
     while (g_st.cache_bytes > g_st.cache_limit && g_cache) {
         /* the LRU tail */
@@ -163,6 +169,7 @@ void cu_pool_trim(void) {
 
 void cu_pool_stats(qw_device_stats *s) {
     pthread_mutex_lock(&g_lock);
+    enforce_limit(); /* picks up a limit the path set since the last free */
     s->active_bytes = g_st.active_bytes;
     s->cache_bytes = g_st.cache_bytes;
     s->peak_bytes = g_st.peak_bytes;

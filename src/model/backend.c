@@ -105,6 +105,7 @@ static int cfg_from_options(int64_t kv_positions, qw_backend_cfg *cfg, qw_error 
     if (vram && qw_parse_gb("QWISP_DEVICE_VRAM", vram, &cfg->vram_limit, err)) return -1;
     cfg->expert_slots = qw_opt_int(QW_OPT_DEVICE_SLOTS);
     cfg->cache_limit = qw_pool_get_cache_limit();
+    cfg->get_cache_limit = qw_pool_get_cache_limit;
     cfg->fit_exact = qw_pool_get_fit() == QW_POOL_FIT_EXACT;
     cfg->class_size = qw_pool_class_size;
     const char *kvt = qw_opt_str(QW_OPT_KV_TYPE);
