@@ -219,44 +219,52 @@ int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
     return c->n_past;
 }
 
+/* Copies the recurrent state (conv + delta of every recurrent layer, in layer
+ * order) between c and one flat buffer: the layout qw_ctx_state_save writes,
+ * qw_ctx_state_load and the marks read. */
+static void state_copy(const qw_ctx *c, char *buf, bool into_ctx) {
+    const qw_hparams *hp = &c->m->hp;
+    const size_t cb = qw_model_conv_state_bytes(hp), db = qw_model_delta_state_bytes(hp);
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->m->layers[il].recurrent) continue;
+        if (into_ctx) {
+            memcpy(c->conv[il], buf, cb);
+            memcpy(c->delta[il], buf + cb, db);
+        } else {
+            memcpy(buf, c->conv[il], cb);
+            memcpy(buf + cb, c->delta[il], db);
+        }
+        buf += cb + db;
+    }
+}
+
 struct qw_ctx_mark {
     int32_t n_past;
-    int n_layer;
-    void **conv, **delta; /* [n_layer], NULL for attention layers */
+    char *state; /* qw_ctx_state_bytes bytes (one byte when there is no state) */
 };
 
 qw_ctx_mark *qw_ctx_mark_save(const qw_ctx *c) {
-    const qw_hparams *hp = &c->m->hp;
     qw_ctx_mark *mk = calloc(1, sizeof *mk);
     if (!mk) return NULL;
     mk->n_past = c->n_past;
-    mk->n_layer = hp->n_layer;
-    mk->conv = calloc((size_t)hp->n_layer, sizeof *mk->conv);
-    mk->delta = calloc((size_t)hp->n_layer, sizeof *mk->delta);
-    if (!mk->conv || !mk->delta) goto oom;
-    for (int il = 0; il < hp->n_layer; il++) {
-        if (!c->m->layers[il].recurrent) continue;
-        size_t nc = qw_model_conv_state_bytes(hp), nd = qw_model_delta_state_bytes(hp);
-        mk->conv[il] = malloc(nc);
-        mk->delta[il] = malloc(nd);
-        if (!mk->conv[il] || !mk->delta[il]) goto oom;
-        memcpy(mk->conv[il], c->conv[il], nc);
-        memcpy(mk->delta[il], c->delta[il], nd);
+    mk->state = malloc((size_t)qw_ctx_state_bytes(c) + 1);
+    if (!mk->state) {
+        free(mk);
+        return NULL;
     }
+    state_copy(c, mk->state, false);
     return mk;
-oom:
-    qw_ctx_mark_free(mk);
-    return NULL;
 }
 
 void qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk) {
-    const qw_hparams *hp = &c->m->hp;
-    for (int il = 0; il < hp->n_layer && il < mk->n_layer; il++) {
-        if (!mk->conv[il]) continue;
-        memcpy(c->conv[il], mk->conv[il], qw_model_conv_state_bytes(hp));
-        memcpy(c->delta[il], mk->delta[il], qw_model_delta_state_bytes(hp));
-    }
+    state_copy(c, mk->state, true);
     c->n_past = mk->n_past;
+}
+
+void qw_ctx_mark_free(qw_ctx_mark *mk) {
+    if (!mk) return;
+    free(mk->state);
+    free(mk);
 }
 
 void qw_ctx_release_growth(qw_ctx *c) {
@@ -273,40 +281,11 @@ void qw_ctx_release_growth(qw_ctx *c) {
     c->kv_cap = 0;
 }
 
-void qw_ctx_mark_free(qw_ctx_mark *mk) {
-    if (!mk) return;
-    for (int il = 0; il < mk->n_layer; il++) {
-        if (mk->conv) free(mk->conv[il]);
-        if (mk->delta) free(mk->delta[il]);
-    }
-    free(mk->conv);
-    free(mk->delta);
-    free(mk);
-}
-
-void qw_ctx_state_save(const qw_ctx *c, void *dst) {
-    const qw_hparams *hp = &c->m->hp;
-    const size_t cb = qw_model_conv_state_bytes(hp), db = qw_model_delta_state_bytes(hp);
-    char *o = dst;
-    for (int il = 0; il < hp->n_layer; il++) {
-        if (!c->m->layers[il].recurrent) continue;
-        memcpy(o, c->conv[il], cb);
-        memcpy(o + cb, c->delta[il], db);
-        o += cb + db;
-    }
-}
+void qw_ctx_state_save(const qw_ctx *c, void *dst) { state_copy(c, dst, false); }
 
 int32_t qw_ctx_state_load(qw_ctx *c, const void *src, int32_t n_past) {
     if (n_past < 0 || n_past > c->n_past) return c->n_past;
-    const qw_hparams *hp = &c->m->hp;
-    const size_t cb = qw_model_conv_state_bytes(hp), db = qw_model_delta_state_bytes(hp);
-    const char *i = src;
-    for (int il = 0; il < hp->n_layer; il++) {
-        if (!c->m->layers[il].recurrent) continue;
-        memcpy(c->conv[il], i, cb);
-        memcpy(c->delta[il], i + cb, db);
-        i += cb + db;
-    }
+    state_copy(c, (char *)src, true);
     c->n_past = n_past;
     return n_past;
 }
@@ -327,8 +306,9 @@ int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err)
     return 0;
 }
 
-int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
-    if (n < 0 || n > c->n_past) return -1;
+/* Hands fn each attention layer's first n K rows, then V rows, in layer order:
+ * the byte stream qw_ctx_kv_export writes and qw_ctx_kv_import reads back. */
+static int kv_walk(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
     const qw_hparams *hp = &c->m->hp;
     const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -340,20 +320,18 @@ int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
     return 0;
 }
 
+int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
+    if (n < 0 || n > c->n_past) return -1;
+    return kv_walk(c, n, fn, user);
+}
+
 int qw_ctx_kv_import(qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, qw_error *err) {
     qw_ctx_truncate(c, 0);
     if (n < 0 || n > c->n_ctx) return qw_fail(err, "kv_import: %d tokens in a context of %d", n, c->n_ctx);
     if (qw_ctx_kv_reserve(c, n, err)) return -1;
-    const qw_hparams *hp = &c->m->hp;
-    const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
-    for (int il = 0; il < hp->n_layer; il++) {
-        if (c->m->layers[il].recurrent) continue;
-        int rc = fn(user, c->k[il], bytes);
-        if (!rc) rc = fn(user, c->v[il], bytes);
-        if (rc) return rc;
-    }
-    c->n_past = n;
-    return 0;
+    int rc = kv_walk(c, n, fn, user);
+    if (!rc) c->n_past = n;
+    return rc;
 }
 
 void qw_ctx_kv_fit(qw_ctx *c) {

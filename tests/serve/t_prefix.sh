@@ -12,23 +12,7 @@ mkdir -p "$T"
 DIR=$(cd "$(dirname "$0")" && pwd)
 source "$DIR/lib.sh"
 SERVE_MODEL=$T/tiny.gguf SERVE_THREADS=1
-# the Python helpers both request scripts below use
-cat >"$T/prefix_lib.py" <<'PY'
-import json, urllib.request
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r)
-def metric(port, name):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return None
-def check(name, ok, detail=""):
-    print(("PASS: " if ok else "FAIL: ") + name + ("" if ok else " — " + str(detail)[:300]))
-PY
-export PYTHONPATH="$T${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$DIR${PYTHONPATH:+:$PYTHONPATH}" # prefix_lib.py
 "$Q" gen-model --preset tiny -o "$T/tiny.gguf" >/dev/null 2>&1 || { fail "gen-model tiny"; exit 1; }
 
 start_server "$T/reuse.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=64 -- --ctx 4096 || { fail "reuse server starts" "$(tail -3 "$T/reuse.log")"; exit 1; }

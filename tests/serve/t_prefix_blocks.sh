@@ -23,18 +23,9 @@ SERVE_THREADS=1
 cat >"$T/blocks.py" <<'PY'
 import json, sys, threading, urllib.request
 ARCH, R, P, L, S = sys.argv[1:6]
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.load(r)
-def metric(port, name):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    return None
-def check(name, ok, detail=""):
-    print(("PASS: " if ok else "FAIL: ") + f"{ARCH}: " + name + ("" if ok else " — " + str(detail)[:300]))
+sys.path.insert(0, sys.argv[6])
+from prefix_lib import post, metric, check as check_tagged
+def check(name, ok, detail=""): check_tagged(name, ok, detail, ARCH)
 def chat(port, msgs):
     r = post(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0, "return_tokens": True})
     return r["choices"][0]["tokens"], r["choices"][0]["message"]["content"], r["usage"]["prompt_tokens"]
@@ -114,7 +105,7 @@ for model in default qwen35moe; do
     L=$PORT
     start_server "$T/$model-s.log" QWISP_LOG=warn QWISP_PREFIX_CACHE_MB=1 QWISP_PREFIX_BLOCK=32 -- --ctx 2048 || { fail "$arch: 1 MB server starts"; continue; }
     S=$PORT
-    python3 "$T/blocks.py" "$arch" "$R" "$P" "$L" "$S" || fail "$arch: blocks.py ran"
+    python3 "$T/blocks.py" "$arch" "$R" "$P" "$L" "$S" "$DIR" || fail "$arch: blocks.py ran"
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
     PIDS=()
 done
