@@ -24,8 +24,8 @@
     X(THREADS, "QWISP_THREADS", NULL, INT, "0", 0, 1024, "compute threads; 0 = all CPUs")           \
     X(CTX, "QWISP_CTX", NULL, INT, "4096", 16, 1048576, "context length (KV cache positions) for run/chat") \
     X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512-amx|avx512[-novbmi][-nobf16]|avx2|scalar (lowers only; avx512 = no AMX)") \
-    X(TUNE, "QWISP_TUNE", NULL, ENUM, "auto", 0, 0, "auto: use the calibration `qwisp tune` wrote for this CPU and binary, if any | off: built-in defaults") \
-    X(TUNE_FILE, "QWISP_TUNE_FILE", NULL, STR, NULL, 0, 0, "calibration cache file; unset = $XDG_CACHE_HOME/qwisp/tune.txt (or ~/.cache/qwisp/tune.txt)") \
+    X(TUNE, "QWISP_TUNE", NULL, ENUM, "auto", 0, 0, "auto: use the calibration `qwisp tune` wrote for this CPU, SIMD level and binary, if any | off: built-in defaults") \
+    X(TUNE_FILE, "QWISP_TUNE_FILE", NULL, STR, NULL, 0, 0, "calibration cache file; unset = $XDG_CACHE_HOME/qwisp/tune-<SIMD level>.txt (or ~/.cache/qwisp/tune-<level>.txt)") \
     X(DECODE_ITEM_BYTES, "QWISP_DECODE_ITEM_BYTES", NULL, SIZE, NULL, 1, 1073741824, "weight bytes per decode work item (16K..64M); unset = calibrated or 256K") \
     X(DECODE_AHEAD_BYTES, "QWISP_DECODE_AHEAD_BYTES", NULL, SIZE, NULL, 1, 1073741824, "decode row loops prefetch this many bytes ahead (1K..1M); unset = calibrated or 8K") \
     X(DECODE_PREFETCH_L2, "QWISP_DECODE_PREFETCH_L2", NULL, INT, NULL, 0, 1, "1: decode row loops prefetch into L2 (more misses in flight), 0: into L1; unset = calibrated or 0") \

@@ -81,18 +81,21 @@ int64_t qw_tune_set(qw_tune_id id, int64_t v, qw_tune_src src);
 /* Every value back to its default. */
 void qw_tune_reset(void);
 
-/* The cache key of this process: "<CPU model string> | <build id>", the build
- * id being the executable's GNU build-id note in hex (or, where the binary has
+/* The cache key of this process: "<CPU model string> | <SIMD level> | <build
+ * id>", the build id being the executable's GNU build-id note in hex (or, where the binary has
  * none, its size and modification time). */
 const char *qw_tune_machine_key(void);
 
-/* The cache file for `dir_env` = $XDG_CACHE_HOME (or NULL/"" to use
- * `home`/.cache): "<dir>/qwisp/tune.txt".  -1 + err when neither is set. */
-int qw_tune_default_path(const char *xdg_cache_home, const char *home, char *buf, size_t n, qw_error *err);
+/* The cache file for $XDG_CACHE_HOME (or NULL/"" to use `home`/.cache) and a
+ * SIMD level: "<dir>/qwisp/tune-<level>.txt" — one file per level, so running
+ * with QWISP_SIMD set does not overwrite the other level's calibration.
+ * -1 + err when neither folder is set. */
+int qw_tune_default_path(const char *xdg_cache_home, const char *home, const char *level, char *buf, size_t n,
+                         qw_error *err);
 
 /* Reads the cache file: 0 = values set as "calibrated"; 1 = no such file;
  * -1 = unusable (unreadable, corrupt, a bad checksum, a value out of range, or
- * written for another CPU or binary: err says which) — no value is changed
+ * written for another CPU, SIMD level or binary: err says which) — no value is changed
  * then, so a bad file leaves the defaults in place. */
 int qw_tune_load(const char *path, qw_error *err);
 /* Writes `vals` (and the threads they were measured with) atomically, under

@@ -4,6 +4,7 @@
 #include "cli_common.h"
 
 #include "qwisp/options.h"
+#include "qwisp/quant.h"
 #include "qwisp/threadpool.h"
 #include "qwisp/tune.h"
 
@@ -148,7 +149,7 @@ void qw_cli_tune_init(void) {
     qw_error err = {0};
     const char *file = qw_opt_str(QW_OPT_TUNE_FILE);
     if (file && *file) snprintf(g_tune_path, sizeof g_tune_path, "%s", file);
-    else if (qw_tune_default_path(getenv("XDG_CACHE_HOME"), getenv("HOME"), g_tune_path, sizeof g_tune_path, &err))
+    else if (qw_tune_default_path(getenv("XDG_CACHE_HOME"), getenv("HOME"), qw_simd_level(), g_tune_path, sizeof g_tune_path, &err))
         g_tune_path[0] = 0;
     if (!strcmp(qw_opt_str(QW_OPT_TUNE), "off")) snprintf(g_tune_state, sizeof g_tune_state, "off");
     else if (!g_tune_path[0]) snprintf(g_tune_state, sizeof g_tune_state, "unusable: %s", err.msg);

@@ -17,7 +17,7 @@ static const char *k_usage =
     "usage: qwisp tune [--threads K] [--mb M] [--passes P] [--dry-run]\n"
     "Measures this machine's best decode work-item size, prefetch distance and prefill rows per\n"
     "work item on synthetic Q8_0 matrices, and writes them to the calibration cache\n"
-    "($QWISP_TUNE_FILE, else $XDG_CACHE_HOME/qwisp/tune.txt or ~/.cache/qwisp/tune.txt).\n"
+    "($QWISP_TUNE_FILE, else $XDG_CACHE_HOME/qwisp/tune-<SIMD level>.txt or ~/.cache/qwisp/tune-<level>.txt).\n"
     "  --threads K   threads to measure with (default: $QWISP_THREADS or all CPUs)\n"
     "  --mb M        MiB of weights the decode probe streams per pass (default 512; keep >> LLC)\n"
     "  --passes P    timed passes per candidate, the best counts (default 3)\n"

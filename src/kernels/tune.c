@@ -138,16 +138,19 @@ const char *qw_tune_machine_key(void) {
             snprintf(id.hex, sizeof id.hex, "size%lld-mtime%lld", (long long)st.st_size, (long long)st.st_mtime);
         else snprintf(id.hex, sizeof id.hex, "unknown");
     }
-    snprintf(key, sizeof key, "%s | %s", cpu, id.hex);
+    /* the SIMD level too: QWISP_SIMD=avx512 on an AMX machine runs other
+     * kernels, whose best work items differ */
+    snprintf(key, sizeof key, "%s | %s | %s", cpu, qw_simd_level(), id.hex);
     return key;
 }
 
 /* ---- the file ------------------------------------------------------------ */
 
-int qw_tune_default_path(const char *xdg_cache_home, const char *home, char *buf, size_t n, qw_error *err) {
+int qw_tune_default_path(const char *xdg_cache_home, const char *home, const char *level, char *buf, size_t n,
+                         qw_error *err) {
     int len;
-    if (xdg_cache_home && *xdg_cache_home) len = snprintf(buf, n, "%s/qwisp/tune.txt", xdg_cache_home);
-    else if (home && *home) len = snprintf(buf, n, "%s/.cache/qwisp/tune.txt", home);
+    if (xdg_cache_home && *xdg_cache_home) len = snprintf(buf, n, "%s/qwisp/tune-%s.txt", xdg_cache_home, level);
+    else if (home && *home) len = snprintf(buf, n, "%s/.cache/qwisp/tune-%s.txt", home, level);
     else return qw_fail(err, "tune cache: neither XDG_CACHE_HOME nor HOME is set");
     if (len < 0 || (size_t)len >= n) return qw_fail(err, "tune cache: path too long");
     return 0;
@@ -195,7 +198,7 @@ int qw_tune_load(const char *path, qw_error *err) {
             header = true;
         } else if (!strcmp(k, "machine")) {
             if (strcmp(v, qw_tune_machine_key()))
-                return qw_fail(err, "tune cache %s: written for another CPU or binary (%s)", path, v);
+                return qw_fail(err, "tune cache %s: written for another CPU, SIMD level or binary (%s)", path, v);
             machine = true;
         } else if (!strcmp(k, "threads")) {
             /* informational: what the values were measured with */

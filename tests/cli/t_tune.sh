@@ -59,6 +59,23 @@ for ty in q8_0 q4_0; do
     if [ "$h" = "$want" ] && [ ! -s "$T/err" ]; then pass "$ty: calibrated run gives the same bits, silently"; else fail "$ty: calibrated $h vs $want ($(cat "$T/err"))"; fi
 done
 
+# the cache is keyed by SIMD level: the same file read under another level is
+# foreign (one notice, defaults, same bits), and the default file is one per level
+lvl=$("$Q" config 2>/dev/null | sed -n 's/^(kernels) *\([^ ]*\).*/\1/p')
+other=scalar; [ "$lvl" = scalar ] && other=avx2
+M="$T/q8_0.gguf"
+ref_other=$(QWISP_SIMD=$other QWISP_TUNE=off hash_of "$Q")
+h=$(QWISP_SIMD=$other hash_of "$Q")
+if [ -n "$ref_other" ] && [ "$h" = "$ref_other" ] && grep -q "another CPU, SIMD level or binary" "$T/err" \
+    && QWISP_SIMD=$other "$Q" config 2>/dev/null | grep -qE '^\(tune\) decode_item_bytes +262144 +default'; then
+    pass "a cache calibrated at $lvl is refused at $other with one notice, defaults, same bits as $other alone"
+else fail "cache across SIMD levels: hash $h vs $ref_other; $(cat "$T/err")"; fi
+p1=$(env -u QWISP_TUNE_FILE XDG_CACHE_HOME="$T/xdg" "$Q" config 2>/dev/null | sed -n 's/^(tune cache) *\([^:]*\):.*/\1/p')
+p2=$(env -u QWISP_TUNE_FILE XDG_CACHE_HOME="$T/xdg" QWISP_SIMD=$other "$Q" config 2>/dev/null | sed -n 's/^(tune cache) *\([^:]*\):.*/\1/p')
+if [ "$p1" = "$T/xdg/qwisp/tune-$lvl.txt" ] && [ "$p2" = "$T/xdg/qwisp/tune-$other.txt" ]; then
+    pass "the default cache file is one per SIMD level ($(basename "$p1"), $(basename "$p2"))"
+else fail "default cache paths: '$p1' '$p2'"; fi
+
 # broken caches: one stderr line, defaults, same bits
 good=$(cat "$QWISP_TUNE_FILE")
 check_broken() { # name, file text (already written)
