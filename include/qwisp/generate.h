@@ -23,6 +23,9 @@ typedef struct qw_gen_request {
     qw_ctx *ws;       /* NULL: c computes; else c is a sequence context (one thread) and ws the
                          workspace that computes for it (qw_batch_eval, chunks of <= 512 tokens) */
     qw_sampler_params sampler;
+    qw_abort_cb abort; /* optional: asked between prefill chunks; true ends the prefill with -1 + err
+                          "cancelled after N of M tokens" (the serving paths' cancelled jobs) */
+    void *abort_user;
 } qw_gen_request;
 
 typedef struct qw_gen_result {

@@ -218,6 +218,12 @@ int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode
  * breakdowns, progress) hook here; fn = NULL removes the hook. */
 typedef void (*qw_chunk_cb)(void *user, const qw_ctx *c, int32_t n_done, int32_t n_total);
 void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user);
+/* Asked by qw_ctx_eval before each chunk after the first: true stops the eval
+ * there with -1 and err "cancelled after N of M tokens" (the N tokens stay in
+ * the KV cache), so a request abandoned during a long prefill stops within one
+ * chunk.  fn = NULL removes it. */
+typedef bool (*qw_abort_cb)(void *user);
+void qw_ctx_set_abort(qw_ctx *c, qw_abort_cb fn, void *user);
 /* KV cache bytes currently allocated (grows on demand). */
 uint64_t qw_ctx_kv_bytes(const qw_ctx *c);
 /* Tokens per prefill chunk (default 512). */

@@ -71,7 +71,8 @@ typedef struct qw_job_result {
     double prefill_s; /* prompt forward passes */
     double decode_s;  /* forward passes of tokens after the first */
     double ttft_s;    /* start -> first token */
-    char error[QW_ERROR_MAX]; /* QW_FINISH_ERROR only */
+    bool in_prompt;   /* cancelled part-way through its prompt (the prefill was cut short) */
+    char error[QW_ERROR_MAX]; /* QW_FINISH_ERROR; for a cancel in the prompt, how far it got */
 } qw_job_result;
 
 typedef struct qw_job qw_job;
@@ -115,6 +116,7 @@ typedef struct qw_sched_stats {
     int32_t queued;       /* waiting to start */
     int32_t running;      /* started, not finished */
     uint64_t submitted, completed, cancelled, failed;
+    uint64_t cancelled_in_prompt; /* of the cancelled: cut short during their prefill */
     uint64_t prompt_tokens, gen_tokens; /* of finished jobs */
     double prefill_s, decode_s;         /* summed over finished jobs */
     double last_prefill_tok_s, last_decode_tok_s; /* of the last finished job that had them */

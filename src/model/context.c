@@ -188,6 +188,11 @@ void qw_ctx_set_chunk_cb(qw_ctx *c, qw_chunk_cb fn, void *user) {
     c->chunk_user = user;
 }
 
+void qw_ctx_set_abort(qw_ctx *c, qw_abort_cb fn, void *user) {
+    c->abort_cb = fn;
+    c->abort_user = user;
+}
+
 uint64_t qw_ctx_kv_bytes(const qw_ctx *c) {
     /* on the GPU: the device bytes this context holds (KV, state and its
      * activations), so budgets that count KV (the prefix cache) see them */

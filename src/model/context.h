@@ -73,6 +73,8 @@ struct qw_ctx {
 
     qw_chunk_cb chunk_cb;
     void *chunk_user;
+    qw_abort_cb abort_cb;
+    void *abort_user;
 
     /* the device side (backend.h) when the model runs on a GPU: its KV
      * cache, state and activations live there, and the host buffers above

@@ -192,6 +192,10 @@ int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode
     for (int32_t i0 = 0; i0 < n; i0 += c->chunk) {
         int32_t m = n - i0 < c->chunk ? n - i0 : c->chunk;
         bool last = i0 + m == n;
+        if (i0 > 0 && c->abort_cb && c->abort_cb(c->abort_user)) {
+            qw_pool_free(all);
+            return qw_fail(err, "cancelled after %d of %d tokens", i0, n);
+        }
         qw_logits_mode cm = mode == QW_LOGITS_ALL ? QW_LOGITS_ALL : (last ? mode : QW_LOGITS_NONE);
         if (eval_chunk(c, tokens + i0, m, cm, all ? all + (size_t)i0 * hp->n_vocab : NULL, err)) {
             qw_pool_free(all);

@@ -10,11 +10,21 @@
 #include <stdlib.h>
 
 /* Appends tokens to c: on c itself, or through workspace ws (a batch of one
- * sequence, in chunks of at most ws's default chunk size). */
-static int eval_on(qw_ctx *c, qw_ctx *ws, const int32_t *t, int32_t n, qw_error *err) {
-    if (!ws) return qw_ctx_eval(c, t, n, QW_LOGITS_LAST, err);
-    while (n > 0) {
+ * sequence, in chunks of at most ws's default chunk size).  rq's abort is
+ * asked between chunks either way. */
+static int eval_on(qw_ctx *c, const qw_gen_request *rq, const int32_t *t, int32_t n, qw_error *err) {
+    qw_ctx *ws = rq->ws;
+    if (!ws) {
+        qw_ctx_set_abort(c, rq->abort, rq->abort_user);
+        int rc = qw_ctx_eval(c, t, n, QW_LOGITS_LAST, err);
+        qw_ctx_set_abort(c, NULL, NULL);
+        return rc;
+    }
+    for (int32_t done = 0, total = n; n > 0;) {
+        if (done > 0 && rq->abort && rq->abort(rq->abort_user))
+            return qw_fail(err, "cancelled after %d of %d tokens", done, total);
         int32_t k = n > 512 ? 512 : n;
+        done += k;
         qw_batch_seq sq = {.ctx = c, .tokens = t, .n = k, .logits = k == n};
         if (qw_batch_eval(ws, &sq, 1, err)) return -1;
         t += k;
@@ -38,7 +48,7 @@ int qw_generate(qw_ctx *c, const qw_tokenizer *tok, const qw_gen_request *rq, qw
     for (int32_t i = 0; i < rq->n_prompt; i++) qw_sampler_accept(s, rq->prompt[i]);
 
     const double t0 = qw_time_s();
-    int rc = eval_on(c, rq->ws, rq->prompt + rq->n_cached, rq->n_prompt - rq->n_cached, err);
+    int rc = eval_on(c, rq, rq->prompt + rq->n_cached, rq->n_prompt - rq->n_cached, err);
     res->prefill_s = qw_time_s() - t0;
     double t_decode = 0.0;
     while (rc == 0 && res->n_tokens < cap) {
@@ -55,7 +65,7 @@ int qw_generate(qw_ctx *c, const qw_tokenizer *tok, const qw_gen_request *rq, qw
         }
         if (res->n_tokens == cap) break;
         const double t1 = qw_time_s();
-        rc = eval_on(c, rq->ws, &id, 1, err);
+        rc = eval_on(c, rq, &id, 1, err);
         t_decode += qw_time_s() - t1;
     }
     res->decode_s = t_decode;

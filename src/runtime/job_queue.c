@@ -70,7 +70,7 @@ qw_job *qw_jq_pop(qw_job_queue *q, bool wait) {
 }
 
 static void account(qw_sched_stats *st, const qw_job_result *r) {
-    if (r->finish == QW_FINISH_CANCELLED) st->cancelled++;
+    if (r->finish == QW_FINISH_CANCELLED) st->cancelled += 1, st->cancelled_in_prompt += r->in_prompt;
     else if (r->finish == QW_FINISH_ERROR) st->failed++;
     else st->completed++;
     if (r->prefill_s > 0) {

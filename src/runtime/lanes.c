@@ -83,6 +83,7 @@ static void release(lanes *s, lane *l, qw_finish finish, const char *error) {
     const qw_job_params *p = qw_job_params_of(l->job);
     const double now = qw_time_s();
     qw_job_result r = {.finish = finish, .n_prompt = p->n_prompt, .n_gen = l->n_gen};
+    r.in_prompt = finish == QW_FINISH_CANCELLED && l->t_start > 0 && l->n_fed < p->n_prompt;
     if (l->t_prompt > 0) r.prefill_s = l->t_prompt - l->t_start;
     if (l->t_first > 0) {
         r.ttft_s = l->t_first - l->t_start;

@@ -4,7 +4,9 @@
  * Per job: the KV cache is emptied (qw_ctx_truncate(c, 0)), the prompt is
  * prefilled and tokens decoded by qw_generate; after every token the job's
  * stop/cancel flags are checked, so an abandoned request stops within one
- * token and a job cancelled while still queued never runs.  The pool's
+ * token and a job cancelled while still queued never runs; during the prompt
+ * the cancel flag is asked between chunks (qw_gen_request.abort), so a client
+ * that leaves during a long prefill frees the worker within one chunk.  The pool's
  * serialize-path policy (QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT) is applied
  * once when the path starts — it is the only path in the process.
  *
@@ -62,14 +64,18 @@ static bool on_token(void *user, int32_t id) {
     return qw_job_push_logits(k->j, id, qw_ctx_logits(k->c), qw_tokenizer_n_vocab(k->s->cfg.tok));
 }
 
+static bool job_cancelled(void *j) { return qw_job_is_cancelled(j); }
+
 /* With a recurrent model: prefills prompt[*keep..) on entry c up to its last
  * block boundary before the prompt's final token, one block at a time,
  * snapshotting the state at each boundary (the prefix cache's resume
  * points); *keep advances.  qw_generate does the rest.  0, or -1 + err. */
-static int prefill_blocks(serial *s, qw_ctx *c, const int32_t *prompt, int32_t n, int32_t *keep, qw_error *err) {
+static int prefill_blocks(serial *s, qw_ctx *c, qw_job *j, const int32_t *prompt, int32_t n, int32_t *keep,
+                          qw_error *err) {
     const int32_t B = qw_pcache_snap_block(s->pc);
     if (B <= 0) return 0;
     while ((*keep / B + 1) * B <= n - 1) {
+        if (qw_job_is_cancelled(j)) return qw_fail(err, "cancelled after %d of %d tokens", *keep, n);
         const int32_t end = (*keep / B + 1) * B;
         for (int32_t at = *keep; at < end;) {
             int32_t k = end - at > 512 ? 512 : end - at;
@@ -110,7 +116,7 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
         atomic_fetch_add(&s->q.prefix_hit, (uint64_t)keep);
     } else qw_ctx_truncate(c, 0);
     const double t0 = qw_time_s();
-    int rc = s->pc ? prefill_blocks(s, c, p->prompt, p->n_prompt, &keep, &err) : 0;
+    int rc = s->pc ? prefill_blocks(s, c, j, p->prompt, p->n_prompt, &keep, &err) : 0;
     const double t_blocks = qw_time_s() - t0;
     qw_gen_request rq = {.prompt = p->prompt,
                          .n_prompt = p->n_prompt,
@@ -118,7 +124,9 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
                          .ws = s->pc ? s->ctx : NULL,
                          .max_tokens = p->max_tokens,
                          .ignore_eos = p->ignore_eos,
-                         .sampler = p->sampler};
+                         .sampler = p->sampler,
+                         .abort = job_cancelled,
+                         .abort_user = j};
     qw_gen_result res = {0};
     tok_sink sink = {s, c, j};
     if (rc == 0 && p->max_tokens > 0) rc = qw_generate(c, s->cfg.tok, &rq, on_token, &sink, &res, &err);
@@ -131,12 +139,20 @@ static void run_job(serial *s, qw_job *j, qw_job_result *out) {
     r.decode_s = res.decode_s;
     r.ttft_s = res.ttft_s > 0 ? res.ttft_s + t_blocks : 0;
     r.n_gen = res.n_tokens;
-    if (s->pc) qw_pcache_record(s->pc, c, p->prompt, p->n_prompt, res.tokens, res.n_tokens, rc == 0);
-    if (rc) {
+    const bool cut = rc && res.n_tokens == 0 && qw_job_is_cancelled(j); /* the abort's -1, during the prompt */
+    /* a prompt cut short still left known KV: its first n_past prompt tokens */
+    if (s->pc) qw_pcache_record(s->pc, c, p->prompt, p->n_prompt, res.tokens, res.n_tokens, rc == 0 || cut);
+    if (qw_job_is_cancelled(j)) {
+        r.finish = QW_FINISH_CANCELLED;
+        if (cut) {
+            r.in_prompt = true;
+            r.prefill_s = r.ttft_s = 0; /* not a prefill speed */
+            snprintf(r.error, sizeof r.error, "%s", err.msg);
+        }
+    } else if (rc) {
         r.finish = QW_FINISH_ERROR;
         snprintf(r.error, sizeof r.error, "%s", err.msg);
-    } else if (qw_job_is_cancelled(j)) r.finish = QW_FINISH_CANCELLED;
-    else if (res.stopped_eos) r.finish = QW_FINISH_EOS;
+    } else if (res.stopped_eos) r.finish = QW_FINISH_EOS;
     else if (qw_job_is_stopped(j)) r.finish = QW_FINISH_STOPPED;
     else r.finish = QW_FINISH_LENGTH;
     free(res.tokens);

@@ -14,7 +14,10 @@
  * End-of-file alone is not a disconnect: HTTP lets a client half-close
  * (shutdown(SHUT_WR)) once its request is sent and still read the answer,
  * so a client that closed without a reset is noticed when its response is
- * written.
+ * written.  A stream that has had nothing to send for a second (a queue wait,
+ * a long prefill) therefore sends an SSE comment line (": keep-alive", which
+ * SSE readers skip): a closed client answers it with a reset, and the job is
+ * cancelled then — during the prefill, which the path stops within one chunk.
  *
  * logprobs: the job records each token's (job.c, from the logits row it was
  * drawn from); the pump copies the records of the tokens textout consumed,
@@ -60,6 +63,7 @@ typedef struct gen {
     long created;
     unsigned long long num;
     bool role_sent, finished, gone;
+    double last_write;     /* streaming: when sse_reader last handed bytes to MHD */
     qw_job_result res;
     int32_t n_read;        /* tokens read from the job (the test reply's index) */
     bool tools;            /* the reply may end in tool calls (tools.c) */
@@ -236,6 +240,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             memcpy(buf, g->sse.p + g->sse_off, n);
             g->sse_off += n;
             if (g->sse_off == g->sse.n) g->sse.n = g->sse_off = 0;
+            g->last_write = qw_time_s();
             return (ssize_t)n;
         }
         if (g->finished) return MHD_CONTENT_READER_END_OF_STREAM;
@@ -251,6 +256,9 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         else if (g->sse.n == 0 && peer_gone(g->fd)) {
             g->gone = true;
             return MHD_CONTENT_READER_END_WITH_ERROR;
+        } else if (g->sse.n == 0 && qw_time_s() - g->last_write >= 1.0) {
+            static const char ka[] = ": keep-alive\n\n";
+            qw_strbuf_add(&g->sse, ka, sizeof ka - 1);
         }
     }
 }
@@ -353,6 +361,7 @@ enum MHD_Result qw_gen_handle(qw_server *s, struct MHD_Connection *c, qw_endpoin
     }
 
     if (g->rq.stream) {
+        g->last_write = qw_time_s();
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, g, sse_free);
         if (!r) {
             gen_free(g);

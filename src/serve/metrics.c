@@ -110,6 +110,8 @@ void qw_metrics_render(qw_metrics *m, qw_sched *sched, const char *path_name, bo
     addf(o, "qwisp_jobs_total{result=\"completed\"} %llu\n", (unsigned long long)st.completed);
     addf(o, "qwisp_jobs_total{result=\"cancelled\"} %llu\n", (unsigned long long)st.cancelled);
     addf(o, "qwisp_jobs_total{result=\"failed\"} %llu\n", (unsigned long long)st.failed);
+    one(o, "jobs_cancelled_in_prompt_total", "counter",
+        "cancelled jobs whose prefill was cut short (the client left during the prompt)", (double)st.cancelled_in_prompt);
     one(o, "prompt_tokens_total", "counter", "prompt tokens prefilled", (double)st.prompt_tokens);
     one(o, "generated_tokens_total", "counter", "tokens generated", (double)st.gen_tokens);
     one(o, "prefill_seconds_total", "counter", "time in prompt forward passes", st.prefill_s);

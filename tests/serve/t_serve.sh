@@ -108,6 +108,22 @@ done
 grep -q '^qwisp_requests_total{endpoint="chat_completions",code="4xx"} [1-9]' "$T/metrics.txt" \
     && pass "metrics: Prometheus families present, 4xx counted" || fail "metrics: 4xx counted"
 
+# ---- a client that leaves during a long prefill stops it within one chunk ----
+# 16000 prompt token ids (several seconds of prefill on the tiny model); curl
+# gives up after 1 s; the stream's keep-alive comment then meets a reset.
+# The job must end cancelled *in its prompt* (the worker saw the flag between
+# chunks), and the next request is served.
+metric() { curl -s -m 5 "$BASE/metrics" | sed -n "s/^$1 //p"; }
+python3 -c 'import json; print(json.dumps({"prompt": [32 + i % 200 for i in range(16000)], "max_tokens": 4, "stream": True}))' > "$T/p16k.json"
+c0=$(metric 'qwisp_jobs_cancelled_in_prompt_total'); j0=$(metric 'qwisp_jobs_total{result="cancelled"}')
+curl -sN -m 1 "${C[@]}" "$BASE/v1/completions" -d @"$T/p16k.json" >/dev/null 2>&1
+for _ in $(seq 1 100); do [ "$(metric 'qwisp_jobs_total{result="cancelled"}')" != "$j0" ] && break; sleep 0.1; done
+c1=$(metric 'qwisp_jobs_cancelled_in_prompt_total')
+st=$(curl -s -o "$T/after.json" -w '%{http_code}' -m 30 "${C[@]}" "$BASE/v1/completions" -d '{"prompt":"Hi","max_tokens":2}')
+if [ -n "$c0" ] && [ "$c1" = "$((c0 + 1))" ] && [ "$st" = 200 ]; then
+    pass "a client gone during a 16000-token prefill cancels it in the prompt; the next request is served"
+else fail "cancel during prefill" "in_prompt $c0 -> $c1, next $st $(tail -3 "$T/serve.log")"; fi
+
 # ---- SIGTERM drains the in-flight request, then exits 0 ----
 # (ignore_eos + 4000 tokens at growing context: still running when the signal lands)
 curl -s -m 60 "$BASE/v1/completions" "${C[@]}" \
