@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "stream_testlib.h"
+
 #include "qwisp/experts.h"
 #include "qwisp/gen_model.h"
 #include "qwisp/model.h"
@@ -39,17 +41,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { N_PROMPT = 40, N_GEN = 12, CHUNK = 16 };
-
 static char g_dir[256], g_path[300], g_trace[300];
 static int32_t g_vocab;
 static float *g_ref; /* [N_GEN + 1][vocab] resident logits */
-
-static void set_opt(qw_opt id, const char *v) {
-    qw_error err = {0};
-    if (qw_opt_set(id, v, "test", &err)) fprintf(stderr, "set: %s\n", err.msg);
-    assert_int_equal(qw_opt_set(id, v, "test", &err), 0);
-}
 
 /* The knobs every test starts from: the defaults of options.h. */
 static void defaults(void) {
@@ -73,35 +67,6 @@ static qw_model *load(const char *raw_c) {
     return m;
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static int run_seq(qw_ctx *c, float *out, qw_error *err) {
-    int32_t prompt[N_PROMPT];
-    for (int i = 0; i < N_PROMPT; i++) prompt[i] = (i * 37 + 11) % g_vocab;
-    qw_ctx_truncate(c, 0);
-    if (qw_ctx_eval(c, prompt, N_PROMPT, QW_LOGITS_LAST, err)) return -1;
-    memcpy(out, qw_ctx_logits(c), (size_t)g_vocab * sizeof(float));
-    for (int s = 1; s <= N_GEN; s++) {
-        int32_t t = argmax(out + (size_t)(s - 1) * g_vocab, g_vocab);
-        if (qw_ctx_eval(c, &t, 1, QW_LOGITS_LAST, err)) return -1;
-        memcpy(out + (size_t)s * g_vocab, qw_ctx_logits(c), (size_t)g_vocab * sizeof(float));
-    }
-    return 0;
-}
-
-static qw_ctx *new_ctx(qw_model *m) {
-    qw_error err = {0};
-    qw_ctx *c = qw_ctx_new_placed(m, 256, 2, &err);
-    assert_non_null(c);
-    qw_ctx_set_chunk_size(c, CHUNK);
-    return c;
-}
-
 static size_t logits_bytes(void) { return (size_t)(N_GEN + 1) * g_vocab * sizeof(float); }
 
 static int setup(void **st) {
@@ -122,7 +87,7 @@ static int setup(void **st) {
     g_vocab = m->hp.n_vocab;
     g_ref = malloc(logits_bytes());
     qw_ctx *c = new_ctx(m);
-    if (run_seq(c, g_ref, &err)) return -1;
+    if (run_seq(c, g_vocab, g_ref, &err)) return -1;
     qw_ctx_free(c);
     qw_model_free(m);
     return 0;
@@ -145,7 +110,7 @@ static qw_experts_stats exact_run(void) {
     float *got = malloc(logits_bytes());
     qw_error err = {0};
     for (int pass = 0; pass < 2; pass++) {
-        if (run_seq(c, got, &err)) fprintf(stderr, "eval: %s\n", err.msg);
+        if (run_seq(c, g_vocab, got, &err)) fprintf(stderr, "eval: %s\n", err.msg);
         assert_memory_equal(got, g_ref, logits_bytes());
     }
     const qw_experts_stats s = qw_experts_get_stats();
@@ -231,12 +196,12 @@ static void fault_then_usable(const char *io) {
     qw_ctx *c = new_ctx(m);
     float *got = malloc(logits_bytes());
     qw_error err = {0};
-    assert_int_equal(run_seq(c, got, &err), -1);
+    assert_int_equal(run_seq(c, g_vocab, got, &err), -1);
     assert_non_null(strstr(err.msg, "Input/output error"));
     assert_non_null(strstr(err.msg, "QWISP_FAULT_READ=7"));
     assert_non_null(strstr(err.msg, g_path));
     assert_true(qw_experts_get_stats().read_errors >= 1);
-    assert_int_equal(run_seq(c, got, &err), 0);
+    assert_int_equal(run_seq(c, g_vocab, got, &err), 0);
     assert_memory_equal(got, g_ref, logits_bytes());
     free(got);
     qw_ctx_free(c);
@@ -267,7 +232,7 @@ static void test_near_lossless(void **st) {
     qw_ctx *c = new_ctx(m);
     float *got = malloc(logits_bytes());
     qw_error err = {0};
-    assert_int_equal(run_seq(c, got, &err), 0);
+    assert_int_equal(run_seq(c, g_vocab, got, &err), 0);
     const qw_experts_stats s = qw_experts_get_stats();
     assert_true(s.substituted > 0);
     for (size_t i = 0; i < (size_t)(N_GEN + 1) * g_vocab; i++) assert_false(got[i] != got[i]); /* finite */
@@ -277,7 +242,7 @@ static void test_near_lossless(void **st) {
     set_opt(QW_OPT_NEAR_LOSSLESS, "4");
     m = load("5");
     c = new_ctx(m);
-    assert_int_equal(run_seq(c, got, &err), -1);
+    assert_int_equal(run_seq(c, g_vocab, got, &err), -1);
     assert_non_null(strstr(err.msg, "QWISP_NEAR_LOSSLESS=4"));
     assert_non_null(strstr(err.msg, "top-k (4)"));
     qw_ctx_free(c);
@@ -286,7 +251,7 @@ static void test_near_lossless(void **st) {
     set_opt(QW_OPT_NEAR_LOSSLESS, "10");
     m = load("0");
     c = new_ctx(m);
-    assert_int_equal(run_seq(c, got, &err), 0);
+    assert_int_equal(run_seq(c, g_vocab, got, &err), 0);
     assert_memory_equal(got, g_ref, logits_bytes());
     assert_int_equal(qw_experts_get_stats().substituted, 0);
     free(got);
@@ -321,7 +286,7 @@ static int refused_child(void) {
     if (!c) return 13;
     qw_ctx_set_chunk_size(c, CHUNK);
     float *got = malloc(logits_bytes());
-    if (run_seq(c, got, &err) || memcmp(got, g_ref, logits_bytes())) return 14;
+    if (run_seq(c, g_vocab, got, &err) || memcmp(got, g_ref, logits_bytes())) return 14;
     free(got);
     qw_ctx_free(c);
     qw_model_free(m);
@@ -372,7 +337,7 @@ static void test_route_trace(void **st) {
     qw_ctx *c = new_ctx(m);
     float *got = malloc(logits_bytes());
     qw_error err = {0};
-    assert_int_equal(run_seq(c, got, &err), 0);
+    assert_int_equal(run_seq(c, g_vocab, got, &err), 0);
     assert_memory_equal(got, g_ref, logits_bytes());
     qw_ctx_free(c);
     qw_model_free(m); /* closes the trace */

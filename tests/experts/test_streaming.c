@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "stream_testlib.h"
+
 #include "qwisp/place.h"
 #include "qwisp/experts.h"
 #include "qwisp/gen_model.h"
@@ -28,16 +30,9 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { N_PROMPT = 40, N_GEN = 12, CHUNK = 16 };
-
 static char g_dir[256], g_path[300], g_path35[300];
 static int32_t g_vocab;
 static float *g_ref, *g_ref35; /* [N_GEN + 1][vocab] resident logits (qwen3moe, qwen35moe) */
-
-static void set_opt(qw_opt id, const char *v) {
-    qw_error err = {0};
-    assert_int_equal(qw_opt_set(id, v, "test", &err), 0);
-}
 
 static qw_model *load(const char *path, const char *raw_c) {
     set_opt(QW_OPT_RAW_C, raw_c);
@@ -51,37 +46,6 @@ static qw_model *load(const char *path, const char *raw_c) {
     if (qw_place_experts(m, 256, &err)) fprintf(stderr, "place: %s\n", err.msg);
     assert_non_null(m->experts);
     return m;
-}
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-/* Prompt + greedy decode; logits of each step into out[(N_GEN+1)][vocab].
- * 0, or -1 with err filled at the first failing eval. */
-static int run_seq(qw_ctx *c, int32_t vocab, float *out, qw_error *err) {
-    int32_t prompt[N_PROMPT];
-    for (int i = 0; i < N_PROMPT; i++) prompt[i] = (i * 37 + 11) % vocab;
-    qw_ctx_truncate(c, 0);
-    if (qw_ctx_eval(c, prompt, N_PROMPT, QW_LOGITS_LAST, err)) return -1;
-    memcpy(out, qw_ctx_logits(c), (size_t)vocab * sizeof(float));
-    for (int s = 1; s <= N_GEN; s++) {
-        int32_t t = argmax(out + (size_t)(s - 1) * vocab, vocab);
-        if (qw_ctx_eval(c, &t, 1, QW_LOGITS_LAST, err)) return -1;
-        memcpy(out + (size_t)s * vocab, qw_ctx_logits(c), (size_t)vocab * sizeof(float));
-    }
-    return 0;
-}
-
-static qw_ctx *new_ctx(qw_model *m) {
-    qw_error err = {0};
-    qw_ctx *c = qw_ctx_new_placed(m, 256, 2, &err);
-    assert_non_null(c);
-    qw_ctx_set_chunk_size(c, CHUNK);
-    return c;
 }
 
 static int setup(void **st) {
