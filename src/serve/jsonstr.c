@@ -104,6 +104,17 @@ static const char *skip_value(const char *p, const char *e) {
     return p;
 }
 
+bool qw_json_has_nul(const char *p, size_t len) {
+    const char *e = p + len;
+    for (; p < e; p++) { /* a backslash can only stand inside a string in JSON */
+        if (*p != '\\') continue;
+        unsigned v;
+        if (e - p >= 6 && p[1] == 'u' && !hex4(p + 2, e, &v) && v == 0) return true;
+        p++; /* the escaped character: "\\\\" must not start another escape */
+    }
+    return false;
+}
+
 char *qw_json_member_string(const char *body, size_t len, const char *key, size_t *n) {
     const char *p = ws(body, body + len), *e = body + len;
     size_t klen = strlen(key);

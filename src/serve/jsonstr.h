@@ -19,4 +19,10 @@
  * member is absent or of another type. */
 char *qw_json_member_string(const char *body, size_t len, const char *key, size_t *n);
 
+/* True when a string anywhere in the JSON text body[0..len) holds a "\u0000"
+ * escape (a NUL character).  Chat messages go through the template as C
+ * strings, so /v1/chat/completions refuses such a request instead of
+ * silently cutting a message at the NUL. */
+bool qw_json_has_nul(const char *body, size_t len);
+
 #endif

@@ -380,6 +380,11 @@ int qw_oai_parse(qw_oai_kind kind, const char *body, size_t len, const char *tmp
         BAD("ignore_eos", "'ignore_eos' cannot be combined with a JSON 'response_format' (generation ends when the value is complete)");
         goto out;
     }
+    if (kind == QW_OAI_CHAT && qw_json_has_nul(body, len)) {
+        BAD("messages", "a string in the request holds \\u0000 (a NUL character), which chat messages cannot carry "
+                        "(they would be cut there); remove it, or send the text to /v1/completions");
+        goto out;
+    }
     if (kind == QW_OAI_CHAT ? qw_oai_parse_chat(root, tmpl, r, e) : parse_prompt(root, body, len, n_vocab, r, e)) goto out;
     /* Constrained output is all content: a template that opens <think>
      * would otherwise make the JSON reasoning. */

@@ -110,6 +110,17 @@ static void test_parse_rules(void **state) {
                "messages[0].content");
     expect_400(QW_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\"}]}",
                "messages[1].content");
+    /* a NUL in a chat message is refused, not cut; an escaped backslash
+     * before "u0000" is text, not a NUL */
+    expect_400(QW_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"ab\\u0000cd\"}]}", "messages");
+    expect_400(QW_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\\u0000\"}]}]}",
+               "messages");
+    assert_int_equal(parse(QW_OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\\\u0000\"}]}", &r, &e), 0);
+    qw_oai_request_free(&r);
+    assert_true(qw_json_has_nul("\"\\u0000\"", 8));
+    assert_false(qw_json_has_nul("\"\\\\u0000\"", 9));
+    assert_false(qw_json_has_nul("\"\\u0001\"", 8));
+    assert_false(qw_json_has_nul("\"\\u000", 7));
     /* (a template with tool syntax: plain ChatML refuses tool calls; this
      * text has the Qwen3 template's markers) */
     const char *qwen3ish = "<|im_start|> <tool_call> <function-name> last_query_index reasoning_content";
