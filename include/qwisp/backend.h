@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 2
+#define QW_BACKEND_ABI 3
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -48,6 +48,7 @@ typedef struct qw_backend_cfg {
     X(active_bytes, CURRENT, BYTES, "active", "device_pool_active_bytes", "device bytes handed out")      \
     X(cache_bytes, CURRENT, BYTES, "cache", "device_pool_cache_bytes", "device bytes held free for reuse") \
     X(peak_bytes, PEAK, BYTES, "peak", "device_pool_peak_bytes", "max active device bytes")               \
+    X(cache_peak_bytes, PEAK, BYTES, "cache_peak", "device_pool_cache_peak_bytes", "max device bytes held free for reuse") \
     X(cache_limit, CURRENT, BYTES, "limit", "device_pool_cache_limit_bytes", "device cache limit (0 = unbounded)") \
     X(hits, TOTAL, COUNT, "hits", "device_pool_hits_total", "device requests served from the cache")      \
     X(misses, TOTAL, COUNT, "misses", "device_pool_misses_total", "device requests that went to cudaMalloc") \
