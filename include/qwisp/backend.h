@@ -41,6 +41,7 @@ typedef struct qw_backend_cfg {
     size_t (*class_size)(size_t n); /* the host pool's size classes (qw_pool_class_size) */
     int kv_f32;                  /* QWISP_KV_TYPE=f32 */
     int64_t kv_positions;        /* positions over all contexts, for the tier decision */
+    int pin_host;                /* QWISP_DEVICE_PIN=auto: page-lock the mmaped experts (streaming tier) */
 } qw_backend_cfg;
 
 /* Device memory and tier counters (one X-macro list, stats.h rows in backend.c). */
@@ -55,7 +56,8 @@ typedef struct qw_backend_cfg {
     X(weight_bytes, CURRENT, BYTES, "weights", "device_weight_bytes", "weights resident in device memory") \
     X(expert_slot_bytes, CURRENT, BYTES, "expert_cache", "device_expert_cache_bytes", "streaming tier: VRAM expert cache") \
     X(expert_copies, TOTAL, COUNT, "expert_copies", "device_expert_copies_total", "streaming tier: experts copied host -> device") \
-    X(expert_copy_bytes, TOTAL, BYTES, "expert_copy_bytes", "device_expert_copy_bytes_total", "streaming tier: bytes copied host -> device")
+    X(expert_copy_bytes, TOTAL, BYTES, "expert_copy_bytes", "device_expert_copy_bytes_total", "streaming tier: bytes copied host -> device") \
+    X(expert_pinned_bytes, CURRENT, BYTES, "expert_pinned", "device_expert_pinned_bytes", "streaming tier: host expert bytes page-locked for DMA")
 
 #define QW_DEVICE_STATS_FIELD(f, ...) uint64_t f;
 typedef struct qw_device_stats {
