@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N_PROMPT = 8, N_GEN = 24, N_CTX = 256 };
+enum { N_PROMPT = 8, N_GEN = 120, N_CTX = 256 }; /* 128 teacher-forced rows: 99 % = at most 1 miss */
 
 static const qw_backend_ops *g_ops;
 static char g_why[QW_ERROR_MAX + 16];
@@ -202,12 +202,16 @@ static void compare_one(const char *path) {
     const double rel = maxd / (maxl > 0 ? maxl : 1);
     printf("INFO: %s%s: max|d| %.3g (rel %.2e of max|logit| %.3g), top-1 %d/%d, greedy %d/%d equal\n", path,
            is_trained(path) ? " (trained)" : "", maxd, rel, maxl, agree, N, same, N_GEN);
-    /* The CPU quantizes activations to Q8_0/Q8_K before its integer dots;
-     * the GPU dots f32 activations (docs/cuda.md): the tolerance is that
-     * difference, measured on the device (default.gguf: rel 7e-2, 31/32). */
+    /* The CPU quantizes activations to Q8_K before its K-quant dots; the
+     * GPU dots those with f32 activations (docs/cuda.md), and sums in another
+     * order: the tolerance is that difference.  Q8_0/Q4_0 take the CPU's
+     * Q8_0 activations on both sides. */
     assert_true(rel < 1e-1);
     assert_true(agree * 100 >= 90 * N);
-    if (is_trained(path)) assert_int_equal(same, N_GEN); /* the shipped models: identical greedy */
+    if (is_trained(path)) { /* the shipped models: top-1 >= 99 % and identical greedy */
+        assert_true(agree * 100 >= 99 * N);
+        assert_int_equal(same, N_GEN);
+    }
     /* prefill == decode on the GPU, bit for bit, on the GPU's own stream */
     float *pg = forced(mg, ids_g, N);
     for (int i = 0; i < N_GEN; i++)
