@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 2
+#define QW_BACKEND_ABI 3
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -41,6 +41,7 @@ typedef struct qw_backend_cfg {
     size_t (*class_size)(size_t n); /* the host pool's size classes (qw_pool_class_size) */
     int kv_f32;                  /* QWISP_KV_TYPE=f32 */
     int64_t kv_positions;        /* positions over all contexts, for the tier decision */
+    int pin_host;                /* QWISP_DEVICE_PIN=auto: page-lock the mmaped experts (streaming tier) */
 } qw_backend_cfg;
 
 /* Device memory and tier counters (one X-macro list, stats.h rows in backend.c). */
@@ -48,13 +49,15 @@ typedef struct qw_backend_cfg {
     X(active_bytes, CURRENT, BYTES, "active", "device_pool_active_bytes", "device bytes handed out")      \
     X(cache_bytes, CURRENT, BYTES, "cache", "device_pool_cache_bytes", "device bytes held free for reuse") \
     X(peak_bytes, PEAK, BYTES, "peak", "device_pool_peak_bytes", "max active device bytes")               \
+    X(cache_peak_bytes, PEAK, BYTES, "cache_peak", "device_pool_cache_peak_bytes", "max device bytes held free for reuse") \
     X(cache_limit, CURRENT, BYTES, "limit", "device_pool_cache_limit_bytes", "device cache limit (0 = unbounded)") \
     X(hits, TOTAL, COUNT, "hits", "device_pool_hits_total", "device requests served from the cache")      \
     X(misses, TOTAL, COUNT, "misses", "device_pool_misses_total", "device requests that went to cudaMalloc") \
     X(weight_bytes, CURRENT, BYTES, "weights", "device_weight_bytes", "weights resident in device memory") \
     X(expert_slot_bytes, CURRENT, BYTES, "expert_cache", "device_expert_cache_bytes", "streaming tier: VRAM expert cache") \
     X(expert_copies, TOTAL, COUNT, "expert_copies", "device_expert_copies_total", "streaming tier: experts copied host -> device") \
-    X(expert_copy_bytes, TOTAL, BYTES, "expert_copy_bytes", "device_expert_copy_bytes_total", "streaming tier: bytes copied host -> device")
+    X(expert_copy_bytes, TOTAL, BYTES, "expert_copy_bytes", "device_expert_copy_bytes_total", "streaming tier: bytes copied host -> device") \
+    X(expert_pinned_bytes, CURRENT, BYTES, "expert_pinned", "device_expert_pinned_bytes", "streaming tier: host expert bytes page-locked for DMA")
 
 #define QW_DEVICE_STATS_FIELD(f, ...) uint64_t f;
 typedef struct qw_device_stats {

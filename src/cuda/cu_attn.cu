@@ -3,10 +3,9 @@
  * The cache is per attention layer [n_ctx_cap][n_head_kv*head_dim], f16 (the
  * CPU's default; rounded to nearest even as qw_f32_to_fp16 does) or f32.
  * Attention: one block per (query token, head), GQA head h reads KV head
- * h / (n_head / n_head_kv).  Positions are walked in tiles of the block's
- * width with an online softmax (running max and sum, rescaled per tile), so
- * any context length runs in fixed shared memory.  The CPU normalises after
- * one full pass instead, so the two agree to rounding.
+ * h / (n_head / n_head_kv).  The softmax is the CPU's (global max, double
+ * sum, normalised p; q and p rounded to f16 for an f16 cache as the CPU
+ * rounds them): the shipped Q8_0 models' greedy text depends on it.
  */
 #include "cu_common.h"
 
@@ -42,60 +41,82 @@ template <typename KT> __device__ __forceinline__ float ld(const KT *p, size_t i
 template <> __device__ __forceinline__ float ld<float>(const float *p, size_t i) { return p[i]; }
 template <> __device__ __forceinline__ float ld<__half>(const __half *p, size_t i) { return __half2float(p[i]); }
 
+/* The CPU's softmax (kernels/attention.c), in three passes over the
+ * positions in tiles of the block's width, recomputing the scores each time
+ * (fixed shared memory at any context length): 1) the max score; 2) the sum of
+ * exp(s - max) in double; 3) p = exp(s - max) * (1 / sum), rounded to f16 for
+ * an f16 cache as the CPU rounds it, accumulated into p * v.  q is rounded to
+ * f16 for an f16 cache too (the CPU's K.q dot is f16 x f16). */
 template <typename KT>
 __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out, int pos0, const int32_t *pos_dev,
                             int H, int HKV, int D, float scale) {
     if (pos_dev) pos0 = *pos_dev;
+    const bool f16 = sizeof(KT) == 2;
     __shared__ float qs[AT_MAXD];
     __shared__ float sc[AT_THREADS];
-    __shared__ float red[AT_THREADS / 32];
+    __shared__ float redf[AT_THREADS / 32];
+    __shared__ double redd[AT_THREADS / 32];
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
     const int hkv = h / (H / HKV);
     const int npos = pos0 + t + 1;
     const size_t kv_row = (size_t)HKV * D;
     const float *qr = q + ((size_t)t * H + h) * D;
-    for (int i = tid; i < D; i += AT_THREADS) qs[i] = qr[i];
+    for (int i = tid; i < D; i += AT_THREADS) qs[i] = f16 ? __half2float(__float2half_rn(qr[i])) : qr[i];
+    __syncthreads();
+    /* pass 1: the max */
+    float mx = -INFINITY;
+    for (int p = tid; p < npos; p += AT_THREADS) {
+        const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
+        float d = 0.0f;
+        for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
+        mx = fmaxf(mx, __fmul_rn(d, scale));
+    }
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if ((tid & 31) == 0) redf[tid >> 5] = mx;
+    __syncthreads();
+    mx = redf[0];
+    for (int i = 1; i < AT_THREADS / 32; i++) mx = fmaxf(mx, redf[i]);
+    /* pass 2: the sum in double */
+    double sum = 0.0;
+    for (int p = tid; p < npos; p += AT_THREADS) {
+        const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
+        float d = 0.0f;
+        for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
+        sum += (double)expf(__fmul_rn(d, scale) - mx);
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if ((tid & 31) == 0) redd[tid >> 5] = sum;
+    __syncthreads();
+    sum = 0.0;
+    for (int i = 0; i < AT_THREADS / 32; i++) sum += redd[i];
+    const float inv = (float)(1.0 / sum);
+    /* pass 3: p (rounded like the CPU's) times v */
     float acc[AT_MAXD / AT_THREADS];
 #pragma unroll
     for (int i = 0; i < AT_MAXD / AT_THREADS; i++) acc[i] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
-    __syncthreads();
     for (int p0 = 0; p0 < npos; p0 += AT_THREADS) {
         const int p = p0 + tid;
-        float sv = -INFINITY;
+        float pv = 0.0f;
         if (p < npos) {
             const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
             float d = 0.0f;
             for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
-            sv = d * scale;
+            pv = expf(__fmul_rn(d, scale) - mx) * inv; /* no fma: the CPU rounds s * scale */
+            if (f16) pv = __half2float(__float2half_rn(pv));
         }
-        /* tile max */
-        float mx = sv;
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        if ((tid & 31) == 0) red[tid >> 5] = mx;
         __syncthreads();
-        mx = red[0];
-        for (int i = 1; i < AT_THREADS / 32; i++) mx = fmaxf(mx, red[i]);
-        const float nm = fmaxf(m, mx);
-        const float e = p < npos ? expf(sv - nm) : 0.0f;
-        sc[tid] = e;
+        sc[tid] = pv;
         __syncthreads();
-        float ts = 0.0f;
         const int nt = min(AT_THREADS, npos - p0);
-        for (int i = 0; i < nt; i++) ts += sc[i];
-        const float corr = expf(m - nm); /* m = -inf on the first tile: 0 */
-        l = l * corr + ts;
         for (int di = 0; di * AT_THREADS + tid < D; di++) {
             const int d = di * AT_THREADS + tid;
-            float a = acc[di] * corr;
+            float a = acc[di];
             for (int i = 0; i < nt; i++) a += sc[i] * ld(V + (size_t)(p0 + i) * kv_row + (size_t)hkv * D, d);
             acc[di] = a;
         }
-        m = nm;
-        __syncthreads();
     }
     float *o = out + ((size_t)t * H + h) * D;
-    for (int di = 0; di * AT_THREADS + tid < D; di++) o[di * AT_THREADS + tid] = acc[di] / l;
+    for (int di = 0; di * AT_THREADS + tid < D; di++) o[di * AT_THREADS + tid] = acc[di];
 }
 
 void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, bool f32, float *out, int n_tok,

@@ -94,7 +94,7 @@ __global__ void mm_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byte
                 const float4 v = xv[q];
                 isum += w[4 * q] * v.x + w[4 * q + 1] * v.y + w[4 * q + 2] * v.z + w[4 * q + 3] * v.w;
             }
-            s[i] += isum * (dw * xd[xr * nsb + j]);
+            s[i] += __fmul_rn(isum, dw * xd[xr * nsb + j]); /* the CPU rounds the product before the sum */
         }
     }
 #pragma unroll

@@ -8,6 +8,14 @@
  * streaming with C = (left - non-expert weights) / (layers x expert bytes)
  * slots per layer, at least n_expert_used (else the model does not fit, and
  * the error says by how much); QWISP_DEVICE_SLOTS forces C (0 = resident).
+ *
+ * Streaming copies: from pageable memory the driver stages every copy through
+ * its own bounce buffer with a CPU memcpy, at a fraction of the link's speed.
+ * QWISP_DEVICE_PIN=auto page-locks the experts' pages of the mmaped file in
+ * place (cudaHostRegister, read-only: the mapping is PROT_READ), so a copy is
+ * one DMA; no second host copy of the experts is made.  Where the driver
+ * refuses (no read-only registration, RLIMIT_MEMLOCK, a file system that
+ * cannot pin), the copies stay pageable and the reason is kept for the log.
  */
 #include "cu_model.h"
 
@@ -108,6 +116,65 @@ int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, c
     return 0;
 }
 
+/* Page-locks the routed experts' bytes (page-aligned spans, merged where
+ * they touch: a page can be registered once).  On refusal nothing stays
+ * registered and dm->pin_why says why. */
+static int span_cmp(const void *a, const void *b) {
+    const uintptr_t x = ((const uintptr_t *)a)[0], y = ((const uintptr_t *)b)[0];
+    return x < y ? -1 : x > y;
+}
+
+static void pin_experts(cu_model *dm) {
+    const qw_model *m = dm->m;
+    const int nl = m->hp.n_layer;
+    int ro = 0;
+    cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, 0);
+    if (!ro) {
+        snprintf(dm->pin_why, sizeof dm->pin_why, "the device cannot register read-only host memory");
+        return;
+    }
+    const uintptr_t pg = 4096;
+    uintptr_t *sp = (uintptr_t *)malloc((size_t)nl * 3 * 2 * sizeof(uintptr_t));
+    int n = 0;
+    for (int il = 0; il < nl; il++) {
+        const qw_tensor *t[3] = {&m->layers[il].gate_exps, &m->layers[il].up_exps, &m->layers[il].down_exps};
+        for (int i = 0; i < 3; i++) {
+            if (!t[i]->data) continue;
+            const uintptr_t a = (uintptr_t)t[i]->data, b = a + (uintptr_t)t[i]->matrix_bytes * m->hp.n_expert;
+            sp[2 * n] = a & ~(pg - 1);
+            sp[2 * n + 1] = (b + pg - 1) & ~(pg - 1);
+            n++;
+        }
+    }
+    qsort(sp, (size_t)n, 2 * sizeof(uintptr_t), span_cmp);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (k && sp[2 * i] <= sp[2 * (k - 1) + 1]) {
+            if (sp[2 * i + 1] > sp[2 * (k - 1) + 1]) sp[2 * (k - 1) + 1] = sp[2 * i + 1];
+        } else {
+            sp[2 * k] = sp[2 * i], sp[2 * k + 1] = sp[2 * i + 1];
+            k++;
+        }
+    }
+    dm->pinned = (void **)calloc((size_t)k, sizeof(void *));
+    for (int i = 0; i < k; i++) {
+        const cudaError_t e = cudaHostRegister((void *)sp[2 * i], sp[2 * i + 1] - sp[2 * i],
+                                               cudaHostRegisterReadOnly | cudaHostRegisterPortable);
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            snprintf(dm->pin_why, sizeof dm->pin_why, "cudaHostRegister of %.2f GB: %s",
+                     (sp[2 * i + 1] - sp[2 * i]) / 1e9, cudaGetErrorString(e));
+            for (int j = 0; j < dm->n_pinned; j++) cudaHostUnregister(dm->pinned[j]);
+            dm->n_pinned = 0;
+            dm->pinned_bytes = 0;
+            break;
+        }
+        dm->pinned[dm->n_pinned++] = (void *)sp[2 * i];
+        dm->pinned_bytes += sp[2 * i + 1] - sp[2 * i];
+    }
+    free(sp);
+}
+
 static int check_model(const qw_model *m, qw_error *err) {
     const qw_hparams *hp = &m->hp;
     if (hp->head_dim > 512) return cu_fail(err, "head_dim %d > 512 (the device attention's limit)", hp->head_dim);
@@ -121,6 +188,8 @@ static int check_model(const qw_model *m, qw_error *err) {
 
 static void free_dm(cu_model *dm) {
     if (!dm) return;
+    for (int j = 0; j < dm->n_pinned; j++) cudaHostUnregister(dm->pinned[j]);
+    free(dm->pinned);
     if (dm->layers)
         for (int il = 0; il < dm->hp.n_layer; il++) {
             cu_layer *D = &dm->layers[il];
@@ -244,14 +313,17 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
                 for (int e = 0; e < hp->n_expert; e++) D->slot_of[e] = -1;
                 for (int q = 0; q < slots; q++) D->who[q] = -1;
             }
+            if (cfg->pin_host) pin_experts(dm);
+            else snprintf(dm->pin_why, sizeof dm->pin_why, "QWISP_DEVICE_PIN=off");
         }
         cudaDeviceProp prop;
         cudaGetDeviceProperties(&prop, 0);
         if (dm->streaming)
             snprintf(dm->desc, sizeof dm->desc,
                      "cuda (%s): streaming tier, %.2f GB non-expert weights in VRAM + %d expert slots/layer (%.2f GB); "
-                     "%.2f GB of experts in host memory; budget %.2f GB",
-                     prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9, budget / 1e9);
+                     "%.2f GB of experts in host memory (%s%s); budget %.2f GB",
+                     prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9,
+                     dm->n_pinned ? "page-locked" : "pageable: ", dm->n_pinned ? "" : dm->pin_why, budget / 1e9);
         else
             snprintf(dm->desc, sizeof dm->desc, "cuda (%s): resident tier, %.2f GB of weights in VRAM; budget %.2f GB",
                      prop.name, arena / 1e9, budget / 1e9);
@@ -278,6 +350,7 @@ static void model_stats(void *p, qw_device_stats *s) {
     s->expert_slot_bytes = dm->slot_bytes;
     s->expert_copies = dm->copies;
     s->expert_copy_bytes = dm->copy_bytes;
+    s->expert_pinned_bytes = dm->pinned_bytes;
 }
 
 /* ---- the ops table (contexts and eval: cu_forward.cu) ---- */

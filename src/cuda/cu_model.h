@@ -40,6 +40,11 @@ typedef struct cu_model {
     uint64_t clock;
     int kv_f32;
     uint64_t slot_bytes, copies, copy_bytes;
+    /* streaming tier, QWISP_DEVICE_PIN=auto: page-locked spans of the mmaped file */
+    void **pinned;
+    int n_pinned;
+    uint64_t pinned_bytes;
+    char pin_why[160]; /* why not, when the driver refused */
     char desc[1024];
 } cu_model;
 

@@ -11,7 +11,11 @@
  *          least recently freed are released (cudaFree) while the cache is
  *          over the limit (the path's QWISP_PREFILL_CACHE_MB /
  *          QWISP_LANE_CACHE_MB, applied to device memory);
- *   stats  active / cache / peak / hits / misses, QW_DEVICE_STATS (backend.h).
+ *   stats  active / cache / peak / cache peak / hits / misses, QW_DEVICE_STATS
+ *          (backend.h); the cache peak is sampled after every trim, i.e. at
+ *          every moment a caller can observe, and restarts when the limit
+ *          changes, so a test can show the cache never passed its limit, not
+ *          only that it is under it at the end.
  *
  * Why not cudaMallocAsync's pools: their release threshold is one number
  * per device with no per-path limit and no size classes we choose, their
@@ -39,6 +43,7 @@ static qw_device_stats g_st;
 static size_t (*g_class)(size_t);
 static int g_exact;
 static uint64_t (*g_get_limit)(void); /* the host pool's current limit: one limit for both sides */
+static uint64_t g_peak_limit;         /* the limit cache_peak_bytes was measured under */
 
 int cu_fail(qw_error *err, const char *fmt, ...) {
     if (err) {
@@ -85,8 +90,7 @@ static dblock *take_cached(size_t n, size_t want) {
 
 static void enforce_limit(void) {
     if (g_get_limit) g_st.cache_limit = g_get_limit();
-    if (!g_st.cache_limit) return;
-    while (g_st.cache_bytes > g_st.cache_limit && g_cache) {
+    while (g_st.cache_limit && g_st.cache_bytes > g_st.cache_limit && g_cache) {
         /* the LRU tail */
         dblock **pp = &g_cache;
         while ((*pp)->next) pp = &(*pp)->next;
@@ -96,6 +100,11 @@ static void enforce_limit(void) {
         cudaFree(b->p);
         free(b);
     }
+    if (g_st.cache_limit != g_peak_limit) { /* a new limit: its own high-water mark */
+        g_peak_limit = g_st.cache_limit;
+        g_st.cache_peak_bytes = g_st.cache_bytes;
+    }
+    if (g_st.cache_bytes > g_st.cache_peak_bytes) g_st.cache_peak_bytes = g_st.cache_bytes;
 }
 
 void *cu_pool_alloc(size_t n) { return cu_pool_alloc_fit(n, false); }
@@ -173,6 +182,7 @@ void cu_pool_stats(qw_device_stats *s) {
     s->active_bytes = g_st.active_bytes;
     s->cache_bytes = g_st.cache_bytes;
     s->peak_bytes = g_st.peak_bytes;
+    s->cache_peak_bytes = g_st.cache_peak_bytes;
     s->cache_limit = g_st.cache_limit;
     s->hits = g_st.hits;
     s->misses = g_st.misses;

@@ -111,6 +111,8 @@ static int cfg_from_options(int64_t kv_positions, qw_backend_cfg *cfg, qw_error 
     const char *kvt = qw_opt_str(QW_OPT_KV_TYPE);
     cfg->kv_f32 = kvt && !strcmp(kvt, "f32");
     cfg->kv_positions = kv_positions;
+    const char *pin = qw_opt_str(QW_OPT_DEVICE_PIN);
+    cfg->pin_host = !pin || strcmp(pin, "off");
     return 0;
 }
 

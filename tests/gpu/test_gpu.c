@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N_PROMPT = 8, N_GEN = 24, N_CTX = 256 };
+enum { N_PROMPT = 8, N_GEN = 120, N_CTX = 256 }; /* 128 teacher-forced rows: 99 % = at most 1 miss */
 
 static const qw_backend_ops *g_ops;
 static char g_why[QW_ERROR_MAX + 16];
@@ -202,12 +202,16 @@ static void compare_one(const char *path) {
     const double rel = maxd / (maxl > 0 ? maxl : 1);
     printf("INFO: %s%s: max|d| %.3g (rel %.2e of max|logit| %.3g), top-1 %d/%d, greedy %d/%d equal\n", path,
            is_trained(path) ? " (trained)" : "", maxd, rel, maxl, agree, N, same, N_GEN);
-    /* The CPU quantizes activations to Q8_0/Q8_K before its integer dots;
-     * the GPU dots f32 activations (docs/cuda.md): the tolerance is that
-     * difference, measured on the device (default.gguf: rel 7e-2, 31/32). */
+    /* The CPU quantizes activations to Q8_K before its K-quant dots; the
+     * GPU dots those with f32 activations (docs/cuda.md), and sums in another
+     * order: the tolerance is that difference.  Q8_0/Q4_0 take the CPU's
+     * Q8_0 activations on both sides. */
     assert_true(rel < 1e-1);
     assert_true(agree * 100 >= 90 * N);
-    if (is_trained(path)) assert_int_equal(same, N_GEN); /* the shipped models: identical greedy */
+    if (is_trained(path)) { /* the shipped models: top-1 >= 99 % and identical greedy */
+        assert_true(agree * 100 >= 99 * N);
+        assert_int_equal(same, N_GEN);
+    }
     /* prefill == decode on the GPU, bit for bit, on the GPU's own stream */
     float *pg = forced(mg, ids_g, N);
     for (int i = 0; i < N_GEN; i++)
@@ -235,40 +239,48 @@ static void compare_one(const char *path) {
     qw_model_free(mc);
 }
 
+/* One cmocka test per model (state = its path), so a failing model does not
+ * hide the others' results. */
 static void test_gpu_vs_cpu(void **state) {
-    (void)state;
     if (!gpu_or_skip("GPU vs CPU logits")) return;
-    const char *list = getenv("QWISP_GPU_MODELS");
-    char buf[8192];
-    snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save)) compare_one(p);
+    compare_one((const char *)*state);
 }
 
-/* The device pool keeps its cache within the limit through a long prefill. */
+/* The device pool keeps its cache within the limit throughout a long
+ * prefill: the pool's cache high-water mark (sampled after every free,
+ * restarted when the limit changes) must stay <= the limit, and the cache
+ * must have been used at all (else the check says nothing). */
 static void test_pool_limit(void **state) {
     (void)state;
     if (!gpu_or_skip("device pool limit")) return;
-    const uint64_t old = qw_pool_get_cache_limit();
-    qw_pool_set_cache_limit(1u << 20);
+    const uint64_t old = qw_pool_get_cache_limit(), lim = 1u << 20;
+    qw_pool_set_cache_limit(lim);
     qw_model *m = load_on("models/qwen35moe.gguf", "cuda", NULL);
     qw_error err = {{0}};
-    qw_ctx *c = qw_ctx_new(m, 1024, 2, &err);
+    qw_ctx *c = qw_ctx_new(m, 2048, 2, &err);
     assert_non_null(c);
     qw_ctx_set_chunk_size(c, 64);
-    int32_t ids[1000];
-    for (int i = 0; i < 1000; i++) ids[i] = (i * 31) % 500;
-    uint64_t worst = 0;
-    for (int i0 = 0; i0 < 1000; i0 += 200) {
-        assert_int_equal(qw_ctx_eval(c, ids + i0, 200, QW_LOGITS_LAST, &err), 0);
+    enum { N = 2000, STEP = 250 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (i * 31) % 500;
+    const qw_device_stats s0 = qw_backend_stats(m);
+    for (int i0 = 0; i0 < N; i0 += STEP) {
+        /* growing chunks: the activation buffers move up a class now and then */
+        qw_ctx_set_chunk_size(c, 16 << (i0 / STEP % 4));
+        assert_int_equal(qw_ctx_eval(c, ids + i0, STEP, QW_LOGITS_LAST, &err), 0);
         const qw_device_stats s = qw_backend_stats(m);
-        if (s.cache_bytes > worst) worst = s.cache_bytes;
-        if (s.cache_bytes > (1u << 20)) fail_msg("device cache %llu > limit %llu", (unsigned long long)s.cache_bytes,
-                                                 (unsigned long long)s.cache_limit);
+        if (s.cache_peak_bytes > lim || s.cache_bytes > lim)
+            fail_msg("device cache peak %llu (now %llu) > limit %llu", (unsigned long long)s.cache_peak_bytes,
+                     (unsigned long long)s.cache_bytes, (unsigned long long)s.cache_limit);
     }
     const qw_device_stats s = qw_backend_stats(m);
-    printf("INFO: device pool over a 1000-token prefill: active %.1f MB, peak %.1f MB, cache <= %.2f MB (limit 1 MB), "
-           "%llu hits, %llu misses\n", s.active_bytes / 1e6, s.peak_bytes / 1e6, worst / 1e6,
-           (unsigned long long)s.hits, (unsigned long long)s.misses);
+    printf("INFO: device pool over a %d-token prefill (chunks 16..128): active %.1f MB, peak %.1f MB, cache peak "
+           "%.3f MB (limit %.0f MB), %llu hits, %llu misses\n", N, s.active_bytes / 1e6, s.peak_bytes / 1e6,
+           s.cache_peak_bytes / 1e6, lim / 1e6, (unsigned long long)(s.hits - s0.hits),
+           (unsigned long long)(s.misses - s0.misses));
+    assert_int_equal(s.cache_limit, lim);
+    assert_true(s.cache_peak_bytes > 0); /* buffers were freed into the cache: the limit was exercised */
+    assert_true(s.cache_peak_bytes <= lim);
     qw_ctx_free(c);
     qw_model_free(m);
     qw_pool_set_cache_limit(old);
@@ -290,12 +302,20 @@ int main(void) {
     qw_error why = {{0}};
     g_ops = qw_backend_cuda(&why);
     snprintf(g_why, sizeof g_why, "no GPU: %s", why.msg);
-    const struct CMUnitTest tests[] = {
+    const char *list = getenv("QWISP_GPU_MODELS");
+    static char buf[8192];
+    snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
+    enum { MAX_MODELS = 64 };
+    struct CMUnitTest tests[4 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
-        cmocka_unit_test(test_gpu_vs_cpu),
         cmocka_unit_test(test_pool_limit),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    size_t n = 4;
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 4 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
+        tests[n++] = (struct CMUnitTest){p, test_gpu_vs_cpu, NULL, NULL, p};
+        if (!g_ops) break; /* no GPU: one SKIP line, not one a model */
+    }
+    return _cmocka_run_group_tests("test_gpu", tests, n, NULL, NULL);
 }
