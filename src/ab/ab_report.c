@@ -173,7 +173,10 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
         const qw_ab_verdict *vd = &e->verdicts[a];
         fprintf(f, "| %s | %s | **%s** | %s | ", e->arms[a].name, e->arms[0].name, vd->verdict, vd->why);
         if (!strcmp(vd->verdict, "inconclusive"))
-            vd->suggest_reps ? fprintf(f, "%d |\n", vd->suggest_reps) : fprintf(f, "unknown (estimate on the threshold) |\n");
+            !vd->suggest_reps ? fprintf(f, "unknown (estimate on the threshold) |\n")
+            : e->speed_tokens ? fprintf(f, "%d blocks (%d decode positions; speed rules) |\n", vd->suggest_reps,
+                                        vd->suggest_reps * e->token_block)
+                              : fprintf(f, "%d |\n", vd->suggest_reps);
         else
             fprintf(f, "– |\n");
     }

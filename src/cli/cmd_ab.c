@@ -693,7 +693,9 @@ int qw_cmd_ab(int argc, char **argv) {
     for (int a = 1; a < n_arms; a++) {
         printf("verdict %s vs %s: %s", arms[a].name, arms[0].name, e.verdicts[a].verdict);
         if (!strcmp(e.verdicts[a].verdict, "inconclusive") && e.verdicts[a].suggest_reps)
-            printf(" (about %d reps would settle it)", e.verdicts[a].suggest_reps);
+            e.speed_tokens ? printf(" (about %d blocks = %d decode positions would settle it)", e.verdicts[a].suggest_reps,
+                                    e.verdicts[a].suggest_reps * e.token_block)
+                           : printf(" (about %d reps would settle it)", e.verdicts[a].suggest_reps);
         printf(" — %s\n", e.verdicts[a].why);
     }
     if (aa_arm >= 0) {
