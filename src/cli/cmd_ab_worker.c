@@ -35,6 +35,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "qwisp/ab.h"
+#include "qwisp/footprint.h"
 #include "qwisp/model.h"
 #include "qwisp/options.h"
 #include "qwisp/place.h"
@@ -304,6 +305,10 @@ int qw_cmd_ab_worker(int argc, char **argv) {
         cJSON_AddNumberToObject(out, "prefix_pool_cache_mb", (double)ps.cache_bytes / 1048576.0);
         cJSON_AddNumberToObject(out, "prefix_pool_peak_held_mb", (double)ps.peak_held_bytes / 1048576.0);
         cJSON_AddNumberToObject(out, "state_mb", (double)qw_ctx_state_bytes(c) / 1048576.0);
+        qw_footprint fp;
+        qw_error fe = {0};
+        if (!qw_footprint_read_fast(0, &fp, &fe)) /* the process after the prefix: anon + shmem + swap */
+            cJSON_AddNumberToObject(out, "prefix_footprint_mb", (double)fp.footprint / 1048576.0);
         fprintf(stderr, "[ab-worker] prefix %d tokens in %.1f s; pool active %.1f MiB, cache %.1f MiB, peak held %.1f MiB\n",
                 (int)n_pre, prefix_s, ps.active_bytes / 1048576.0, ps.cache_bytes / 1048576.0,
                 ps.peak_held_bytes / 1048576.0);
