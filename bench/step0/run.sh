@@ -10,29 +10,30 @@
 # the first full-size trial.  Reports land in $OUT/<tier>-<fit>/; the last
 # lines printed are the verdicts.
 #
-# Speed: in one process (qwisp ab-worker: arms bracketed by the baseline,
-# every decode token timed); footprint: separate processes (FP_REPS rounds,
-# FP_DECODE decode tokens each — a footprint is a process's).
+# Speed: in one process, token-paired (qwisp ab --speed tokens, docs/ab.md):
+# the prompt prefilled once on THREADS threads, then N_GEN decode positions,
+# each decoded once per arm from the same saved state on DECODE_THREADS
+# threads, blocks of 2 x the arms paired; footprint: separate processes
+# (FP_REPS rounds, FP_DECODE decode tokens each — a footprint is a process's;
+# FP_REPS=0 = speed only, enough for the resident criteria).
 #
-# Cost: every footprint trial prefills N_PROMPT tokens in a fresh process, and
-# the speed worker prefills N_PROMPT - REPLAY once plus REPLAY per trial.  On a
-# 16-core Xeon (87 tok/s prefill, 35 tok/s decode on the full-size file) one
-# tier x fit with the defaults takes about 45 min; on 2 cores, hours.  Lower
-# FP_REPS, REPLAY, ARMS or the tiers/fits to fit the time you have; the
-# report states what was run.
+# Cost: one prefill of N_PROMPT tokens, then N_GEN x 4 arms forward passes,
+# plus FP_REPS x 4 full prefills in separate processes.  On the shared 2-core
+# EPYC (full-size file, page cache warm): prefill ~12 tok/s on 2 threads,
+# decode ~7 tok/s per pass on 1 thread, so 16K + 1024 positions is ~35 min per
+# tier x fit with FP_REPS=0.
 set -eu
 BUILD=${1:-build}
 D="$PWD/bench/step0"
 OUT=${OUT:-$D/full}
 N_PROMPT=${N_PROMPT:-16384}
-N_GEN=${N_GEN:-256}
-REPLAY=${REPLAY:-512}
-REPS=${REPS:-6}
-FP_REPS=${FP_REPS:-6}
+N_GEN=${N_GEN:-1025}
+FP_REPS=${FP_REPS:-0}
+DECODE_THREADS=${DECODE_THREADS:-1}
 FP_DECODE=${FP_DECODE:-16}
 RAW_C=${RAW_C:-16}
 SIM_GB=${SIM_GB:-16}
-THREADS=${THREADS:-$(( $(nproc) > 2 ? $(nproc) - 1 : $(nproc) ))}  # one CPU left for the harness's sampler
+THREADS=${THREADS:-$(( $(nproc) > 2 ? $(nproc) - 1 : $(nproc) ))}  # prefill; one CPU left for the harness's sampler
 T=$(mktemp -d /tmp/qwisp-step0.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 Q="$T/qwisp"                 # a private copy: a rebuild meanwhile cannot change the binary between runs
@@ -53,7 +54,7 @@ for fit in ${FITS:-exact classes}; do
         [ "$tier" = streaming ] && extra=("${STREAM[@]}") crit="$D/criteria-streaming.txt"
         echo "== $tier, QWISP_POOL_FIT=$fit -> $out"
         QWISP_POOL_FIT=$fit QWISP_THREADS=$THREADS "$Q" ab --criteria "$crit" -m "$M" \
-            --prompt-tokens "$N_PROMPT" --decode "$N_GEN" --replay "$REPLAY" --reps "$REPS" \
+            --prompt-tokens "$N_PROMPT" --decode "$N_GEN" --speed tokens --decode-threads "$DECODE_THREADS" \
             --footprint-reps "$FP_REPS" --footprint-decode "$FP_DECODE" "${extra[@]}" "${ARMS[@]}" --out "$out" \
             | sed "s/^/[$tier-$fit] /"
         rm -f "$out"/trials/[0-9]*.json   # per-trial stdout (prompt ids); the report keeps the numbers

@@ -39,7 +39,9 @@
 
 /* ---- metrics: X(id, name, unit, help) ------------------------------------- */
 #define QW_AB_METRICS(X)                                                                          \
-    X(DECODE_TOK_S, "decode_tok_s", "tok/s", "decode tokens per second (tokens / total decode time)") \
+    X(DECODE_TOK_S, "decode_tok_s", "tok/s", "decode tokens / their total time (token-paired: minus run-queue delay)") \
+    X(DECODE_TOK_S_WALL, "decode_tok_s_wall", "tok/s", "token-paired: tokens / wall time, run-queue delay included") \
+    X(DECODE_WAIT_MS, "decode_wait_ms", "ms", "token-paired: run-queue delay of the step's thread per token (others' share)") \
     X(DECODE_TOK_S_TRIM, "decode_tok_s_trim", "tok/s", "1000 / 10% trimmed mean ms per decode token (in-process)") \
     X(DECODE_MS_MEDIAN, "decode_ms_median", "ms", "median wall ms per decode token (in-process)")  \
     X(DECODE_CPU_MS, "decode_cpu_ms", "ms", "CPU ms (all threads) per decode token, trimmed mean (in-process)") \
@@ -148,6 +150,14 @@ double qw_ab_quantile(const double *x, int n, double q);
  * (`resamples` draws, fixed seed) widened to the distribution-free sign-test
  * interval; unbounded (±INFINITY) when n is too small for one (n < 6 at 95%). */
 qw_ab_interval qw_ab_bootstrap_median(const double *x, int n, int resamples, double level, uint64_t seed);
+/* The Hodges–Lehmann estimate (median of the Walsh averages) of x's centre
+ * and its Wilcoxon signed-rank interval at this level (ab_signrank.c):
+ * distribution-free for x symmetric about its centre, ~1.5x narrower than
+ * the sign-test interval for near-normal x.  Unbounded (±INFINITY) when n is
+ * too small (n < 6 at 95 %).  The token-paired speed trials' statistic. */
+qw_ab_interval qw_ab_signrank(const double *x, int n, double level);
+/* Its order statistic k ([W_(k), W_(N-k+1)], N = n(n+1)/2); 0 = none. */
+int qw_ab_signrank_k(int n, double level);
 /* The sign-test order statistic k (interval [x_(k), x_(n-k+1)]); 0 = none. */
 int qw_ab_sign_k(int n, double level);
 /* The fewest values giving a bounded interval at this level (6 at 0.95). */
@@ -180,9 +190,36 @@ int qw_ab_schedule(int n_arms, int reps, int *sched);
  * number of earlier trials of its arm after the warm-up (0, 1, …). */
 void qw_ab_schedule_rounds(const int *sched, int n, int *rounds);
 
+/* Token-paired mode (`--speed tokens`, ab_worker_tokens.c): every decode
+ * position is decoded once per arm from the same saved state, the arms one
+ * right after the other.  The order at position t rotates the arms by t and
+ * reverses every n_arms positions, so over 2*n_arms consecutive positions
+ * every arm holds every slot exactly twice (a slot's cost — the first arm
+ * after the next token's save, say — is shared alike).  order[i] = arm. */
+void qw_ab_token_order(int n_arms, int t, int *order);
+
 /* Balanced order: round r runs arms 0..k-1 forward when r is even, backward
  * when odd (ABC CBA ABC …).  order[r*k + i] = arm index. */
 void qw_ab_order(int n_arms, int reps, int *order);
+
+/* ---- run-queue delay (ab_sched.c) -------------------------------------------- */
+#define QW_AB_MAX_THREADS 256
+/* Every thread now in this process: its /proc/self/task/TID/schedstat, kept
+ * open (call after the compute threads exist); fd[0] is the calling thread. */
+typedef struct {
+    int n;
+    int fd[QW_AB_MAX_THREADS];
+} qw_ab_sched;
+void qw_ab_sched_open(qw_ab_sched *s);
+/* Each thread's total run-queue delay so far (ns; 0 where unreadable). */
+void qw_ab_sched_read(const qw_ab_sched *s, double *delay_ns);
+/* The calling thread's (index 0) delay growth between two reads, in ms; 0
+ * when schedstat is unreadable. */
+double qw_ab_sched_self_ms(const qw_ab_sched *s, const double *before, const double *after);
+/* The largest growth of any thread's delay between two reads, in ms: how
+ * long a barrier-synchronised step was held up by other processes. */
+double qw_ab_sched_max_ms(const double *before, const double *after, int n);
+void qw_ab_sched_close(qw_ab_sched *s);
 
 /* ---- measurement hygiene (ab_sys.c) ----------------------------------------- */
 #define QW_AB_PERF_MAX_THREADS 256
@@ -287,10 +324,22 @@ typedef struct {
     double pagecache_before, pagecache_after; /* model file fraction in page cache */
     int replay_tokens;     /* in-process: prompt tokens re-run per trial */
     int footprint_decode;  /* decode tokens of the footprint (process) trials */
+    /* Token-paired speed trials (`--speed tokens`): speed_trials hold, per
+     * block of token_block decode positions, one trial per arm (round = the
+     * block, -1 for the first: a warm-up); a trial is paired with arm 0's
+     * trial of the same block (same tokens, interleaved token by token), not
+     * bracketed.  Prefill and TTFT are then not speed metrics: they come from
+     * the separate processes.  speed_rounds = the blocks after the warm-up
+     * (bracketed mode: = reps). */
+    bool speed_tokens;
+    int token_block, speed_rounds;
+    int decode_threads; /* token-paired: threads of the decode (0 = the prompt's) */
 } qw_ab_experiment;
 
 /* Metrics measured by the in-process trials when there are any. */
 bool qw_ab_is_speed_metric(int metric);
+/* Whether e's interval for this metric comes from its speed trials. */
+bool qw_ab_uses_speed_trials(const qw_ab_experiment *e, int metric);
 /* The paired interval before the A/A noise floor is added. */
 qw_ab_interval qw_ab_paired_raw(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind);
 /* The A/A noise floor of (metric, kind): the largest |difference| inside

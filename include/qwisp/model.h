@@ -159,6 +159,10 @@ typedef enum {
  * n_threads >= 1. */
 qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err);
 void qw_ctx_free(qw_ctx *c);
+/* Replaces c's compute threads with n_threads (>= 1) new ones, between
+ * evaluations (`qwisp ab-worker` prefills with all CPUs, then decodes its
+ * paired tokens on fewer).  Scratch sized per thread is regrown on demand. */
+void qw_ctx_set_threads(qw_ctx *c, int n_threads);
 int32_t qw_ctx_n_ctx(const qw_ctx *c);
 int32_t qw_ctx_n_past(const qw_ctx *c); /* tokens in the KV cache */
 /* Drops the KV cache back to n_past tokens (0 = empty).  A model with

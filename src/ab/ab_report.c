@@ -20,7 +20,7 @@
 /* The trials a metric is read from: the in-process ones for the speed
  * metrics when there are any, else the separate processes. */
 static const qw_ab_trial *trials_for(const qw_ab_experiment *e, int m, int *n) {
-    if (e->n_speed_trials > 0 && qw_ab_is_speed_metric(m)) {
+    if (qw_ab_uses_speed_trials(e, m)) {
         *n = e->n_speed_trials;
         return e->speed_trials;
     }
@@ -77,7 +77,29 @@ static const char *arm_env_text(const qw_ab_arm *a, char *buf, size_t cap) {
 static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
     fprintf(f, "## Measurement\n\n");
     fprintf(f, "- machine: %s\n", e->cpu_model[0] ? e->cpu_model : "(CPU model unknown)");
-    if (e->n_speed_trials > 0) {
+    if (e->n_speed_trials > 0 && e->speed_tokens) {
+        fprintf(f, "- speed (decode metrics): **in one process, token-paired** (`qwisp ab-worker --pair-tokens`): the "
+                   "%d-token prompt prefilled once under the baseline's policy; then at every decode position the "
+                   "recurrent state is saved and the same token decoded once per arm (state restored and the arm's "
+                   "pool policy applied before each, the arms' order rotated and reversed so every arm holds every "
+                   "slot alike), each forward pass timed alone; every arm must pick the same next token.  Blocks of "
+                   "%d positions are the pairs (%d blocks after a warm-up block): a block's decode_tok_s = its tokens "
+                   "/ their total time (untrimmed) less the time other processes held the step's thread (its "
+                   "run-queue delay from schedstat, decode_wait_ms; the raw view is decode_tok_s_wall), and arm X's block is compared with the baseline's same block, "
+                   "whose tokens ran interleaved with X's, milliseconds apart — so the machine's slow-downs (another "
+                   "tenant's burst, clocks, page cache) fall on both members of a pair and cancel.  Prefill and TTFT "
+                   "come from the separate processes.  What this does not replay: each arm's own prefill (the KV and "
+                   "scratch were allocated under the baseline's policy; a bound applies from its first token on — "
+                   "pool_evicted_mb says whether it ever acted)\n",
+                e->prompt_tokens, e->token_block, e->speed_rounds);
+        if (e->decode_threads > 0) fprintf(f, "- decode threads: %d (the prompt's prefill on QWISP_THREADS)\n", e->decode_threads);
+        if (e->n_trials > 0)
+            fprintf(f, "- footprint, pool, prefill metrics: separate processes, %d decode tokens each (table below)\n",
+                    e->footprint_decode);
+        else
+            fprintf(f, "- footprint and pool metrics: **not measured** (`--footprint-reps 0`: a speed-only run); "
+                       "rules that need them cannot hold\n");
+    } else if (e->n_speed_trials > 0) {
         fprintf(f, "- speed (decode/prefill/ttft metrics): **in one process** (`qwisp ab-worker`), one warm-up, then "
                    "every other arm's trial bracketed by two baseline trials (A B A C A | C A B A …) and compared with "
                    "their mean, so a linear drift cancels; before each trial the context is rewound, the pool's cache "
@@ -135,6 +157,11 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
                "(criteria read before the first trial: %s); finished %s\n",
             e->criteria_path, e->crit->sha256, e->criteria_read_at, e->first_trial_at,
             strcmp(e->criteria_read_at, e->first_trial_at) <= 0 ? "yes" : "NO", e->finished_at);
+    if (e->speed_tokens)
+        fprintf(f, "- statistic, speed metrics (token-paired blocks): Hodges-Lehmann estimate of the paired block "
+                   "differences (the median of their Walsh averages) with its %.0f%% Wilcoxon signed-rank interval "
+                   "(distribution-free for differences symmetric about their centre, as an A/A pair's are; "
+                   "ab_signrank.c); other metrics as below\n", e->level * 100);
     fprintf(f, "- statistic: median of the paired differences (trials paired by round); %.0f%% interval = percentile "
                "bootstrap (%d resamples, seed %llu) widened to the distribution-free sign-test interval (unbounded "
                "below 6 pairs); a criterion holds only if its whole interval satisfies it\n\n",
@@ -146,7 +173,10 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
         const qw_ab_verdict *vd = &e->verdicts[a];
         fprintf(f, "| %s | %s | **%s** | %s | ", e->arms[a].name, e->arms[0].name, vd->verdict, vd->why);
         if (!strcmp(vd->verdict, "inconclusive"))
-            vd->suggest_reps ? fprintf(f, "%d |\n", vd->suggest_reps) : fprintf(f, "unknown (estimate on the threshold) |\n");
+            !vd->suggest_reps ? fprintf(f, "unknown (estimate on the threshold) |\n")
+            : e->speed_tokens ? fprintf(f, "%d blocks (%d decode positions; speed rules) |\n", vd->suggest_reps,
+                                        vd->suggest_reps * e->token_block)
+                              : fprintf(f, "%d |\n", vd->suggest_reps);
         else
             fprintf(f, "– |\n");
     }
@@ -198,7 +228,28 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
 
     fprintf(f, "\n## Footprint over time\n\n![footprint per trial, coloured by arm](footprint.svg)\n");
 
-    if (e->n_speed_trials > 0) {
+    if (e->n_speed_trials > 0 && e->speed_tokens) {
+        /* one row per arm: the per-block rows are in report.json */
+        fprintf(f, "\n## Speed blocks (one process, token-paired; every block in report.json)\n\n| arm | blocks ok | decode "
+                   "tok/s median [min, max] | CPU ms/tok median | pool evicted MiB (sum) |\n|---|---|---|---|---|\n");
+        for (int a = 0; a < e->n_arms; a++) {
+            int n = 0, ok = 0;
+            double ev = 0;
+            double *c = qw_xmalloc((size_t)e->n_speed_trials * sizeof *c);
+            for (int i = 0; i < e->n_speed_trials; i++) {
+                const qw_ab_trial *t = &e->speed_trials[i];
+                if (t->arm != a || t->round < 0) continue;
+                if (t->ok) ok++;
+                if (!isnan(t->m[QW_AB_M_POOL_EVICTED_MB])) ev += t->m[QW_AB_M_POOL_EVICTED_MB];
+                if (t->ok && !isnan(t->m[QW_AB_M_DECODE_TOK_S])) v[n] = t->m[QW_AB_M_DECODE_TOK_S], c[n++] = t->m[QW_AB_M_DECODE_CPU_MS];
+            }
+            double lo = n ? v[0] : NAN, hi = lo;
+            for (int i = 1; i < n; i++) lo = fmin(lo, v[i]), hi = fmax(hi, v[i]);
+            fprintf(f, "| %s | %d/%d | %.4g [%.4g, %.4g] | %.4g | %.4g |\n", e->arms[a].name, ok, e->speed_rounds,
+                    qw_ab_median(v, n), lo, hi, qw_ab_median(c, n), ev);
+            free(c);
+        }
+    } else if (e->n_speed_trials > 0) {
         fprintf(f, "\n## Speed trials (one process, run order)\n\n| # | round | arm | status | decode tok/s | median ms/tok "
                    "| CPU ms/tok | Mcycles/tok | prefill tok/s |\n|---|---|---|---|---|---|---|---|---|\n");
         for (int i = 0; i < e->n_speed_trials; i++) {
@@ -259,7 +310,12 @@ static char *build_json(const qw_ab_experiment *e) {
     cJSON_AddNumberToObject(o, "reps", e->reps);
     cJSON *hy = cJSON_AddObjectToObject(o, "measurement");
     cJSON_AddStringToObject(hy, "cpu", e->cpu_model);
-    cJSON_AddStringToObject(hy, "speed", e->n_speed_trials > 0 ? "in-process" : "separate processes");
+    cJSON_AddStringToObject(hy, "speed", e->n_speed_trials > 0 ? (e->speed_tokens ? "in-process, token-paired" : "in-process")
+                                                              : "separate processes");
+    if (e->speed_tokens) {
+        cJSON_AddNumberToObject(hy, "token_block", e->token_block);
+        cJSON_AddNumberToObject(hy, "speed_rounds", e->speed_rounds);
+    }
     cJSON_AddNumberToObject(hy, "replay_tokens", e->replay_tokens);
     cJSON_AddNumberToObject(hy, "footprint_decode", e->footprint_decode);
     cJSON_AddStringToObject(hy, "perf", e->perf_desc);
@@ -279,6 +335,8 @@ static char *build_json(const qw_ab_experiment *e) {
     }
     cJSON *st = cJSON_AddObjectToObject(o, "statistic");
     cJSON_AddStringToObject(st, "estimate", "median of paired differences (paired by round)");
+    if (e->speed_tokens)
+        cJSON_AddStringToObject(st, "speed_estimate", "token-paired blocks: Hodges-Lehmann + Wilcoxon signed-rank interval");
     cJSON_AddStringToObject(st, "interval", "percentile bootstrap of the median, widened to the sign-test interval");
     cJSON_AddNumberToObject(st, "level", e->level);
     cJSON_AddNumberToObject(st, "resamples", e->resamples);

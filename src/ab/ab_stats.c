@@ -178,6 +178,14 @@ void qw_ab_schedule_rounds(const int *sched, int n, int *rounds) {
     for (int i = 0; i < n; i++) rounds[i] = i == 0 ? -1 : seen[sched[i] & 63]++;
 }
 
+void qw_ab_token_order(int n_arms, int t, int *order) {
+    bool back = (t / n_arms) % 2 == 1;
+    for (int i = 0; i < n_arms; i++) {
+        int a = (i + t) % n_arms;
+        order[back ? n_arms - 1 - i : i] = a;
+    }
+}
+
 void qw_ab_order(int n_arms, int reps, int *order) {
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < n_arms; i++) order[r * n_arms + i] = (r % 2 == 0) ? i : n_arms - 1 - i;
@@ -187,7 +195,14 @@ void qw_ab_order(int n_arms, int reps, int *order) {
 
 bool qw_ab_is_speed_metric(int m) {
     return m == QW_AB_M_DECODE_TOK_S || m == QW_AB_M_DECODE_TOK_S_TRIM || m == QW_AB_M_PREFILL_TOK_S || m == QW_AB_M_TTFT_MS ||
-           m == QW_AB_M_DECODE_MS_MEDIAN || m == QW_AB_M_DECODE_CPU_MS || m == QW_AB_M_DECODE_MCYCLES;
+           m == QW_AB_M_DECODE_MS_MEDIAN || m == QW_AB_M_DECODE_CPU_MS || m == QW_AB_M_DECODE_MCYCLES ||
+           m == QW_AB_M_DECODE_TOK_S_WALL || m == QW_AB_M_DECODE_WAIT_MS;
+}
+
+bool qw_ab_uses_speed_trials(const qw_ab_experiment *e, int m) {
+    if (e->n_speed_trials <= 0 || !qw_ab_is_speed_metric(m)) return false;
+    /* token-paired trials decode only: their prefill is the shared prefix */
+    return !(e->speed_tokens && (m == QW_AB_M_PREFILL_TOK_S || m == QW_AB_M_TTFT_MS));
 }
 
 static const qw_ab_trial *find_trial(const qw_ab_trial *tr, int n_tr, int arm, int round) {
@@ -201,7 +216,7 @@ static const qw_ab_trial *find_trial(const qw_ab_trial *tr, int n_tr, int arm, i
  * separate processes are paired by round. */
 static bool reference(const qw_ab_experiment *e, const qw_ab_trial *tr, int n_tr, const qw_ab_trial *a, int metric,
                       double *vb) {
-    if (tr == e->speed_trials) {
+    if (tr == e->speed_trials && !e->speed_tokens) {
         long i = a - tr;
         if (i < 1 || i + 1 >= n_tr) return false;
         const qw_ab_trial *p = &tr[i - 1], *q = &tr[i + 1];
@@ -218,10 +233,14 @@ static bool reference(const qw_ab_experiment *e, const qw_ab_trial *tr, int n_tr
 qw_ab_interval qw_ab_paired_raw(const qw_ab_experiment *e, int arm, int metric, qw_ab_kind kind) {
     const qw_ab_trial *tr = e->trials;
     int n_tr = e->n_trials;
-    if (e->n_speed_trials > 0 && qw_ab_is_speed_metric(metric)) tr = e->speed_trials, n_tr = e->n_speed_trials;
-    double *d = qw_xmalloc((size_t)(e->reps > 0 ? e->reps : 1) * sizeof *d);
+    int rounds = e->reps;
+    if (qw_ab_uses_speed_trials(e, metric)) {
+        tr = e->speed_trials, n_tr = e->n_speed_trials;
+        if (e->speed_rounds > 0) rounds = e->speed_rounds;
+    }
+    double *d = qw_xmalloc((size_t)(rounds > 0 ? rounds : 1) * sizeof *d);
     int n = 0;
-    for (int r = 0; r < e->reps; r++) {
+    for (int r = 0; r < rounds; r++) {
         const qw_ab_trial *a = find_trial(tr, n_tr, arm, r);
         double va, vb;
         if (!a || !a->ok || !reference(e, tr, n_tr, a, metric, &vb)) continue;
@@ -237,8 +256,11 @@ qw_ab_interval qw_ab_paired_raw(const qw_ab_experiment *e, int arm, int metric, 
             d[n++] = va - vb;
         }
     }
-    qw_ab_interval iv =
-        qw_ab_bootstrap_median(d, n, e->resamples, e->level, e->seed ^ ((uint64_t)arm << 32) ^ (uint64_t)metric);
+    /* token-paired blocks: many exchangeable pairs, so the signed-rank interval (ab_signrank.c) */
+    qw_ab_interval iv = tr == e->speed_trials && e->speed_tokens
+                            ? qw_ab_signrank(d, n, e->level)
+                            : qw_ab_bootstrap_median(d, n, e->resamples, e->level,
+                                                     e->seed ^ ((uint64_t)arm << 32) ^ (uint64_t)metric);
     free(d);
     if (iv.n < 2) iv.valid = false; /* one pair has no spread: never a verdict */
     return iv;

@@ -59,9 +59,14 @@ static const char *usage_text =
     "  --simulate NGB       run each trial under `qwisp simulate NGB --` (docs/tiers.md)\n"
     "  --sample-ms MS       footprint sampling interval from outside (default 25)\n"
     "  --out DIR            report directory (default ab-report)\n"
-    "  --speed inproc|process  where decode/prefill speed is measured: one process alternating the arms\n"
-    "                       (default; arms may only set QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT,\n"
-    "                       QWISP_POOL_DECAY_MS) or the footprint trials' separate processes\n"
+    "  --speed inproc|tokens|process  where decode/prefill speed is measured: one process alternating\n"
+    "                       the arms trial by trial (default), one process alternating them token by\n"
+    "                       token from the same state (tokens: the precise one; decode only), or the\n"
+    "                       footprint trials' separate processes.  inproc and tokens: arms may only set\n"
+    "                       QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT, QWISP_POOL_DECAY_MS\n"
+    "  --block K            tokens: decode positions per paired block (default 2 x the arms, A/A included: every\n"
+    "                       arm then holds every slot of the order equally often; the first block is a warm-up)\n"
+    "  --decode-threads N   tokens: decode on N threads, the prompt on QWISP_THREADS (default: the same)\n"
     "  --replay N           inproc: prompt tokens re-prefilled per trial (default: the whole prompt)\n"
     "  --footprint-decode N decode tokens of the footprint trials (default: --decode)\n"
     "  --footprint-reps R   rounds of footprint trials (default: --reps; 0 = none, speed only)\n"
@@ -279,11 +284,18 @@ static double jnum(const cJSON *o, const char *k) {
 static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **common, int n_common, const char *simulate,
                         const char *trial_dir, int sample_ms, int reps, bool pin, bool use_perf) {
     int n_arms = e->n_arms, n = qw_ab_schedule(n_arms, reps, NULL);
+    int n_blocks = e->speed_tokens ? (e->decode - 1) / e->token_block : 0;
+    if (e->speed_tokens) n = n_blocks * n_arms; /* per block, every arm once, in arm order */
+    e->speed_rounds = e->speed_tokens ? n_blocks - 1 : reps;
     e->speed_trials = qw_xcalloc((size_t)n, sizeof *e->speed_trials);
     e->n_speed_trials = n;
     int *sched = qw_xcalloc((size_t)n, sizeof *sched), *rounds = qw_xcalloc((size_t)n, sizeof *rounds);
-    qw_ab_schedule(n_arms, reps, sched);
-    qw_ab_schedule_rounds(sched, n, rounds);
+    if (e->speed_tokens) {
+        for (int i = 0; i < n; i++) sched[i] = i % n_arms, rounds[i] = i / n_arms - 1;
+    } else {
+        qw_ab_schedule(n_arms, reps, sched);
+        qw_ab_schedule_rounds(sched, n, rounds);
+    }
     for (int i = 0; i < n; i++) {
         e->speed_trials[i].arm = sched[i];
         e->speed_trials[i].round = rounds[i];
@@ -292,7 +304,8 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
     free(sched);
     free(rounds);
     /* argv: [simulate N --] ab-worker -m M --prompt-tokens N --decode D --replay R --reps K --arm … */
-    char np[32], nd[32], nr[32], nk[32];
+    char np[32], nd[32], nr[32], nk[32], nb[32];
+    snprintf(nb, sizeof nb, "%d", e->token_block);
     snprintf(np, sizeof np, "%d", e->prompt_tokens);
     snprintf(nd, sizeof nd, "%d", e->decode);
     snprintf(nr, sizeof nr, "%d", e->replay_tokens);
@@ -311,6 +324,10 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) add_arg(argv, &c, fixed[i]);
     if (!pin) add_arg(argv, &c, "--no-pin");
     if (!use_perf) add_arg(argv, &c, "--no-perf");
+    if (e->speed_tokens) add_arg(argv, &c, "--pair-tokens"), add_arg(argv, &c, nb);
+    char ndt[32];
+    snprintf(ndt, sizeof ndt, "%d", e->decode_threads);
+    if (e->speed_tokens && e->decode_threads > 0) add_arg(argv, &c, "--decode-threads"), add_arg(argv, &c, ndt);
     for (int a = 0; a < n_arms; a++) {
         specs[a] = qw_xcalloc(2048, 1);
         size_t o = (size_t)snprintf(specs[a], 2048, "%s:", e->arms[a].name);
@@ -333,8 +350,13 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
                       .sample_ms = sample_ms > 1000 ? sample_ms : 1000};
     qw_ab_trial w = {0};
     qw_error err = {0};
-    fprintf(stderr, "[ab] speed: one process, %d trials (1 warm-up, %d rounds of %d arms each bracketed by the baseline), "
-                    "replay %d + decode %d tokens each\n", n, reps, n_arms - 1, e->replay_tokens, e->decode);
+    if (e->speed_tokens)
+        fprintf(stderr, "[ab] speed: one process, token-paired: prompt %d once, then %d decode positions x %d arms, "
+                        "%d blocks of %d (1 warm-up)\n", e->prompt_tokens, n_blocks * e->token_block, n_arms, n_blocks,
+                e->token_block);
+    else
+        fprintf(stderr, "[ab] speed: one process, %d trials (1 warm-up, %d rounds of %d arms each bracketed by the baseline), "
+                        "replay %d + decode %d tokens each\n", n, reps, n_arms - 1, e->replay_tokens, e->decode);
     int rc = qw_ab_trial_run(&sp, &w, &err);
     cJSON *o = NULL;
     if (rc == 0 && (w.ok || w.exit_code == 0)) {
@@ -360,11 +382,13 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
             t->ok = (int)jnum(s, "arm") == t->arm && (int)jnum(s, "round") == t->round;
             if (!t->ok) snprintf(t->error, sizeof t->error, "speed worker ran its trials in another order");
             static const int ms[] = {QW_AB_M_DECODE_TOK_S, QW_AB_M_DECODE_TOK_S_TRIM, QW_AB_M_DECODE_MS_MEDIAN, QW_AB_M_DECODE_CPU_MS,
-                                     QW_AB_M_DECODE_MCYCLES, QW_AB_M_PREFILL_TOK_S, QW_AB_M_TTFT_MS};
+                                     QW_AB_M_DECODE_MCYCLES, QW_AB_M_PREFILL_TOK_S, QW_AB_M_TTFT_MS,
+                                     QW_AB_M_DECODE_TOK_S_WALL, QW_AB_M_DECODE_WAIT_MS};
             for (size_t k = 0; k < sizeof ms / sizeof *ms; k++) t->m[ms[k]] = jnum(s, qw_ab_metric_name(ms[k]));
             t->m[QW_AB_M_POOL_EVICTED_MB] = jnum(s, "pool_evicted_mb"); /* shown per trial, paired from processes */
+            if (e->speed_tokens) t->m[QW_AB_M_PREFILL_TOK_S] = t->m[QW_AB_M_TTFT_MS] = NAN; /* from the processes */
             const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "tokens_hash");
-            if (cJSON_IsString(h)) {
+            if (cJSON_IsString(h) && !e->speed_tokens) { /* tokens mode: the worker checked every position */
                 if (!hash0) hash0 = h->valuestring;
                 else if (strcmp(hash0, h->valuestring) && t->ok) {
                     t->ok = false;
@@ -388,7 +412,8 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
 int qw_cmd_ab(int argc, char **argv) {
     const char *C = "ab";
     const char *crit_path = NULL, *model_flag = NULL, *out_dir = "ab-report", *tier = "resident", *simulate = NULL;
-    long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1, replay = -1, fp_decode = -1, fp_reps = -1;
+    long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1, replay = -1, fp_decode = -1, fp_reps = -1, block = 0,
+         decode_threads = 0;
     bool aa = true, pin = true, use_perf = true;
     const char *speed = "inproc";
     qw_ab_arm arms[17];
@@ -406,12 +431,14 @@ int qw_cmd_ab(int argc, char **argv) {
         if (QW_CLI_FLAG("--criteria")) { if (r < 0) goto out; crit_path = v; }
         else if (QW_CLI_FLAG("--speed")) {
             if (r < 0) goto out;
-            if (strcmp(v, "inproc") && strcmp(v, "process")) {
-                fprintf(stderr, "qwisp ab: --speed '%s': expected inproc or process\n", v);
+            if (strcmp(v, "inproc") && strcmp(v, "tokens") && strcmp(v, "process")) {
+                fprintf(stderr, "qwisp ab: --speed '%s': expected inproc, tokens or process\n", v);
                 goto out;
             }
             speed = v;
         }
+        else if (QW_CLI_FLAG("--decode-threads")) { if (r < 0 || qw_cli_long("ab", "--decode-threads", v, 1, 1024, &decode_threads)) goto out; }
+        else if (QW_CLI_FLAG("--block")) { if (r < 0 || qw_cli_long("ab", "--block", v, 1, 1 << 16, &block)) goto out; }
         else if (QW_CLI_FLAG("--replay")) { if (r < 0 || qw_cli_long("ab", "--replay", v, 1, 1 << 22, &replay)) goto out; }
         else if (QW_CLI_FLAG("--footprint-decode")) { if (r < 0 || qw_cli_long("ab", "--footprint-decode", v, 1, 1 << 20, &fp_decode)) goto out; }
         else if (QW_CLI_FLAG("--footprint-reps")) { if (r < 0 || qw_cli_long("ab", "--footprint-reps", v, 0, 1000, &fp_reps)) goto out; }
@@ -456,7 +483,17 @@ int qw_cmd_ab(int argc, char **argv) {
         fprintf(stderr, "qwisp ab: need --criteria FILE and at least two --arm\n%s", usage_text);
         goto out;
     }
-    bool inproc = !strcmp(speed, "inproc");
+    bool tokens = !strcmp(speed, "tokens"), inproc = tokens || !strcmp(speed, "inproc");
+    if (!tokens && (block || decode_threads)) {
+        fprintf(stderr, "qwisp ab: --block and --decode-threads need --speed tokens\n");
+        goto out;
+    }
+    if (tokens && !block) block = 2L * (n_arms + (aa ? 1 : 0));
+    if (tokens && (decode - 1) / block < 2) {
+        fprintf(stderr, "qwisp ab: --speed tokens: --decode %ld with --block %ld gives fewer than 2 blocks (a warm-up "
+                        "and one pair); raise --decode or lower --block\n", decode, block);
+        goto out;
+    }
     for (int a = 0; inproc && a < n_arms; a++) {
         for (int j = 0; j < arms[a].n_set + arms[a].n_unset; j++) {
             const char *kv = j < arms[a].n_set ? arms[a].set[j] : arms[a].unset[j - arms[a].n_set];
@@ -527,7 +564,8 @@ int qw_cmd_ab(int argc, char **argv) {
                           .tier = tier, .prompt_tokens = (int)prompt, .decode = (int)decode, .resamples = 2000,
                           .level = 0.95, .seed = 20260101, .aa_arm = aa_arm,
                           .replay_tokens = (int)(replay < 0 || replay > prompt ? prompt : replay),
-                          .footprint_decode = (int)fp_decode};
+                          .footprint_decode = (int)fp_decode, .speed_tokens = tokens, .token_block = (int)block,
+                          .decode_threads = (int)decode_threads};
     if (fp_reps > e.reps) e.reps = (int)fp_reps;
     cpu_model(e.cpu_model, sizeof e.cpu_model);
     utc_now(e.criteria_read_at);
@@ -608,7 +646,7 @@ int qw_cmd_ab(int argc, char **argv) {
             crit_path, crit.sha256, crit.n_rules, n_trials, fp_reps, n_arms, out_dir);
     e.pagecache_before = qw_ab_pagecache_fraction(model);
     if (inproc) {
-        snprintf(e.speed_mode, sizeof e.speed_mode, "in-process");
+        snprintf(e.speed_mode, sizeof e.speed_mode, tokens ? "in-process, token-paired" : "in-process");
         speed_phase(&e, base, n_base, common, n_common, simulate, trial_dir, (int)sample_ms, (int)reps, pin, use_perf);
     } else {
         snprintf(e.speed_mode, sizeof e.speed_mode, "separate processes");
@@ -655,7 +693,9 @@ int qw_cmd_ab(int argc, char **argv) {
     for (int a = 1; a < n_arms; a++) {
         printf("verdict %s vs %s: %s", arms[a].name, arms[0].name, e.verdicts[a].verdict);
         if (!strcmp(e.verdicts[a].verdict, "inconclusive") && e.verdicts[a].suggest_reps)
-            printf(" (about %d reps would settle it)", e.verdicts[a].suggest_reps);
+            e.speed_tokens ? printf(" (about %d blocks = %d decode positions would settle it)", e.verdicts[a].suggest_reps,
+                                    e.verdicts[a].suggest_reps * e.token_block)
+                           : printf(" (about %d reps would settle it)", e.verdicts[a].suggest_reps);
         printf(" — %s\n", e.verdicts[a].why);
     }
     if (aa_arm >= 0) {

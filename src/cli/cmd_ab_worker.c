@@ -31,9 +31,11 @@
  * summary and the pool's numbers, plus a hash of the generated ids (every arm
  * must generate the same tokens: a pool policy must not change the output).
  */
+#include "ab_worker.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "qwisp/ab.h"
+#include "qwisp/footprint.h"
 #include "qwisp/model.h"
 #include "qwisp/options.h"
 #include "qwisp/place.h"
@@ -61,23 +63,19 @@ int qw_ab_worker_switchable(const char *name, size_t len) {
     return len == 26 && !strncmp(name, "QWISP_PREFILL_MLX_CACHE_MB", 26);
 }
 
-typedef struct {
-    char name[QW_AB_WORD];
-    char *kv[8]; /* "K=V" or "K=" */
-    int n;
-} inproc_arm;
-
-static double mono_s(void) {
+double qw_abw_mono_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static double cpu_s(void) {
+double qw_abw_cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
+#define mono_s qw_abw_mono_s
+#define cpu_s qw_abw_cpu_s
 
 static int parse_warm(const char *spec, inproc_arm *a) {
     memset(a, 0, sizeof *a);
@@ -108,7 +106,7 @@ static int parse_warm(const char *spec, inproc_arm *a) {
  * switchable knob back to the environment's value (the worker's env carries
  * none that an arm touches: `qwisp ab` removed them, as for its separate
  * processes), then the arm's, then the serialize path's policy applied. */
-static int apply_arm(const inproc_arm *a, qw_error *err) {
+int qw_abw_apply_arm(const inproc_arm *a, bool clear, qw_error *err) {
     for (int i = 0; i < N_SWITCHABLE; i++) qw_opt_reset(k_switchable[i]);
     for (int i = 0; i < a->n; i++) {
         const char *eq = strchr(a->kv[i], '=');
@@ -120,11 +118,13 @@ static int apply_arm(const inproc_arm *a, qw_error *err) {
         if (!eq[1]) continue; /* K= : not set (the env holds no value for it) */
         if (qw_opt_set(id, eq + 1, "ab arm", err)) return -1;
     }
-    qw_pool_clear_cache();
+    if (clear) qw_pool_clear_cache();
     return qw_pool_apply_path(QW_POOL_PATH_SERIALIZE, err);
 }
 
-static int32_t argmax(const float *x, int32_t n) {
+static int apply_arm(const inproc_arm *a, qw_error *err) { return qw_abw_apply_arm(a, true, err); }
+
+int32_t qw_abw_argmax(const float *x, int32_t n) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
@@ -152,7 +152,7 @@ static int trial(qw_ctx *c, const qw_ctx_mark *mk, const int32_t *tail, int32_t 
     uint64_t h = 1469598103934665603ull;
     ts->n = 0;
     for (int32_t i = 0; i < decode; i++) {
-        int32_t id = argmax(qw_ctx_logits(c), n_vocab);
+        int32_t id = qw_abw_argmax(qw_ctx_logits(c), n_vocab);
         h = (h ^ (uint64_t)(uint32_t)id) * 1099511628211ull;
         if (i == decode - 1) break;
         double cyc0, tk0, cyc1, tk1;
@@ -209,7 +209,7 @@ static int trial(qw_ctx *c, const qw_ctx_mark *mk, const int32_t *tail, int32_t 
 
 int qw_cmd_ab_worker(int argc, char **argv) {
     const char *C = "ab-worker", *model_flag = NULL;
-    long prompt = 512, decode = 64, replay = -1, reps = 6, threads = 0;
+    long prompt = 512, decode = 64, replay = -1, reps = 6, threads = 0, pair_tokens = 0, decode_threads = 0;
     bool pin = true, use_perf = true;
     inproc_arm arms[16];
     int n_arms = 0;
@@ -218,7 +218,9 @@ int qw_cmd_ab_worker(int argc, char **argv) {
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             puts("usage: qwisp ab-worker -m MODEL --prompt-tokens N --decode D [--replay R] [--reps K] [--threads T]\n"
-                 "         [--no-pin] [--no-perf] --arm NAME:K=V[,K=V…] --arm …\n"
+                 "         [--pair-tokens K] [--no-pin] [--no-perf] --arm NAME:K=V[,K=V…] --arm …\n"
+                 "  --pair-tokens K: the token-paired decode (ab_worker_tokens.c) instead of replay trials\n"
+                 "  --decode-threads N: with --pair-tokens, decode on N threads (the prompt on --threads)\n"
                  "  started by `qwisp ab` for its in-process speed trials (docs/ab.md); arms may set only\n"
                  "  QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT, QWISP_POOL_DECAY_MS; prints one JSON object");
             return 0;
@@ -229,6 +231,8 @@ int qw_cmd_ab_worker(int argc, char **argv) {
         else if (QW_CLI_FLAG("--prompt-tokens")) { if (r < 0 || qw_cli_long(C, "--prompt-tokens", v, 1, 1 << 22, &prompt)) return 2; }
         else if (QW_CLI_FLAG("--decode")) { if (r < 0 || qw_cli_long(C, "--decode", v, 2, 1 << 20, &decode)) return 2; }
         else if (QW_CLI_FLAG("--replay")) { if (r < 0 || qw_cli_long(C, "--replay", v, 1, 1 << 22, &replay)) return 2; }
+        else if (QW_CLI_FLAG("--decode-threads")) { if (r < 0 || qw_cli_long(C, "--decode-threads", v, 1, 1024, &decode_threads)) return 2; }
+        else if (QW_CLI_FLAG("--pair-tokens")) { if (r < 0 || qw_cli_long(C, "--pair-tokens", v, 1, 1 << 16, &pair_tokens)) return 2; }
         else if (QW_CLI_FLAG("--reps")) { if (r < 0 || qw_cli_long(C, "--reps", v, 1, 1000, &reps)) return 2; }
         else if (QW_CLI_FLAG("--threads")) { if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &threads)) return 2; }
         else if (QW_CLI_FLAG("--arm")) {
@@ -248,6 +252,7 @@ int qw_cmd_ab_worker(int argc, char **argv) {
         return 2;
     }
     if (replay < 0 || replay > prompt) replay = prompt;
+    if (pair_tokens > 0) replay = 0; /* the whole prompt is the shared prefix */
     const char *path = qw_cli_model_path(C, model_flag);
     if (!path) return 2;
     qw_error err = {0};
@@ -294,7 +299,41 @@ int qw_cmd_ab_worker(int argc, char **argv) {
     cJSON_AddNumberToObject(out, "replay", (double)replay);
     cJSON_AddNumberToObject(out, "prefix_tokens", n_pre);
     cJSON_AddNumberToObject(out, "prefix_s", prefix_s);
+    {   /* the pool after the shared prefix: its prefill under the baseline's policy */
+        qw_pool_stats ps = qw_pool_get_stats();
+        cJSON_AddNumberToObject(out, "prefix_pool_active_mb", (double)ps.active_bytes / 1048576.0);
+        cJSON_AddNumberToObject(out, "prefix_pool_cache_mb", (double)ps.cache_bytes / 1048576.0);
+        cJSON_AddNumberToObject(out, "prefix_pool_peak_held_mb", (double)ps.peak_held_bytes / 1048576.0);
+        cJSON_AddNumberToObject(out, "state_mb", (double)qw_ctx_state_bytes(c) / 1048576.0);
+        qw_footprint fp;
+        qw_error fe = {0};
+        if (!qw_footprint_read_fast(0, &fp, &fe)) /* the process after the prefix: anon + shmem + swap */
+            cJSON_AddNumberToObject(out, "prefix_footprint_mb", (double)fp.footprint / 1048576.0);
+        fprintf(stderr, "[ab-worker] prefix %d tokens in %.1f s; pool active %.1f MiB, cache %.1f MiB, peak held %.1f MiB\n",
+                (int)n_pre, prefix_s, ps.active_bytes / 1048576.0, ps.cache_bytes / 1048576.0,
+                ps.peak_held_bytes / 1048576.0);
+    }
     cJSON *arr = cJSON_AddArrayToObject(out, "trials");
+    const int32_t n_vocab0 = qw_tokenizer_n_vocab(tok) < m->hp.n_vocab ? qw_tokenizer_n_vocab(tok) : m->hp.n_vocab;
+    if (pair_tokens > 0) {
+        if (decode_threads > 0) { /* the prefix ran on all threads; the paired decode on these */
+            qw_ctx_set_threads(c, (int)decode_threads);
+            if (pin) qw_ab_pin_threads(pin_desc, sizeof pin_desc);
+            qw_ab_perf_close(&perf); /* the counters followed the old threads */
+            if (use_perf) {
+                qw_ab_perf_open(&perf);
+                cJSON_ReplaceItemInObject(out, "perf", cJSON_CreateString(perf.reason));
+                cJSON_ReplaceItemInObject(out, "perf_available", cJSON_CreateBool(perf.available));
+            }
+            cJSON_ReplaceItemInObject(out, "pin", cJSON_CreateString(pin_desc));
+            cJSON_AddNumberToObject(out, "decode_threads", (double)decode_threads);
+        }
+        if (qw_abw_tokens(c, (int32_t)decode, (int32_t)pair_tokens, n_vocab0, arms, n_arms, &perf, arr, &err)) {
+            fprintf(stderr, "qwisp ab-worker: %s\n", err.msg);
+            goto done;
+        }
+        goto finish;
+    }
     ts.ms = qw_xcalloc((size_t)decode, sizeof(double));
     ts.cpu_ms = qw_xcalloc((size_t)decode, sizeof(double));
     ts.mcyc = qw_xcalloc((size_t)decode, sizeof(double));
@@ -311,6 +350,7 @@ int qw_cmd_ab_worker(int argc, char **argv) {
             goto done;
         }
     }
+finish:
     cJSON_AddNumberToObject(out, "pagecache_after", qw_ab_pagecache_fraction(path));
     char *s = cJSON_PrintUnformatted(out);
     puts(s);

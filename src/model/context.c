@@ -97,6 +97,12 @@ void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk) {
     c->chunk = chunk < 1 ? 1 : chunk;
 }
 
+void qw_ctx_set_threads(qw_ctx *c, int n_threads) {
+    qw_threadpool_free(c->tp);
+    c->n_threads = n_threads < 1 ? 1 : n_threads;
+    c->tp = qw_threadpool_new(c->n_threads);
+}
+
 qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *err) {
     const qw_hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train;

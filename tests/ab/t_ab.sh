@@ -111,3 +111,30 @@ out=$("$Q" ab --criteria "$T/crit.txt" -m "$M" --prompt-tokens 32 --decode 6 --r
 out=$("$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" --arm a: --arm b:QWISP_THREADS=1 --out "$T/o8" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "QWISP_THREADS cannot be switched inside one process.*--speed process" && [ ! -e "$T/o8" ] \
     && pass "in-process speed refuses an arm that is not a pool policy" || fail "non-pool arm: rc=$rc $out"
+
+# 5. token-paired speed (--speed tokens, ab_worker_tokens.c), on the recurrent
+# model (the saved state must make every arm choose the same token at every
+# position): blocks of 2 x the arms, the warm-up block unpaired, the
+# signed-rank statistic and the run-queue correction stated, prefill taken
+# from the processes; bad --block / --decode-threads combinations refused.
+M3="$T/qwen35moe.gguf"
+O="$T/o9"
+out=$(QWISP_THREADS=2 "$Q" ab --criteria "$T/crit.txt" -m "$M3" --prompt-tokens 48 --decode 25 --footprint-reps 1 \
+    --footprint-decode 2 --speed tokens --decode-threads 1 --arm u: --arm c:QWISP_PREFILL_CACHE_MB=1 --out "$O" 2>&1); rc=$?
+J="$O/report.json"
+[ $rc -eq 0 ] && [ "$(jq -r .measurement.token_block "$J")" = 6 ] && [ "$(jq -r .measurement.speed_rounds "$J")" = 3 ] \
+    && [ "$(jq '[.speed_trials[] | select(.ok)] | length' "$J")" = 12 ] \
+    && [ "$(jq '[.speed_trials[] | select(.warmup)] | length' "$J")" = 3 ] \
+    && [ "$(jq '[.speed_trials[].metrics.decode_tok_s_wall] | map(select(. > 0)) | length' "$J")" = 12 ] \
+    && grep -q "token-paired" "$O/report.md" && grep -q "Wilcoxon signed-rank" "$O/report.md" \
+    && grep -q "run-queue delay" "$O/report.md" && grep -q "decode threads: 1" "$O/report.md" \
+    && [ "$(jq '.arms[1].metrics.prefill_tok_s.n' "$J")" = 1 ] \
+    && echo "$out" | grep -q "noise floor (A/A, in-process, token-paired)" \
+    && pass "token-paired: every arm the same token at every position, blocks of 2 x arms, statistic stated" \
+    || fail "token-paired: rc=$rc $out"
+out=$("$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" --block 4 --arm a: --arm b:QWISP_PREFILL_CACHE_MB=1 --out "$T/o10" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "\-\-block and \-\-decode-threads need \-\-speed tokens" && [ ! -e "$T/o10" ] \
+    && pass "--block without --speed tokens refused" || fail "--block: rc=$rc $out"
+out=$("$Q" ab --criteria "$T/crit.txt" -m "$M" --prompt-tokens 16 --decode 8 --speed tokens --arm a: --arm b: --out "$T/o11" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "fewer than 2 blocks" && [ ! -e "$T/o11" ] \
+    && pass "--speed tokens with too few decode tokens for two blocks refused" || fail "too few blocks: rc=$rc $out"
