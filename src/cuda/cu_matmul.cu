@@ -114,6 +114,18 @@ __global__ void mm_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byte
 static __thread cu_q8_scratch *t_q8;
 void cu_q8_scratch_use(cu_q8_scratch *sc) { t_q8 = sc; }
 
+/* The CPU converts activations to the weight's dot type before a float dot
+ * (kernels/matmul.c: F16 for F16 weights, BF16 for BF16 — half.c's rules:
+ * RNE, NaN made quiet): the same rounding here keeps the two within the sum
+ * order's rounding instead of the activations' 8 or 11 bits. */
+template <int T> __device__ __forceinline__ float cu_act(float v) { return v; }
+template <> __device__ __forceinline__ float cu_act<QW_TYPE_F16>(float v) { return __half2float(__float2half_rn(v)); }
+template <> __device__ __forceinline__ float cu_act<QW_TYPE_BF16>(float v) {
+    uint32_t u = __float_as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((u >> 16) | 0x40u) << 16);
+    return __uint_as_float(((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16);
+}
+
 template <int T>
 __global__ void mm_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const float *x,
                           int ldx, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
@@ -149,7 +161,8 @@ __global__ void mm_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, 
 #pragma unroll
             for (int q = 0; q < 8; q++) {
                 const float4 v = xr[q];
-                d += w[4 * q] * v.x + w[4 * q + 1] * v.y + w[4 * q + 2] * v.z + w[4 * q + 3] * v.w;
+                d += w[4 * q] * cu_act<T>(v.x) + w[4 * q + 1] * cu_act<T>(v.y) + w[4 * q + 2] * cu_act<T>(v.z) +
+                     w[4 * q + 3] * cu_act<T>(v.w);
             }
             s[i] += d;
         }
