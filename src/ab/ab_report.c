@@ -74,6 +74,15 @@ static const char *arm_env_text(const qw_ab_arm *a, char *buf, size_t cap) {
 }
 
 /* Where the speed numbers came from and what was done to make them quiet. */
+/* Where the footprint side came from: separate processes, or not measured. */
+static void footprint_line(FILE *f, const qw_ab_experiment *e, const char *what) {
+    if (e->n_trials > 0)
+        fprintf(f, "- %s: separate processes, %d decode tokens each (table below)\n", what, e->footprint_decode);
+    else
+        fprintf(f, "- footprint and pool metrics: **not measured** (`--footprint-reps 0`: a speed-only run); "
+                   "rules that need them cannot hold\n");
+}
+
 static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
     fprintf(f, "## Measurement\n\n");
     fprintf(f, "- machine: %s\n", e->cpu_model[0] ? e->cpu_model : "(CPU model unknown)");
@@ -93,12 +102,7 @@ static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
                    "pool_evicted_mb says whether it ever acted)\n",
                 e->prompt_tokens, e->token_block, e->speed_rounds);
         if (e->decode_threads > 0) fprintf(f, "- decode threads: %d (the prompt's prefill on QWISP_THREADS)\n", e->decode_threads);
-        if (e->n_trials > 0)
-            fprintf(f, "- footprint, pool, prefill metrics: separate processes, %d decode tokens each (table below)\n",
-                    e->footprint_decode);
-        else
-            fprintf(f, "- footprint and pool metrics: **not measured** (`--footprint-reps 0`: a speed-only run); "
-                       "rules that need them cannot hold\n");
+        footprint_line(f, e, "footprint, pool, prefill metrics");
     } else if (e->n_speed_trials > 0) {
         fprintf(f, "- speed (decode/prefill/ttft metrics): **in one process** (`qwisp ab-worker`), one warm-up, then "
                    "every other arm's trial bracketed by two baseline trials (A B A C A | C A B A …) and compared with "
@@ -109,12 +113,7 @@ static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
                 e->replay_tokens, e->replay_tokens < e->prompt_tokens ? " (the prompt's tail; the prefix before it is "
                                                                          "shared)" : " (the whole prompt)",
                 e->decode);
-        if (e->n_trials > 0)
-            fprintf(f, "- footprint and pool metrics: separate processes, %d decode tokens each (table below)\n",
-                    e->footprint_decode);
-        else
-            fprintf(f, "- footprint and pool metrics: **not measured** (`--footprint-reps 0`: a speed-only run); "
-                       "rules that need them cannot hold\n");
+        footprint_line(f, e, "footprint and pool metrics");
     } else {
         fprintf(f, "- speed and footprint: separate processes (one per trial)\n");
     }
