@@ -166,6 +166,7 @@ void qw_cli_tune_init(void) {
         {QW_OPT_DECODE_PREFETCH_L2, QW_TUNE_DECODE_PREFETCH_L2},
         {QW_OPT_DECODE_ROWS, QW_TUNE_DECODE_ROWS},
         {QW_OPT_PREFILL_ROWS, QW_TUNE_PREFILL_ROWS},
+        {QW_OPT_DECODE_GEMV, QW_TUNE_DECODE_GEMV},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
         if (qw_opt_str(knobs[i].opt)) qw_tune_set(knobs[i].id, qw_opt_int(knobs[i].opt), QW_TUNE_SRC_KNOB);

@@ -154,6 +154,8 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
     static const int64_t levels[] = {0, 1};
     out->vals[QW_TUNE_DECODE_PREFETCH_L2] =
         levels[pick(&p, QW_TUNE_DECODE_PREFETCH_L2, levels, 2, 0, true, passes, opts->log)];
+    static const int64_t gemv[] = {1, 0}; /* the level's GEMV loop (default), row dots */
+    out->vals[QW_TUNE_DECODE_GEMV] = gemv[pick(&p, QW_TUNE_DECODE_GEMV, gemv, 2, 0, true, passes, opts->log)];
     if (opts->log) fprintf(opts->log, "prefill, %d tokens × %d matrices, best of %d:\n", PREFILL_TOK, PREFILL_MATS, passes);
     int rows_def = 1; /* the default in force at this level (tune.h: larger at the AMX level) */
     for (int i = 0; i < 5; i++)

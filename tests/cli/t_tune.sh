@@ -31,11 +31,11 @@ for ty in q8_0 q4_0; do
     ref=$(QWISP_TUNE=off hash_of "$Q")
     [ -n "$ref" ] || { fail "$ty: no logits hash"; continue; }
     ok=1
-    for kn in "16K 1K 4 1 8" "64M 1M 512 0 4" "100K 3K 20 1 2" "300K 64K 8 0 8"; do
+    for kn in "16K 1K 4 1 8 0" "64M 1M 512 0 4 1" "100K 3K 20 1 2 0" "300K 64K 8 0 8 1"; do
         set -- $kn
-        h=$(QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 QWISP_DECODE_PREFETCH_L2=$4 QWISP_DECODE_ROWS=$5 hash_of "$Q")
-        [ "$h" = "$ref" ] || { ok=0; fail "$ty: knobs item=$1 ahead=$2 rows=$3 l2=$4 drows=$5 give $h, defaults $ref"; }
-        h=$(QWISP_THREADS=1 QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 QWISP_DECODE_PREFETCH_L2=$4 QWISP_DECODE_ROWS=$5 hash_of "$Q")
+        h=$(QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 QWISP_DECODE_PREFETCH_L2=$4 QWISP_DECODE_ROWS=$5 QWISP_DECODE_GEMV=$6 hash_of "$Q")
+        [ "$h" = "$ref" ] || { ok=0; fail "$ty: knobs item=$1 ahead=$2 rows=$3 l2=$4 drows=$5 gemv=$6 give $h, defaults $ref"; }
+        h=$(QWISP_THREADS=1 QWISP_DECODE_ITEM_BYTES=$1 QWISP_DECODE_AHEAD_BYTES=$2 QWISP_PREFILL_ROWS=$3 QWISP_DECODE_PREFETCH_L2=$4 QWISP_DECODE_ROWS=$5 QWISP_DECODE_GEMV=$6 hash_of "$Q")
         [ "$h" = "$ref" ] || { ok=0; fail "$ty: 1 thread, knobs $kn give $h, defaults $ref"; }
     done
     [ $ok = 1 ] && pass "$ty: four knob calibrations × 1/2 threads give the defaults' logits bits ($ref)"
