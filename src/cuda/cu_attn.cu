@@ -82,7 +82,7 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
         const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
         float d = 0.0f;
         for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
-        sum += (double)expf(__fmul_rn(d, scale) - mx);
+        sum += (double)cu_expf(__fmul_rn(d, scale) - mx);
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if ((tid & 31) == 0) redd[tid >> 5] = sum;
@@ -101,7 +101,7 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
             const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
             float d = 0.0f;
             for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
-            pv = expf(__fmul_rn(d, scale) - mx) * inv; /* no fma: the CPU rounds s * scale */
+            pv = cu_expf(__fmul_rn(d, scale) - mx) * inv; /* no fma: the CPU rounds s * scale */
             if (f16) pv = __half2float(__float2half_rn(pv));
         }
         __syncthreads();

@@ -20,6 +20,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The CPU calls libm's expf/logf/sinf/cosf (glibc's are correctly rounded
+ * but for rare inputs); the device's single-precision ones are off by up to
+ * 2 ulp.  Evaluated in double and rounded once, these give the correctly
+ * rounded value, so the two sides agree except in those rare cases. */
+#ifdef __CUDACC__
+__device__ __forceinline__ float cu_expf(float x) { return (float)exp((double)x); }
+__device__ __forceinline__ float cu_logf(float x) { return (float)log((double)x); }
+__device__ __forceinline__ float cu_sinf(float x) { return (float)sin((double)x); }
+__device__ __forceinline__ float cu_cosf(float x) { return (float)cos((double)x); }
+#endif
+
 /* Formats a failure into err (may be NULL) and returns -1. */
 int cu_fail(qw_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define CU_TRY(call, err)                                                                        \
@@ -69,18 +80,65 @@ typedef struct cu_tile {
     int32_t a[CU_MM_NT];
 } cu_tile;
 bool cu_type_ok(int type);
-/* Scratch for Q8_0 activations (floats of the int8 values + one scale per
- * 32): cap = the most x elements one matmul converts. */
+/* Scratch for int8 activations: Q8_0 (xq's bytes, one scale per 32 in xd)
+ * or Q8_K (xq's bytes, then the 16-sums; one scale per 256 in xd); cap = the
+ * most x elements one matmul converts. */
 typedef struct cu_q8_scratch {
     float *xq, *xd;
     size_t cap;
+    /* what the scratch holds now: the x it was made from, its size and
+     * kind (CU_Q8_0 / CU_Q8_K; 0 = nothing), for cu_matmul_again */
+    const float *held_x;
+    size_t held_n;
+    int held_kind;
 } cu_q8_scratch;
+enum { CU_Q8_0 = 1, CU_Q8_K = 2 };
 void cu_q8_scratch_use(cu_q8_scratch *sc);
+/* K-quant weights with Q8_K activations and the CPU's integer block dots
+ * (cu_matmul_kq.cu); false (nothing launched) where that path does not
+ * apply: another type, rows not packed (ldx != k), k % 256, or a scratch too
+ * small — the caller then takes the f32 path. */
+bool cu_matmul_kq(cudaStream_t s, const cu_tensor *w, const uint8_t *W, const float *x, int ldx, int xdiv,
+                  const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc, cu_q8_scratch *sc,
+                  bool reuse);
+/* Whether the scratch already holds x's int8 form of this kind and size
+ * (reuse: the caller vouches x is unchanged since it was made); records
+ * what the caller is about to make otherwise. */
+static inline bool cu_q8_held(cu_q8_scratch *sc, bool reuse, const float *x, size_t n, int kind) {
+    if (reuse && sc->held_kind == kind && sc->held_x == x && sc->held_n == n) return true;
+    sc->held_x = x, sc->held_n = n, sc->held_kind = kind;
+    return false;
+}
+#ifdef __CUDACC__
+/* The tokens a matmul block serves: tile blockIdx.y's assignments (and its
+ * expert e), or dense rows blockIdx.y * CU_MM_NT.. (e = 0); unused slots
+ * repeat a valid row so loads stay in bounds. */
+__device__ __forceinline__ void cu_tile_tokens(const cu_tile *tiles, int n_tok, int *a, int *nt, int *e) {
+    if (tiles) {
+        const cu_tile *tl = &tiles[blockIdx.y];
+        *e = tl->e;
+        *nt = tl->n;
+#pragma unroll
+        for (int i = 0; i < CU_MM_NT; i++) a[i] = i < *nt ? tl->a[i] : 0;
+    } else {
+        const int t0 = blockIdx.y * CU_MM_NT;
+        *e = 0;
+        *nt = min(CU_MM_NT, n_tok - t0);
+#pragma unroll
+        for (int i = 0; i < CU_MM_NT; i++) a[i] = t0 + (i < *nt ? i : 0);
+    }
+}
+#endif
 /* y[t][r] (+)= dot(W[r], x[t]) for t < n_tok (dense, tiles == NULL), or for
  * the tiles' assignments with W's expert e (x row a/xdiv; n_tok = x's rows).
  * acc: add to y. */
 void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
                const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc);
+/* cu_matmul on the x of an earlier call, unchanged since (wk after wq, up
+ * after gate, …): the int8 activations it made are used again where the
+ * scratch still holds them — one conversion kernel fewer, the same bits. */
+void cu_matmul_again(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
+                     const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc);
 /* Expert tiles for single-token steps built on the device: tile a = (sel[a], 1, {a}). */
 void cu_tiles_from_sel(cudaStream_t s, const int32_t *sel, int n, cu_tile *tiles);
 /* Like cu_tiles_from_sel but e is slot_of[sel[a]] (the streaming tier's slots). */

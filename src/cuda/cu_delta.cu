@@ -4,11 +4,11 @@
  *   gates     beta = sigmoid(b), alpha = softplus(a + dt_bias) * A
  *   conv      thread per channel, tokens in order, state [(K-1)][C] as the CPU
  *   l2norm    per key head of q and k, llama.cpp's composition (deltanet.c)
- *   delta     one block per value head, one thread per state column j; the
- *             column lives in registers for the whole chunk (S is a template
- *             argument: 16..256), so a prefill chunk reads and writes the
- *             S x S state once.  Per token: M_j *= decay; d = (v_j - M_j.k)
- *             * beta; M_j += d k; o_j = M_j.q / sqrt(S) — the CPU's order.
+ *   delta     one warp per state row j of a value head, the row in registers
+ *             for the whole chunk (S is a template argument: 16..128), so a
+ *             prefill chunk reads and writes the S x S state once.  Per
+ *             token: M_j *= decay; d = (v_j - M_j.k) * beta; M_j += d k; o_j
+ *             = M_j.q / sqrt(S) — the CPU's operations in its summation order.
  *   gated norm  o = RMSNorm_S(o) * ssm_norm * silu(z)
  * The device state layout is the CPU's (row j of a head = column j).
  */
@@ -20,9 +20,9 @@ __global__ void gates_kernel(float *beta, float *alpha, const float *dt, const f
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * hv) return;
     const int h = i % hv;
-    beta[i] = 1.0f / (1.0f + expf(-beta[i]));
+    beta[i] = 1.0f / (1.0f + cu_expf(-beta[i]));
     const float x = alpha[i] + dt[h];
-    alpha[i] = (x > 20.0f ? x : logf(1.0f + expf(x))) * A[h];
+    alpha[i] = (x > 20.0f ? x : cu_logf(1.0f + cu_expf(x))) * A[h];
 }
 
 void cu_dn_gates(cudaStream_t s, float *beta, float *alpha, const float *dt, const float *A, int n_tok, int hv) {
@@ -38,9 +38,10 @@ __global__ void conv_kernel(const float *mix, float *cv, float *st, const float 
         const size_t r = (size_t)t * C + ch;
         const float in = mix[r];
         float sum = 0.0f;
-        for (int q = 0; q < K - 1; q++) sum += st[(size_t)q * C + ch] * wc[q];
-        sum += in * wc[K - 1];
-        cv[r] = sum / (1.0f + expf(-sum));
+        /* products rounded before each add, as the CPU (built without FP contraction) */
+        for (int q = 0; q < K - 1; q++) sum = __fadd_rn(sum, __fmul_rn(st[(size_t)q * C + ch], wc[q]));
+        sum = __fadd_rn(sum, __fmul_rn(in, wc[K - 1]));
+        cv[r] = sum / (1.0f + cu_expf(-sum));
         for (int q = 0; q + 1 < K - 1; q++) st[(size_t)q * C + ch] = st[(size_t)(q + 1) * C + ch];
         if (K > 1) st[(size_t)(K - 2) * C + ch] = in;
     }
@@ -69,42 +70,88 @@ void cu_l2norm_qk(cudaStream_t s, float *cv, int n_tok, int C, int n_vec, int S,
     l2norm_kernel<<<dim3(n_vec, n_tok), 32, 0, s>>>(cv, C, n_vec, S, eps);
 }
 
+/* A state row's dot with x, in the CPU's order (delta_avx512.c) so that the
+ * same inputs give the same bits: for S a multiple of 64, partial p (0..63)
+ * is an FMA chain over i = p, p + 64, ... (lane L holds i = L + 32c, so its
+ * partials are p = L and L + 32), then the pairwise tree (p, p+32), (p,
+ * p+16), 8, 4, 2, 1 — the AVX-512 accumulators' adds and
+ * _mm512_reduce_add_ps; for smaller S the scalar tail loop's order (one
+ * running sum of rounded products; the C code is built without FP
+ * contraction, so no FMA here either).  Every lane returns the sum. */
+template <int S> __device__ __forceinline__ float dn_row_dot(const float *m, const float *x, int lane) {
+    constexpr int NC = (S + 31) / 32;
+    if constexpr (S % 64 == 0) {
+        float pa = __fmaf_rn(m[0], x[0], 0.0f), pb = __fmaf_rn(m[1], x[1], 0.0f);
+#pragma unroll
+        for (int c = 2; c < NC; c += 2) {
+            pa = __fmaf_rn(m[c], x[c], pa);
+            pb = __fmaf_rn(m[c + 1], x[c + 1], pb);
+        }
+        float v = __fadd_rn(pa, pb);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+        return v;
+    } else {
+        float sum = 0.0f;
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const float p = __fmul_rn(m[c], x[c]);
+            const int n = S - 32 * c < 32 ? S - 32 * c : 32;
+            for (int l = 0; l < n; l++) sum = __fadd_rn(sum, __shfl_sync(0xffffffffu, p, l));
+        }
+        return sum;
+    }
+}
+
+/* m += x * d, as the CPU's mad (FMA in the vector body, rounded product +
+ * add in the scalar tail that is all of it for S < 64). */
+template <int S> __device__ __forceinline__ void dn_row_mad(float *m, const float *x, float d) {
+    constexpr int NC = (S + 31) / 32;
+#pragma unroll
+    for (int c = 0; c < NC; c++) m[c] = S % 64 == 0 ? __fmaf_rn(x[c], d, m[c]) : __fadd_rn(m[c], __fmul_rn(x[c], d));
+}
+
+enum { DN_WARPS = 4 };
+
+/* One warp per state row j of value head h (row j = the state's column j,
+ * contiguous as on the CPU); the row lives in registers, S/32 elements a
+ * lane, for the whole chunk of n tokens, so a prefill chunk reads and writes
+ * the state once and every load is coalesced. */
 template <int S>
 __global__ void delta_kernel(float *state, const float *cv, const float *beta, const float *alpha, float *o, int n,
                              int HK, int HV) {
-    __shared__ float qs[S], ks[S];
-    const int h = blockIdx.x, j = threadIdx.x;
+    constexpr int NC = (S + 31) / 32;
+    const int h = blockIdx.x, lane = threadIdx.x & 31;
+    const int j = blockIdx.y * DN_WARPS + (threadIdx.x >> 5);
+    if (j >= S) return; /* whole warps only: j is uniform in a warp */
     const int KD = S * HK, VD = S * HV, C = 2 * KD + VD;
     float *Mj = state + ((size_t)h * S + j) * S;
-    float m[S];
+    float m[NC];
 #pragma unroll
-    for (int i = 0; i < S; i++) m[i] = Mj[i];
+    for (int c = 0; c < NC; c++) m[c] = lane + 32 * c < S ? Mj[lane + 32 * c] : 0.0f;
     const float scale = 1.0f / sqrtf((float)S);
     for (int t = 0; t < n; t++) {
         const float *row = cv + (size_t)t * C;
-        __syncthreads();
-        qs[j] = row[(h % HK) * S + j];
-        ks[j] = row[KD + (h % HK) * S + j];
-        __syncthreads();
+        const float *qh = row + (h % HK) * S, *kh = row + KD + (h % HK) * S;
+        float q[NC], k[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const bool in = lane + 32 * c < S;
+            q[c] = in ? qh[lane + 32 * c] : 0.0f;
+            k[c] = in ? kh[lane + 32 * c] : 0.0f;
+        }
         const float vj = row[2 * KD + h * S + j];
-        const float decay = expf(alpha[(size_t)t * HV + h]), b = beta[(size_t)t * HV + h];
-        float sk = 0.0f;
+        const float decay = cu_expf(alpha[(size_t)t * HV + h]), b = beta[(size_t)t * HV + h];
 #pragma unroll
-        for (int i = 0; i < S; i++) {
-            m[i] *= decay;
-            sk += m[i] * ks[i];
-        }
-        const float d = (vj - sk) * b;
-        float acc = 0.0f;
-#pragma unroll
-        for (int i = 0; i < S; i++) {
-            m[i] += ks[i] * d;
-            acc += m[i] * qs[i];
-        }
-        o[(size_t)t * VD + (size_t)h * S + j] = acc * scale;
+        for (int c = 0; c < NC; c++) m[c] = __fmul_rn(m[c], decay);
+        const float d = __fmul_rn(__fsub_rn(vj, dn_row_dot<S>(m, k, lane)), b);
+        dn_row_mad<S>(m, k, d);
+        const float acc = dn_row_dot<S>(m, q, lane);
+        if (lane == 0) o[(size_t)t * VD + (size_t)h * S + j] = __fmul_rn(acc, scale);
     }
 #pragma unroll
-    for (int i = 0; i < S; i++) Mj[i] = m[i];
+    for (int c = 0; c < NC; c++)
+        if (lane + 32 * c < S) Mj[lane + 32 * c] = m[c];
 }
 
 bool cu_delta_supported(int S) { return S == 16 || S == 32 || S == 64 || S == 128; }
@@ -112,11 +159,12 @@ bool cu_delta_supported(int S) { return S == 16 || S == 32 || S == 64 || S == 12
 void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, float *o,
               int n_tok, int S, int HK, int HV) {
     if (n_tok <= 0) return;
+    const dim3 grid(HV, (S + DN_WARPS - 1) / DN_WARPS);
     switch (S) {
-    case 16: delta_kernel<16><<<HV, 16, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
-    case 32: delta_kernel<32><<<HV, 32, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
-    case 64: delta_kernel<64><<<HV, 64, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
-    case 128: delta_kernel<128><<<HV, 128, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
+    case 16: delta_kernel<16><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
+    case 32: delta_kernel<32><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
+    case 64: delta_kernel<64><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
+    case 128: delta_kernel<128><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
     default: break; /* refused at upload (cu_delta_supported) */
     }
 }
@@ -136,7 +184,7 @@ __global__ void gated_norm_kernel(float *o, const float *z, const float *w, int 
     const float scale = 1.0f / sqrtf(mean + eps);
     for (int i = threadIdx.x; i < S; i += blockDim.x) {
         const float g = zr[i];
-        x[i] = ((x[i] * scale) * w[i]) * (g / (1.0f + expf(-g)));
+        x[i] = ((x[i] * scale) * w[i]) * (g / (1.0f + cu_expf(-g)));
     }
 }
 

@@ -225,8 +225,8 @@ static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos
     cu_rmsnorm(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, E, E, hp->rms_eps);
     float *qout = L->gated ? P(c->qg) : P(c->q);
     cu_matmul(s, &L->wq, NULL, P(c->xn), E, 1, NULL, 0, n, qout, (int)L->wq.ne1, false);
-    cu_matmul(s, &L->wk, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->kc), (int)L->wk.ne1, false);
-    cu_matmul(s, &L->wv, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->vc), (int)L->wv.ne1, false);
+    cu_matmul_again(s, &L->wk, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->kc), (int)L->wk.ne1, false);
+    cu_matmul_again(s, &L->wv, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->vc), (int)L->wv.ne1, false);
     if (L->gated) cu_split_q(s, P(c->qg), P(c->q), n, H, D);
     cu_rmsnorm(s, P(c->q), P(c->q), (const float *)L->q_norm.data, D, n * H, D, D, hp->rms_eps);
     cu_rmsnorm(s, P(c->kc), P(c->kc), (const float *)L->k_norm.data, D, n * HKV, D, D, hp->rms_eps);
@@ -246,9 +246,9 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n) {
     cudaStream_t s = c->s;
     cu_rmsnorm(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, E, E, hp->rms_eps);
     cu_matmul(s, &L->wqkv, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->mix), (int)L->wqkv.ne1, false);
-    cu_matmul(s, &L->wz, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->z), (int)L->wz.ne1, false);
-    cu_matmul(s, &L->w_beta, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->beta), (int)L->w_beta.ne1, false);
-    cu_matmul(s, &L->w_alpha, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->alpha), (int)L->w_alpha.ne1, false);
+    cu_matmul_again(s, &L->wz, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->z), (int)L->wz.ne1, false);
+    cu_matmul_again(s, &L->w_beta, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->beta), (int)L->w_beta.ne1, false);
+    cu_matmul_again(s, &L->w_alpha, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->alpha), (int)L->w_alpha.ne1, false);
     cu_dn_gates(s, P(c->beta), P(c->alpha), (const float *)L->dt_bias.data, (const float *)L->ssm_a.data, n, HV);
     cu_conv(s, P(c->mix), P(c->cv), P(c->conv[il]), (const float *)L->conv1d.data, n, C, KC);
     cu_l2norm_qk(s, P(c->cv), n, C, 2 * HK, S, hp->rms_eps);
@@ -264,7 +264,7 @@ static void expert_tiles(cu_ctx *c, const cu_layer *L, const cu_tile *tiles, int
     const int E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used;
     cudaStream_t s = c->s;
     cu_matmul(s, &L->gate_exps, slots ? L->slot_g : NULL, P(c->xn), E, K, tiles, n_tiles, n, P(c->gate), F, false);
-    cu_matmul(s, &L->up_exps, slots ? L->slot_u : NULL, P(c->xn), E, K, tiles, n_tiles, n, P(c->up), F, false);
+    cu_matmul_again(s, &L->up_exps, slots ? L->slot_u : NULL, P(c->xn), E, K, tiles, n_tiles, n, P(c->up), F, false);
     cu_swiglu_tiles(s, P(c->gate), P(c->up), tiles, n_tiles, F);
     cu_matmul(s, &L->down_exps, slots ? L->slot_d : NULL, P(c->gate), F, 1, tiles, n_tiles, n * K, P(c->down), E,
               false);
@@ -342,10 +342,11 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
     if (L->gate_shexp.data) {
         const int FS = hp->n_ff_shexp;
         cu_matmul(s, &L->gate_shexp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->sg), FS, false);
-        cu_matmul(s, &L->up_shexp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->su), FS, false);
+        cu_matmul_again(s, &L->up_shexp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->su), FS, false);
+        /* the gate's dot before the down projection re-converts the scratch */
+        cu_matmul_again(s, &L->shexp_gate, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->sgate), 1, false);
         cu_swiglu(s, P(c->sg), P(c->su), (size_t)n * FS);
         cu_matmul(s, &L->down_shexp, NULL, P(c->sg), FS, 1, NULL, 0, n, P(c->sd), E, false);
-        cu_matmul(s, &L->shexp_gate, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->sgate), 1, false);
         sd = P(c->sd);
     }
     cu_moe_combine(s, P(c->x), P(c->down), P(c->selw), sd, sd ? P(c->sgate) : NULL, n, K, E);

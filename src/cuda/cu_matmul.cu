@@ -9,8 +9,12 @@
  * a/xdiv, y row a) — the MoE's gate/up (xdiv = k: the token's normed row) and
  * down (xdiv = 1).  Prefill groups assignments by expert into tiles on the
  * host (cu_forward.cu); decode builds one tile per assignment on the device.
- * Sums: per lane in sub-block order, then a warp tree.  Not the CPU's order
- * nor its int8 activations, so results agree to rounding (tests/gpu/).
+ * Sums: Q8_0 / Q4_0 take the CPU's int8 activations and the scalar
+ * reference's block order (the avx512-amx level's too), so a row's dot has
+ * those levels' bits; F32 follows the avx512 levels' dot_f32 (the router);
+ * K-quants take Q8_K activations and integer block dots (cu_matmul_kq.cu);
+ * F16/BF16 (and K-quants where that path does not apply) sum per lane in sub-block order, then
+ * a warp tree, with f32 activations, and agree to rounding (tests/gpu/).
  */
 #include "cu_common.h"
 #include "cu_quant.cuh"
@@ -19,8 +23,8 @@ enum { MM_WARPS = 4 };
 
 /* Q8_0 activations, as the CPU makes them (quant_ref.c): per 32-block amax,
  * d = fp16(amax / 127), q = round-half-even(x * 127 / amax) clamped to int8;
- * q kept as floats (integers) beside one d per block. */
-__global__ void quant_q8_kernel(const float *x, int n_blocks, float *xq, float *xd) {
+ * the int8 values beside one d per block. */
+__global__ void quant_q8_kernel(const float *x, int n_blocks, int8_t *xq, float *xd) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= n_blocks) return;
     const float *xb = x + (size_t)b * 32;
@@ -28,83 +32,79 @@ __global__ void quant_q8_kernel(const float *x, int n_blocks, float *xq, float *
     for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
     const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
     xd[b] = __half2float(__float2half_rn(d));
-    for (int i = 0; i < 32; i++) {
-        float r = rintf(xb[i] * id);
-        r = fminf(fmaxf(r, -128.0f), 127.0f);
-        xq[(size_t)b * 32 + i] = r;
+    int32_t *qw = (int32_t *)(xq + (size_t)b * 32);
+    for (int c = 0; c < 8; c++) {
+        int e[4];
+        for (int i = 0; i < 4; i++) e[i] = (int)fminf(fmaxf(rintf(__fmul_rn(xb[4 * c + i], id)), -128.0f), 127.0f);
+        qw[c] = (int32_t)((uint32_t)(uint8_t)e[0] | ((uint32_t)(uint8_t)e[1] << 8) | ((uint32_t)(uint8_t)e[2] << 16) |
+                          ((uint32_t)(uint8_t)e[3] << 24));
     }
 }
 
-/* The weight's integer values of sub-block j and its scale (Q8_0, Q4_0). */
-template <int T> __device__ __forceinline__ float cu_int32(const uint8_t *row, int j, float *w);
-template <> __device__ __forceinline__ float cu_int32<QW_TYPE_Q8_0>(const uint8_t *row, int j, float *w) {
+/* The weight's 32 integer values of sub-block j as int8, four to a word,
+ * and its scale (Q8_0, Q4_0: nibble - 8, low nibbles first). */
+template <int T> __device__ __forceinline__ float cu_w8(const uint8_t *row, int j, int32_t *w);
+template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q8_0>(const uint8_t *row, int j, int32_t *w) {
     const uint8_t *b = row + (size_t)j * 34;
-    const int8_t *q = (const int8_t *)(b + 2);
-#pragma unroll
-    for (int i = 0; i < 32; i++) w[i] = (float)q[i];
+    cu_ldw<8>(b + 2, (uint32_t *)w);
     return cu_h2f(cu_ld16(b));
 }
-template <> __device__ __forceinline__ float cu_int32<QW_TYPE_Q4_0>(const uint8_t *row, int j, float *w) {
+template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *row, int j, int32_t *w) {
     const uint8_t *b = row + (size_t)j * 18;
+    uint32_t q[4];
+    cu_ldw<4>(b + 2, q);
 #pragma unroll
-    for (int i = 0; i < 16; i++) {
-        w[i] = (float)((b[2 + i] & 15) - 8);
-        w[i + 16] = (float)((b[2 + i] >> 4) - 8);
+    for (int c = 0; c < 4; c++) {
+        w[c] = (int32_t)__vsub4(q[c] & 0x0f0f0f0fu, 0x08080808u);
+        w[c + 4] = (int32_t)__vsub4((q[c] >> 4) & 0x0f0f0f0fu, 0x08080808u);
     }
     return cu_h2f(cu_ld16(b));
 }
 
-/* The CPU's Q8_0 / Q4_0 dot: per block an exact integer sum (|sum| <= 32*128*127
- * < 2^24, so exact in f32) times d_w * d_x in f32. */
+/* The CPU's Q8_0 / Q4_0 dot (quant_ref.c): per block an exact integer sum
+ * (dp4a) times (d_w * d_x), each float operation rounded on its own, summed
+ * block by block in order. */
 template <int T>
-__global__ void mm_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const float *xq,
+__global__ void mm_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
                              const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r = blockIdx.x * MM_WARPS + warp;
     if (r >= rows) return;
-    int nt, a[CU_MM_NT], e = 0;
-    if (tiles) {
-        const cu_tile *tl = &tiles[blockIdx.y];
-        e = tl->e;
-        nt = tl->n;
-#pragma unroll
-        for (int i = 0; i < CU_MM_NT; i++) a[i] = i < nt ? tl->a[i] : 0;
-    } else {
-        const int t0 = blockIdx.y * CU_MM_NT;
-        nt = min(CU_MM_NT, n_tok - t0);
-#pragma unroll
-        for (int i = 0; i < CU_MM_NT; i++) a[i] = t0 + (i < nt ? i : 0);
-    }
+    int nt, a[CU_MM_NT], e;
+    cu_tile_tokens(tiles, n_tok, a, &nt, &e);
     const uint8_t *wr = W + (size_t)e * mat_bytes + (size_t)r * row_bytes;
     const int nsb = k >> 5;
     float s[CU_MM_NT];
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) s[i] = 0.0f;
-    for (int j = lane; j < nsb; j += 32) {
-        float w[32];
-        const float dw = cu_int32<T>(wr, j, w);
+    /* 32 blocks at a time, one per lane: the block products in parallel,
+     * then their sum in block order through shuffles, every lane keeping the
+     * running sum — the scalar reference's serial chain (and the avx512-amx
+     * level's), so a row's dot has the CPU's bits there */
+    for (int j0 = 0; j0 < nsb; j0 += 32) {
+        const int j = j0 + lane, nb = min(32, nsb - j0);
+        int32_t w[8];
+        const float dw = j < nsb ? cu_w8<T>(wr, j, w) : 0.0f;
 #pragma unroll
         for (int i = 0; i < CU_MM_NT; i++) {
-            if (i >= nt) break;
+            if (i >= nt) break; /* nt is the warp's: the shuffles below stay converged */
             const size_t xr = (size_t)(a[i] / xdiv);
-            const float4 *xv = (const float4 *)(xq + xr * k + (size_t)j * 32);
-            float isum = 0.0f;
+            float p = 0.0f;
+            if (j < nsb) {
+                const int32_t *yv = (const int32_t *)(xq + xr * k + (size_t)j * 32);
+                int isum = 0;
 #pragma unroll
-            for (int q = 0; q < 8; q++) {
-                const float4 v = xv[q];
-                isum += w[4 * q] * v.x + w[4 * q + 1] * v.y + w[4 * q + 2] * v.z + w[4 * q + 3] * v.w;
+                for (int c = 0; c < 8; c++) isum = __dp4a(w[c], yv[c], isum);
+                p = __fmul_rn((float)isum, __fmul_rn(dw, xd[xr * nsb + j]));
             }
-            s[i] += __fmul_rn(isum, dw * xd[xr * nsb + j]); /* the CPU rounds the product before the sum */
+            for (int l = 0; l < nb; l++) s[i] = __fadd_rn(s[i], __shfl_sync(0xffffffffu, p, l));
         }
     }
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) {
-        float v = s[i];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (lane == 0 && i < nt) {
             float *dst = y + (size_t)a[i] * ldy + r;
-            *dst = acc ? *dst + v : v;
+            *dst = acc ? *dst + s[i] : s[i];
         }
     }
 }
@@ -112,7 +112,10 @@ __global__ void mm_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byte
 /* The Q8_0 activation scratch of the thread's current context (cu_forward.cu
  * sizes it before any capture). */
 static __thread cu_q8_scratch *t_q8;
-void cu_q8_scratch_use(cu_q8_scratch *sc) { t_q8 = sc; }
+void cu_q8_scratch_use(cu_q8_scratch *sc) {
+    t_q8 = sc;
+    if (sc) sc->held_kind = 0; /* a new step: x buffers hold new values */
+}
 
 /* The CPU converts activations to the weight's dot type before a float dot
  * (kernels/matmul.c: F16 for F16 weights, BF16 for BF16 — half.c's rules:
@@ -132,19 +135,8 @@ __global__ void mm_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int r = blockIdx.x * MM_WARPS + warp;
     if (r >= rows) return;
-    int nt, a[CU_MM_NT], e = 0;
-    if (tiles) {
-        const cu_tile *tl = &tiles[blockIdx.y];
-        e = tl->e;
-        nt = tl->n;
-#pragma unroll
-        for (int i = 0; i < CU_MM_NT; i++) a[i] = i < nt ? tl->a[i] : 0;
-    } else {
-        const int t0 = blockIdx.y * CU_MM_NT;
-        nt = min(CU_MM_NT, n_tok - t0);
-#pragma unroll
-        for (int i = 0; i < CU_MM_NT; i++) a[i] = t0 + (i < nt ? i : 0);
-    }
+    int nt, a[CU_MM_NT], e;
+    cu_tile_tokens(tiles, n_tok, a, &nt, &e);
     const uint8_t *wr = W + (size_t)e * mat_bytes + (size_t)r * row_bytes;
     float s[CU_MM_NT];
 #pragma unroll
@@ -179,6 +171,48 @@ __global__ void mm_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, 
     }
 }
 
+/* F32 weights: the avx512 / avx512-amx levels' dot_f32 (quant_avx512.c), so
+ * the router's logits have those levels' bits.  Its 64 partial sums (four
+ * 16-lane FMA accumulators a0..a3 over 64-element chunks; a 16-element
+ * remainder into a0, the last < 16 into a1) live two per lane: lane L holds
+ * partial L (a0/a1) and L + 32 (a2/a3).  Then (a0 + a1) + (a2 + a3) and the
+ * 16-lane tree 8, 4, 2, 1 of _mm512_reduce_add_ps — xor-shuffles here. */
+__global__ void mm_f32_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const float *x,
+                              int ldx, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = blockIdx.x * MM_WARPS + warp;
+    if (r >= rows) return;
+    int nt, a[CU_MM_NT], e;
+    cu_tile_tokens(tiles, n_tok, a, &nt, &e);
+    const float *w = (const float *)(W + (size_t)e * mat_bytes + (size_t)r * row_bytes);
+    const int k64 = k & ~63, k16 = k & ~15;
+#pragma unroll
+    for (int i = 0; i < CU_MM_NT; i++) {
+        if (i >= nt) break; /* warp-uniform */
+        const float *xr = x + (size_t)(a[i] / xdiv) * ldx;
+        float pa = 0.0f, pb = 0.0f;
+        for (int c = 0; c < k64; c += 64) {
+            pa = __fmaf_rn(w[c + lane], xr[c + lane], pa);
+            pb = __fmaf_rn(w[c + 32 + lane], xr[c + 32 + lane], pb);
+        }
+        for (int c = k64; c < k16; c += 16)
+            if (lane < 16) pa = __fmaf_rn(w[c + lane], xr[c + lane], pa);
+        if (k16 < k && lane >= 16) {
+            const int q = k16 + lane - 16;
+            pa = q < k ? __fmaf_rn(w[q], xr[q], pa) : __fmaf_rn(0.0f, 0.0f, pa);
+        }
+        pa = __fadd_rn(pa, __shfl_xor_sync(0xffffffffu, pa, 16));
+        pb = __fadd_rn(pb, __shfl_xor_sync(0xffffffffu, pb, 16));
+        float v = __fadd_rn(pa, pb);
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+        if (lane == 0) {
+            float *dst = y + (size_t)a[i] * ldy + r;
+            *dst = acc ? *dst + v : v;
+        }
+    }
+}
+
 bool cu_type_ok(int type) {
     switch (type) {
     case QW_TYPE_F32: case QW_TYPE_F16: case QW_TYPE_BF16: case QW_TYPE_Q8_0: case QW_TYPE_Q4_0:
@@ -187,8 +221,8 @@ bool cu_type_ok(int type) {
     }
 }
 
-void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
-               const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc) {
+static void matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
+                   const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc, bool reuse) {
     const uint8_t *W = wbase ? wbase : w->data;
     const int rows = (int)w->ne1, k = (int)w->ne0;
     dim3 grid((rows + MM_WARPS - 1) / MM_WARPS, tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
@@ -198,13 +232,20 @@ void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const f
     if ((w->type == QW_TYPE_Q8_0 || w->type == QW_TYPE_Q4_0) && t_q8 && ldx == k && n_tok > 0 &&
         (size_t)n_tok * k <= t_q8->cap) {
         const int nb = n_tok * (k / 32);
-        quant_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(x, nb, t_q8->xq, t_q8->xd);
+        if (!cu_q8_held(t_q8, reuse, x, (size_t)n_tok * k, CU_Q8_0))
+            quant_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(x, nb, (int8_t *)t_q8->xq, t_q8->xd);
         if (w->type == QW_TYPE_Q8_0)
-            mm_q8_kernel<QW_TYPE_Q8_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, t_q8->xq,
+            mm_q8_kernel<QW_TYPE_Q8_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, (const int8_t *)t_q8->xq,
                                                                      t_q8->xd, xdiv, tiles, n_tok, y, ldy, acc);
         else
-            mm_q8_kernel<QW_TYPE_Q4_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, t_q8->xq,
+            mm_q8_kernel<QW_TYPE_Q4_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, (const int8_t *)t_q8->xq,
                                                                      t_q8->xd, xdiv, tiles, n_tok, y, ldy, acc);
+        return;
+    }
+    if (cu_matmul_kq(s, w, W, x, ldx, xdiv, tiles, n_tiles, n_tok, y, ldy, acc, t_q8, reuse)) return;
+    if (w->type == QW_TYPE_F32) {
+        mm_f32_kernel<<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, x, ldx, xdiv, tiles, n_tok,
+                                                     y, ldy, acc);
         return;
     }
 #define MM(T)                                                                                                  \
@@ -213,11 +254,21 @@ void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const f
                                                     n_tok, y, ldy, acc);                                       \
         break;
     switch (w->type) {
-        MM(QW_TYPE_F32) MM(QW_TYPE_F16) MM(QW_TYPE_BF16) MM(QW_TYPE_Q8_0) MM(QW_TYPE_Q4_0) MM(QW_TYPE_Q2_K)
+        MM(QW_TYPE_F16) MM(QW_TYPE_BF16) MM(QW_TYPE_Q8_0) MM(QW_TYPE_Q4_0) MM(QW_TYPE_Q2_K)
         MM(QW_TYPE_Q3_K) MM(QW_TYPE_Q4_K) MM(QW_TYPE_Q5_K) MM(QW_TYPE_Q6_K)
     default: break; /* refused at upload (cu_type_ok) */
     }
 #undef MM
+}
+
+void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
+               const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc) {
+    matmul(s, w, wbase, x, ldx, xdiv, tiles, n_tiles, n_tok, y, ldy, acc, false);
+}
+
+void cu_matmul_again(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
+                     const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc) {
+    matmul(s, w, wbase, x, ldx, xdiv, tiles, n_tiles, n_tok, y, ldy, acc, true);
 }
 
 __global__ void tiles_kernel(const int32_t *sel, const int32_t *slot_of, int n, cu_tile *tiles) {

@@ -64,10 +64,10 @@ __global__ void rope_kernel(float *x, int n_heads, int head_dim, int n_rot, int 
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float theta = (float)(pos0 + t);
         for (int q = 0; q < i; q++) theta *= theta_scale;
-        const float c = cosf(theta), sn = sinf(theta);
+        const float c = cu_cosf(theta), sn = cu_sinf(theta);
         const float x0 = v[i], x1 = v[i + half];
-        v[i] = x0 * c - x1 * sn;
-        v[i + half] = x0 * sn + x1 * c;
+        v[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)); /* no FMA: the CPU rounds each product */
+        v[i + half] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
     }
 }
 
@@ -89,7 +89,7 @@ __global__ void route_kernel(const float *logits, int X, int k, int norm, float 
     mx = block_max_f(mx, shf);
     double sum = 0.0;
     for (int i = threadIdx.x; i < X; i += blockDim.x) {
-        p[i] = expf(l[i] - mx);
+        p[i] = cu_expf(l[i] - mx);
         sum += (double)p[i];
     }
     sum = block_sum_d(sum, shd);
@@ -139,7 +139,7 @@ void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int 
 
 __global__ void swiglu_kernel(float *g, const float *u, size_t n) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+    if (i < n) g[i] = (g[i] / (1.0f + cu_expf(-g[i]))) * u[i];
 }
 
 void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n) {
@@ -152,7 +152,7 @@ __global__ void swiglu_tiles_kernel(float *g, const float *u, const cu_tile *til
     for (int i = 0; i < t->n; i++) {
         float *gr = g + (size_t)t->a[i] * f;
         const float *ur = u + (size_t)t->a[i] * f;
-        for (int d = threadIdx.x; d < f; d += blockDim.x) gr[d] = (gr[d] / (1.0f + expf(-gr[d]))) * ur[d];
+        for (int d = threadIdx.x; d < f; d += blockDim.x) gr[d] = (gr[d] / (1.0f + cu_expf(-gr[d]))) * ur[d];
     }
 }
 
@@ -166,7 +166,7 @@ __global__ void sigmoid_mul_kernel(float *a, const float *g, int n_head, int d, 
     const int t = blockIdx.y, h = blockIdx.x;
     float *ar = a + ((size_t)t * n_head + h) * d;
     const float *gr = g + ((size_t)t * n_head + h) * g_stride;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) ar[i] *= 1.0f / (1.0f + expf(-gr[i]));
+    for (int i = threadIdx.x; i < d; i += blockDim.x) ar[i] *= 1.0f / (1.0f + cu_expf(-gr[i]));
 }
 
 void cu_sigmoid_mul(cudaStream_t s, float *a, const float *g, int n_tok, int n_head, int d, int g_stride) {
@@ -192,12 +192,13 @@ __global__ void moe_combine_kernel(float *x, const float *down, const float *sel
     if (d >= E) return;
     const float *dr = down + (size_t)t * k * E + d;
     const float *w = selw + (size_t)t * k;
-    float acc = dr[0] * w[0];
-    for (int q = 1; q < k; q++) acc += dr[(size_t)q * E] * w[q];
+    /* moe.c: each expert row scaled by its weight (rounded), then summed in top-k order */
+    float acc = __fmul_rn(dr[0], w[0]);
+    for (int q = 1; q < k; q++) acc = __fadd_rn(acc, __fmul_rn(dr[(size_t)q * E], w[q]));
     float *xr = x + (size_t)t * E + d;
     if (sd) {
-        const float g = 1.0f / (1.0f + expf(-sgate[t]));
-        *xr += acc + sd[(size_t)t * E + d] * g;
+        const float g = 1.0f / (1.0f + cu_expf(-sgate[t]));
+        *xr += __fadd_rn(acc, __fmul_rn(sd[(size_t)t * E + d], g));
     } else {
         *xr += acc;
     }

@@ -28,6 +28,7 @@
 #include "qwisp/options.h"
 #include "qwisp/place.h"
 #include "qwisp/pool.h"
+#include "qwisp/quant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -292,6 +293,15 @@ int main(void) {
         fprintf(stderr, "test_gpu: %s\n", err.msg);
         return 2;
     }
+    /* QWISP_SIMD picks the CPU side's kernel level, as the CLI does (the
+     * device's bits are one level's: the scalar reference's and avx512-amx's
+     * for Q8_0/Q4_0) */
+    const char *simd = qw_opt_str(QW_OPT_SIMD);
+    if (simd && strcmp(simd, "auto") != 0 && qw_simd_force(simd)) {
+        fprintf(stderr, "test_gpu: QWISP_SIMD=%s: not a level\n", simd);
+        return 2;
+    }
+    printf("INFO: CPU side at kernel level %s\n", qw_simd_level());
     if (!qw_opt_is_set(QW_OPT_CUDA_LIB)) {
         /* the object sits in the build directory, not next to this program */
         char lib[512];

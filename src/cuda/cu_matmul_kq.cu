@@ -1,0 +1,250 @@
+/* cu_matmul_kq.cu — K-quant weights (Q2_K..Q6_K) times Q8_K activations on
+ * the device, as the CPU and llama.cpp compute them (kquant_ref.c,
+ * kquant_impl.h's contract): activations quantized per 256 to int8 with one
+ * f32 scale and sixteen 16-element sums; per super-block the exact integer
+ * sums sumi = sum_g sc[g] * (q . y)_g and summ = sum_g mn[g] * bsums[g]; one
+ * float expression per block, yd * (d * sumi - dmin * summ), each operation
+ * rounded on its own; blocks summed in order.  That is the scalar
+ * reference's dot bit for bit, and the avx2/avx512 levels' for Q2_K, Q3_K
+ * and Q5_K (their Q4_K and Q6_K carry float lanes across blocks: the same to
+ * rounding).
+ *
+ * Layout: a warp per output row, a lane per 32-element sub-block (two
+ * groups of 16): the lane unpacks its weights to int8 and dots them with
+ * dp4a; the eight lanes of a super-block add their integer sums by
+ * shuffles; the block terms are then summed in block order.
+ */
+#include "cu_common.h"
+#include "cu_quant.cuh"
+
+enum { KQ_WARPS = 4 };
+
+/* Q8_K activations: one warp per 256-element block.  max = the element of
+ * largest magnitude (the first on ties) with its sign; iscale = -127 / max;
+ * q = round-half-even(iscale * x) capped at 127; d = 1 / iscale. */
+__global__ void quant_q8k_kernel(const float *x, int n_blocks, int8_t *q, int32_t *bsums, float *d) {
+    const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (b >= n_blocks) return;
+    const float *xb = x + (size_t)b * 256;
+    float v[8], amax = 0.0f;
+    int idx = 256;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        v[i] = xb[8 * lane + i];
+        if (fabsf(v[i]) > amax) amax = fabsf(v[i]), idx = 8 * lane + i;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (oa > amax || (oa == amax && oi < idx)) amax = oa, idx = oi;
+    }
+    int8_t *qb = q + (size_t)b * 256;
+    if (amax == 0.0f) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) qb[8 * lane + i] = 0;
+        if (lane < 16) bsums[(size_t)b * 16 + lane] = 0;
+        if (lane == 0) d[b] = 0.0f;
+        return;
+    }
+    const float mx = xb[idx], iscale = -127.0f / mx;
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int r = min((int)rintf(__fmul_rn(iscale, v[i])), 127);
+        qb[8 * lane + i] = (int8_t)r;
+        s += r;
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1); /* lanes 2g, 2g+1 hold group g's 16 */
+    if ((lane & 1) == 0) bsums[(size_t)b * 16 + (lane >> 1)] = s;
+    if (lane == 0) d[b] = 1.0f / iscale;
+}
+
+/* Sub-block j of a row in integer form: q[32] as int8 packed four to a word,
+ * the scales and mins of its two 16-groups, the block's d and dmin. */
+struct kq_sub {
+    int32_t w[8];
+    int sc0, sc1, mn0, mn1;
+    float d, dmin;
+};
+
+__device__ __forceinline__ int32_t pack4(int a, int b, int c, int e) {
+    return (int32_t)((uint32_t)(uint8_t)a | ((uint32_t)(uint8_t)b << 8) | ((uint32_t)(uint8_t)c << 16) |
+                     ((uint32_t)(uint8_t)e << 24));
+}
+
+template <int T> __device__ __forceinline__ void kq_unpack(const uint8_t *row, int j, kq_sub *u);
+
+template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q2_K>(const uint8_t *row, int j, kq_sub *u) {
+    const uint8_t *b = row + (size_t)(j >> 3) * 84;
+    const int sb = j & 7, h = sb >> 2, s = sb & 3;
+    uint32_t qs[8];
+    cu_ldw<8>(b + 16 + 32 * h, qs);
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+        int e[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) e[i] = (cu_byte(qs, 4 * c + i) >> (2 * s)) & 3;
+        u->w[c] = pack4(e[0], e[1], e[2], e[3]);
+    }
+    const int g = 2 * sb;
+    u->sc0 = b[g] & 15, u->mn0 = b[g] >> 4, u->sc1 = b[g + 1] & 15, u->mn1 = b[g + 1] >> 4;
+    u->d = cu_h2f(cu_ld16(b + 80)), u->dmin = cu_h2f(cu_ld16(b + 82));
+}
+template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q3_K>(const uint8_t *row, int j, kq_sub *u) {
+    const uint8_t *b = row + (size_t)(j >> 3) * 110;
+    const int sb = j & 7, h = sb >> 2, s = sb & 3;
+    uint32_t hm[8], qs[8];
+    cu_ldw<8>(b, hm);
+    cu_ldw<8>(b + 32 + 32 * h, qs);
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+        int e[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int l = 4 * c + i;
+            e[i] = (((cu_byte(qs, l) >> (2 * s)) & 3) | (((cu_byte(hm, l) >> (4 * h + s)) & 1) << 2)) - 4;
+        }
+        u->w[c] = pack4(e[0], e[1], e[2], e[3]);
+    }
+    const uint8_t *sc = b + 96;
+    int scl[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int g = 2 * sb + k;
+        const int lo = g < 8 ? (sc[g] & 15) : (sc[g - 8] >> 4);
+        const int hi = (sc[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+        scl[k] = (lo | (hi << 4)) - 32;
+    }
+    u->sc0 = scl[0], u->sc1 = scl[1], u->mn0 = u->mn1 = 0;
+    u->d = cu_h2f(cu_ld16(b + 108)), u->dmin = 0.0f;
+}
+template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q4_K>(const uint8_t *row, int j, kq_sub *u) {
+    const uint8_t *b = row + (size_t)(j >> 3) * 144;
+    const int sb = j & 7, shift = (sb & 1) * 4;
+    uint32_t qs[8];
+    cu_ldw<8>(b + 16 + 32 * (sb >> 1), qs);
+#pragma unroll
+    for (int c = 0; c < 8; c++) u->w[c] = (int32_t)((qs[c] >> shift) & 0x0f0f0f0fu);
+    float sc, m;
+    cu_scale_min_k4(sb, b + 4, &sc, &m);
+    u->sc0 = u->sc1 = (int)sc, u->mn0 = u->mn1 = (int)m;
+    u->d = cu_h2f(cu_ld16(b)), u->dmin = cu_h2f(cu_ld16(b + 2));
+}
+template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q5_K>(const uint8_t *row, int j, kq_sub *u) {
+    const uint8_t *b = row + (size_t)(j >> 3) * 176;
+    const int sb = j & 7, shift = (sb & 1) * 4;
+    uint32_t qh[8], qs[8];
+    cu_ldw<8>(b + 16, qh);
+    cu_ldw<8>(b + 48 + 32 * (sb >> 1), qs);
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+        const uint32_t lo = (qs[c] >> shift) & 0x0f0f0f0fu, hi = ((qh[c] >> sb) & 0x01010101u) << 4;
+        u->w[c] = (int32_t)(lo | hi);
+    }
+    float sc, m;
+    cu_scale_min_k4(sb, b + 4, &sc, &m);
+    u->sc0 = u->sc1 = (int)sc, u->mn0 = u->mn1 = (int)m;
+    u->d = cu_h2f(cu_ld16(b)), u->dmin = cu_h2f(cu_ld16(b + 2));
+}
+template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q6_K>(const uint8_t *row, int j, kq_sub *u) {
+    const uint8_t *b = row + (size_t)(j >> 3) * 210;
+    const int sb = j & 7, h = sb >> 2, k = sb & 3;
+    uint32_t ql[8], qh[8];
+    cu_ldw<8>(b + 64 * h + 32 * (k & 1), ql);
+    cu_ldw<8>(b + 128 + 32 * h, qh);
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+        const uint32_t lo = (k < 2 ? ql[c] : ql[c] >> 4) & 0x0f0f0f0fu, hi = ((qh[c] >> (2 * k)) & 0x03030303u) << 4;
+        u->w[c] = (int32_t)__vsub4(lo | hi, 0x20202020u); /* bytes - 32, as signed int8 */
+    }
+    const int8_t *scales = (const int8_t *)(b + 192);
+    u->sc0 = scales[2 * sb], u->sc1 = scales[2 * sb + 1], u->mn0 = u->mn1 = 0;
+    u->d = cu_h2f(cu_ld16(b + 208)), u->dmin = 0.0f;
+}
+
+template <int T>
+__global__ void mm_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
+                             const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y,
+                             int ldy, int acc) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int r = blockIdx.x * KQ_WARPS + warp;
+    if (r >= rows) return;
+    int nt, a[CU_MM_NT], e;
+    cu_tile_tokens(tiles, n_tok, a, &nt, &e);
+    const uint8_t *wr = W + (size_t)e * mat_bytes + (size_t)r * row_bytes;
+    const int nsub = k >> 5, nblk = k >> 8;
+    float s[CU_MM_NT];
+#pragma unroll
+    for (int i = 0; i < CU_MM_NT; i++) s[i] = 0.0f;
+    for (int j0 = 0; j0 < nsub; j0 += 32) {
+        const int j = j0 + lane, nb = min(4, nblk - (j0 >> 3)); /* blocks in this round */
+        kq_sub u;
+        if (j < nsub) kq_unpack<T>(wr, j, &u);
+#pragma unroll
+        for (int i = 0; i < CU_MM_NT; i++) {
+            if (i >= nt) break; /* nt is the warp's: the shuffles stay converged */
+            const size_t xr = (size_t)(a[i] / xdiv);
+            int si = 0, sm = 0;
+            if (j < nsub) {
+                const int32_t *yv = (const int32_t *)(xq + xr * k + (size_t)j * 32);
+                int s0 = 0, s1 = 0;
+#pragma unroll
+                for (int c = 0; c < 4; c++) s0 = __dp4a(u.w[c], yv[c], s0);
+#pragma unroll
+                for (int c = 4; c < 8; c++) s1 = __dp4a(u.w[c], yv[c], s1);
+                const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
+                si = u.sc0 * s0 + u.sc1 * s1;
+                sm = u.mn0 * bs[0] + u.mn1 * bs[1];
+            }
+            /* the block's integer sums over its eight lanes (exact in any order) */
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) {
+                si += __shfl_xor_sync(0xffffffffu, si, o);
+                sm += __shfl_xor_sync(0xffffffffu, sm, o);
+            }
+            float term = 0.0f;
+            if (j < nsub) {
+                const float yd = xd[xr * nblk + (j >> 3)];
+                term = __fmul_rn(yd, __fsub_rn(__fmul_rn(u.d, (float)si), __fmul_rn(u.dmin, (float)sm)));
+            }
+            for (int q = 0; q < nb; q++) s[i] = __fadd_rn(s[i], __shfl_sync(0xffffffffu, term, 8 * q));
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < CU_MM_NT; i++) {
+        if (lane == 0 && i < nt) {
+            float *dst = y + (size_t)a[i] * ldy + r;
+            *dst = acc ? *dst + s[i] : s[i];
+        }
+    }
+}
+
+bool cu_matmul_kq(cudaStream_t s, const cu_tensor *w, const uint8_t *W, const float *x, int ldx, int xdiv,
+                  const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc, cu_q8_scratch *sc,
+                  bool reuse) {
+    const int rows = (int)w->ne1, k = (int)w->ne0;
+    if (!sc || ldx != k || k % 256 || n_tok <= 0 || (size_t)n_tok * k > sc->cap) return false;
+    switch (w->type) {
+    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K: break;
+    default: return false;
+    }
+    /* the scratch: int8 values in xq's bytes, then the 16-sums; d per block in xd */
+    int8_t *q = (int8_t *)sc->xq;
+    int32_t *bs = (int32_t *)(q + ((sc->cap + 15) & ~(size_t)15)); /* cap/4 bytes more: 4 * cap fit */
+    const int nb = n_tok * (k / 256);
+    if (!cu_q8_held(sc, reuse, x, (size_t)n_tok * k, CU_Q8_K))
+        quant_q8k_kernel<<<(nb + 3) / 4, 128, 0, s>>>(x, nb, q, bs, sc->xd);
+    dim3 grid((rows + KQ_WARPS - 1) / KQ_WARPS, tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
+#define KQ(T)                                                                                                   \
+    case T:                                                                                                     \
+        mm_kq_kernel<T><<<grid, KQ_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, q, bs, sc->xd, xdiv, \
+                                                       tiles, n_tok, y, ldy, acc);                              \
+        break;
+    switch (w->type) {
+        KQ(QW_TYPE_Q2_K) KQ(QW_TYPE_Q3_K) KQ(QW_TYPE_Q4_K) KQ(QW_TYPE_Q5_K) KQ(QW_TYPE_Q6_K)
+    default: break;
+    }
+#undef KQ
+    return true;
+}
