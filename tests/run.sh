@@ -13,6 +13,10 @@ set -u
 BUILD=${1:-build}
 export QWISP_BUILD="$BUILD"
 export QWISP_BIN="$PWD/$BUILD/qwisp"
+# tests run with the built-in kernel parameters: they neither calibrate at
+# first use nor read (or complain about) the user's calibration cache —
+# t_tune.sh checks those paths with its own file; bits never depend on it
+export QWISP_TUNE=${QWISP_TUNE:-off}
 export QWISP_TEST_TMP=${QWISP_TEST_TMP:-$(mktemp -d /tmp/qwisp-test.XXXXXX)}
 FILTER=${QWISP_TEST_FILTER:-.}
 passed=0; failed=0; failed_names=()

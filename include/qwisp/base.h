@@ -70,6 +70,11 @@ FILE *qw_atomic_open(qw_atomic_file *w, const char *path, qw_error *err);
 int qw_atomic_commit(qw_atomic_file *w, qw_error *err);
 void qw_atomic_abort(qw_atomic_file *w);
 
+/* mkdir -p: dir and every folder above it (0755); existing ones are fine.
+ * With parent_only, the last path component is a file name and is left out.
+ * -1 + err naming the folder that could not be made. */
+int qw_mkdir_p(const char *dir, bool parent_only, qw_error *err);
+
 /* Parses an amount of GB ("16", "0.25", "2G", "2gb"; decimal GB) into bytes:
  * QWISP_DEVICE_RAM, QWISP_SSD_THROTTLE_GBS, `qwisp simulate NGB`.  0, or -1 +
  * err naming `what` and the text. */

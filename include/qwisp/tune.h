@@ -97,9 +97,10 @@ int qw_tune_default_path(const char *xdg_cache_home, const char *home, const cha
                          qw_error *err);
 
 /* Reads the cache file: 0 = values set as "calibrated"; 1 = no such file;
- * -1 = unusable (unreadable, corrupt, a bad checksum, a value out of range, or
- * written for another CPU, SIMD level or binary: err says which) — no value is changed
- * then, so a bad file leaves the defaults in place. */
+ * 2 = stale: well formed but written for another CPU, SIMD level or binary
+ * (err says which); -1 = unusable (unreadable, corrupt, a bad checksum, a
+ * value out of range: err says which).  No value is changed unless 0, so a
+ * bad or stale file leaves the defaults in place. */
 int qw_tune_load(const char *path, qw_error *err);
 /* Writes `vals` (and the threads they were measured with) atomically, under
  * this process's key, creating the directory.  -1 + err on failure. */

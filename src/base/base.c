@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int qw_vfail(qw_error *err, const char *fmt, va_list ap) {
@@ -195,4 +196,22 @@ int qw_parse_gb(const char *what, const char *text, uint64_t *bytes, qw_error *e
         return qw_fail(err, "%s='%s': expected a positive number of GB (e.g. 16 or 0.5)", what, text);
     *bytes = (uint64_t)(v * 1e9);
     return 0;
+}
+
+int qw_mkdir_p(const char *dir, bool parent_only, qw_error *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return qw_fail(err, "path too long: %.64s...", dir);
+    if (parent_only) {
+        char *slash = strrchr(buf, '/');
+        if (!slash || slash == buf) return 0; /* the current folder or / */
+        *slash = 0;
+    }
+    for (char *p = buf + 1;; p++) {
+        const bool end = *p == 0;
+        if (!end && *p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) && errno != EEXIST) return qw_fail(err, "mkdir %s: %s", buf, strerror(errno));
+        if (end) return 0;
+        *p = '/';
+    }
 }

@@ -37,7 +37,7 @@ static const char *enum_words(qw_opt id) {
     case QW_OPT_LOG: return "error|warn|info|debug";
     case QW_OPT_SIMD: return "auto|avx512-amx|avx512|avx512-nobf16|avx512-novbmi|avx512-novbmi-nobf16|avx2|scalar";
     case QW_OPT_KV_TYPE: return "f16|f32";
-    case QW_OPT_TUNE: return "auto|off";
+    case QW_OPT_TUNE: return "auto|cached|off";
     case QW_OPT_POOL_FIT: return "classes|exact";
     case QW_OPT_STREAM_IO: return "auto|uring|pread";
     case QW_OPT_EXPERT_POLICY: return "lfu|lru";

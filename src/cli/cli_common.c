@@ -155,9 +155,12 @@ void qw_cli_tune_init(void) {
     else if (!g_tune_path[0]) snprintf(g_tune_state, sizeof g_tune_state, "unusable: %s", err.msg);
     else {
         const int rc = qw_tune_load(g_tune_path, &err);
-        if (rc < 0) {
-            snprintf(g_tune_state, sizeof g_tune_state, "unusable: %s", err.msg);
-            fprintf(stderr, "qwisp: %s; using the built-in defaults (run `qwisp tune` to recalibrate)\n", err.msg);
+        const bool auto_tune = !strcmp(qw_opt_str(QW_OPT_TUNE), "auto");
+        if (rc < 0 || rc == 2) {
+            snprintf(g_tune_state, sizeof g_tune_state, "%s: %s", rc < 0 ? "unusable" : "stale", err.msg);
+            /* a stale cache under auto is replaced at first use (tune_first_use.c) */
+            if (rc < 0 || !auto_tune)
+                fprintf(stderr, "qwisp: %s; using the built-in defaults (run `qwisp tune` to recalibrate)\n", err.msg);
         } else snprintf(g_tune_state, sizeof g_tune_state, rc == 0 ? "loaded" : "absent");
     }
     static const struct { qw_opt opt; qw_tune_id id; } knobs[] = {

@@ -48,9 +48,15 @@ int qw_cli_threads(long flag_value);
  * line on stderr; an absent one is silent.  Called once by main(). */
 void qw_cli_tune_init(void);
 /* The cache path used (or "" when none could be formed) and a word on what
- * became of it: "loaded", "absent", "off", "unusable: <why>". */
+ * became of it: "loaded", "absent", "off", "unusable: <why>", "stale: <why>"
+ * (another CPU, SIMD level or binary's). */
 const char *qw_cli_tune_path(void);
 const char *qw_cli_tune_state(void);
+/* QWISP_TUNE=auto with no cache file for this machine ("absent", "stale"): measures the
+ * parameters once in a child process, caches them and loads them
+ * (tune_first_use.c); a one-line notice on stderr.  main() calls it for the
+ * commands that run a model. */
+void qw_cli_tune_first_use(void);
 
 /* Exactly n tokens of natural English text (repeated as needed). */
 int32_t *qw_cli_natural_prompt(const qw_tokenizer *tok, int32_t n);

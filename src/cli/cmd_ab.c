@@ -153,18 +153,6 @@ static void utc_now(char out[40]) {
     snprintf(out + n, 40 - n, ".%06dZ", (int)(ts.tv_nsec / 1000) % 1000000);
 }
 
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
-}
-
 /* Name of a "K=V" or "K" entry, as (pointer, length). */
 static size_t var_len(const char *kv) {
     const char *eq = strchr(kv, '=');
@@ -593,14 +581,15 @@ int qw_cmd_ab(int argc, char **argv) {
     for (int i = 1; i < argc && co < sizeof cmdline; i++)
         co += (size_t)snprintf(cmdline + co, sizeof cmdline - co, " %s", argv[i]);
     e.command = cmdline;
-    if (mkdir_p(out_dir)) {
-        fprintf(stderr, "qwisp ab: --out %s: %s\n", out_dir, strerror(errno));
+    qw_error derr = {0};
+    if (qw_mkdir_p(out_dir, false, &derr)) {
+        fprintf(stderr, "qwisp ab: --out %s: %s\n", out_dir, derr.msg);
         goto out_crit;
     }
     char trial_dir[4096];
     snprintf(trial_dir, sizeof trial_dir, "%s/trials", out_dir);
-    if (mkdir_p(trial_dir)) {
-        fprintf(stderr, "qwisp ab: %s: %s\n", trial_dir, strerror(errno));
+    if (qw_mkdir_p(trial_dir, false, &derr)) {
+        fprintf(stderr, "qwisp ab: %s: %s\n", trial_dir, derr.msg);
         goto out_crit;
     }
 

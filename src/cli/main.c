@@ -73,6 +73,11 @@ int main(int argc, char **argv) {
     const char *simd = qw_opt_str(QW_OPT_SIMD);
     if (simd && strcmp(simd, "auto") != 0) qw_simd_force(simd);
     qw_cli_tune_init();
+    /* calibration at first use, before anything is loaded or timed */
+    static const char *const k_model_cmds[] = {"run", "chat", "serve", "bench", "ab", "simulate"};
+    for (size_t i = 0; i < sizeof k_model_cmds / sizeof k_model_cmds[0]; i++)
+        if (!strcmp(argv[1], k_model_cmds[i]) && !(argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))))
+            qw_cli_tune_first_use();
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
         if (!strcmp(argv[1], g_cmds[i].name)) return g_cmds[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "qwisp: unknown command '%s'\n", argv[1]);

@@ -197,8 +197,10 @@ int qw_tune_load(const char *path, qw_error *err) {
                 return qw_fail(err, "tune cache %s: corrupt (not a version-1 qwisp tune file)", path);
             header = true;
         } else if (!strcmp(k, "machine")) {
-            if (strcmp(v, qw_tune_machine_key()))
-                return qw_fail(err, "tune cache %s: written for another CPU, SIMD level or binary (%s)", path, v);
+            if (strcmp(v, qw_tune_machine_key())) {
+                qw_fail(err, "tune cache %s: written for another CPU, SIMD level or binary (%s)", path, v);
+                return 2; /* well formed, someone else's: stale, not corrupt */
+            }
             machine = true;
         } else if (!strcmp(k, "threads")) {
             /* informational: what the values were measured with */
@@ -227,14 +229,8 @@ int qw_tune_load(const char *path, qw_error *err) {
 }
 
 int qw_tune_save(const char *path, const int64_t vals[QW_TUNE_COUNT], int threads, qw_error *err) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    for (char *p = dir + 1; *p; p++) { /* mkdir -p of the folders above the file */
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(dir, 0755) && errno != EEXIST) return qw_fail(err, "tune cache: mkdir %s: %s", dir, strerror(errno));
-        *p = '/';
-    }
+    qw_error why = {0};
+    if (qw_mkdir_p(path, true, &why)) return qw_fail(err, "tune cache: %s", why.msg);
     char text[MAX_FILE];
     int len = snprintf(text, sizeof text, "qwisp-tune 1\nmachine %s\nthreads %d\n", qw_tune_machine_key(), threads);
     for (int i = 0; i < QW_TUNE_COUNT && len > 0 && len < MAX_FILE; i++)

@@ -3,7 +3,7 @@
 # never bits: the logits hash of a Q8_0 and a Q4_0 model (prefill through the
 # tiles + decode through the row loops) is the same under the defaults, under
 # extreme knob values, and under a calibration read from the cache; `qwisp
-# config` names each value's source; a corrupt, truncated or foreign cache
+# config` names each value's source; QWISP_TUNE=auto calibrates at first use; a corrupt, truncated or foreign cache
 # file falls back to the defaults with one line on stderr and the same bits.
 # Behaviour only: no speed is checked.
 set -u
@@ -11,6 +11,8 @@ Q=${QWISP_BIN:?QWISP_BIN not set}
 T=${QWISP_TEST_TMP:-/tmp}/tune
 rm -rf "$T"; mkdir -p "$T"
 export QWISP_TUNE_FILE="$T/cache/tune.txt" QWISP_THREADS=2
+# no calibration at first use except where a check asks for it (QWISP_TUNE=auto)
+export QWISP_TUNE=cached
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; }
 
@@ -84,7 +86,7 @@ check_broken() { # name, file text (already written)
     h=$(hash_of "$Q"); n=$(wc -l <"$T/err")
     cfg=$("$Q" config 2>/dev/null)
     if [ "$h" = "$ref_q8_0" ] && [ "$n" = 1 ] && grep -q "using the built-in defaults" "$T/err" \
-        && grep -qE '^\(tune\) decode_item_bytes +262144 +default' <<<"$cfg" && grep -q 'unusable' <<<"$cfg"; then
+        && grep -qE '^\(tune\) decode_item_bytes +262144 +default' <<<"$cfg" && grep -qE 'unusable|stale' <<<"$cfg"; then
         pass "$name cache: one notice ($(cut -c1-90 "$T/err")…), defaults, same bits"
     else fail "$name cache: hash $h (want $ref_q8_0), $n stderr lines: $(cat "$T/err"); $(grep '(tune' <<<"$cfg")"; fi
 }
@@ -92,7 +94,10 @@ sed 's/^decode_item_bytes .*/decode_item_bytes 98304/' <<<"$good" >"$QWISP_TUNE_
 head -c 60 <<<"$good" >"$QWISP_TUNE_FILE"; check_broken "truncated"
 head -c 300 /dev/urandom >"$QWISP_TUNE_FILE"; check_broken "random bytes"
 # a well-formed file (valid check) from another machine, and one with a value out of range
-python3 - "$QWISP_TUNE_FILE" "$good" <<'PY'
+# writes TEXT (a good cache file's) to the cache path re-keyed to another
+# machine, with a valid check line: well formed, someone else's
+write_foreign() {
+    python3 - "$QWISP_TUNE_FILE" "$1" <<'PY'
 import sys
 path, good = sys.argv[1], sys.argv[2]
 def fnv(b):
@@ -103,6 +108,8 @@ body = "".join(l + "\n" for l in good.splitlines() if not l.startswith("check ")
 body = "\n".join("machine Some Other CPU | 00ff" if l.startswith("machine ") else l for l in body.split("\n"))
 open(path, "w").write(body + "check %016x\n" % fnv(body.encode()))
 PY
+}
+write_foreign "$good"
 check_broken "another machine's"
 body=$(grep -v '^check ' <<<"$good" | sed 's/^prefill_rows .*/prefill_rows 9999/')
 printf '%s\ncheck %s\n' "$body" "$(python3 -c 'import sys
@@ -115,3 +122,24 @@ M="$T/q8_0.gguf"; h=$(hash_of "$Q")
 if [ "$h" = "$ref_q8_0" ] && [ ! -s "$T/err" ] && "$Q" config | grep -qE '^\(tune cache\) .*: absent'; then
     pass "absent cache: defaults, silent, config says absent"
 else fail "absent cache: $h $(cat "$T/err")"; fi
+
+# calibration at first use (QWISP_TUNE=auto, nothing cached): the run measures in a child,
+# caches, says so on stderr and gives the same bits; the next run reads the cache silently
+M="$T/q8_0.gguf"; h=$(QWISP_TUNE=auto hash_of "$Q")
+if [ "$h" = "$ref_q8_0" ] && [ -s "$QWISP_TUNE_FILE" ] && grep -q 'first use on this CPU' "$T/err" \
+    && grep -q "cached in $QWISP_TUNE_FILE" "$T/err"; then
+    pass "first use calibrates once, caches it ($(grep -o 'decode_gemv [01]' "$T/err")), same bits"
+else fail "first use: hash $h (want $ref_q8_0), file $(ls -la "$QWISP_TUNE_FILE" 2>&1); $(cat "$T/err")"; fi
+h=$(QWISP_TUNE=auto hash_of "$Q")
+if [ "$h" = "$ref_q8_0" ] && [ ! -s "$T/err" ] && "$Q" config | grep -qE '^\(tune cache\) .*: loaded'; then
+    pass "after first use: the cache is read silently, same bits"
+else fail "after first use: $h $(cat "$T/err")"; fi
+
+# a stale cache (well formed, another binary's — every rebuild or upgrade) is replaced at
+# first use under auto; under `cached` it stays, with one notice (checked above)
+write_foreign "$(cat "$QWISP_TUNE_FILE")"
+M="$T/q8_0.gguf"; h=$(QWISP_TUNE=auto hash_of "$Q")
+if [ "$h" = "$ref_q8_0" ] && grep -q 'first use on this CPU' "$T/err" && ! grep -q 'Some Other CPU' "$QWISP_TUNE_FILE" \
+    && QWISP_TUNE=auto "$Q" config 2>/dev/null | grep -qE '^\(tune cache\) .*: loaded'; then
+    pass "a stale cache (another binary's) is recalibrated and replaced at first use, same bits"
+else fail "stale cache under auto: hash $h; $(cat "$T/err"); $(grep machine "$QWISP_TUNE_FILE")"; fi
