@@ -120,6 +120,7 @@ static inline float q4k_finish(__m256 acc, __m128 accm) { return hsum8_minus4(ac
 /* The dot does the tile's two steps fused, with nothing spilled: the same
  * int32 lanes (integer sums are exact in any order) and the same float
  * operations, so the same bits. */
+#ifndef KQ_DOT_Q4_K /* the AVX-512 build brings its own (kquant_avx512.c) */
 static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q4_K *b = w;
     const qw_block_q8_K *y = x;
@@ -149,7 +150,10 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
     }
     *s = q4k_finish(acc, accm);
 }
+#define KQ_DOT_Q4_K dot_q4_K
+#endif
 
+#ifndef KQ_GEMM_Q4_K /* the AVX-512 build brings its own (kquant_avx512.c) */
 /* Prefill tile: each weight super-block is unpacked once for QW_GEMM_TOKS
  * tokens (qw_gemm_fn contract: the dot's bits — the integer sums are exact
  * in any order, the float steps are the dot's).  Everything stays in
@@ -202,6 +206,8 @@ static void gemm_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_ro
         for (int t = 0; t < 4; t++) y[t][r] = q4k_finish(acc[t], accm[t]);
     }
 }
+#define KQ_GEMM_Q4_K gemm_q4_K
+#endif
 
 static void dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q5_K *b = w;
@@ -347,5 +353,5 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 }
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
-const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, dot_q4_K,       dot_q5_K,
-                                    dot_q6_K, qw_ref_dot_q8_K, gemm_q4_K, GEMM_Q6_K};
+const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, KQ_DOT_Q4_K,       dot_q5_K,
+                                    dot_q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, GEMM_Q6_K};

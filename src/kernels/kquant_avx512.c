@@ -1,12 +1,151 @@
 /* kquant_avx512.c — the AVX-512 level's K-quant dots and tiles: the kernels
- * of kquant_avx2.c compiled again with AVX-512VL/VNNI enabled.  That gives
- * the compiler 32 vector registers instead of 16 (the Q4_K tile stays in
- * registers; the Q6_K tile, built only here, needs them), and madd + add
- * become one VPDPWSSD (add_madd).  The integer lanes and the float steps are
- * the AVX2 level's, so are the bits.
+ * of kquant_avx2.c compiled again with AVX-512VL/VNNI enabled, plus a Q4_K
+ * prefill tile of its own in 512-bit registers.  The recompile gives the
+ * compiler 32 vector registers instead of 16 (the Q6_K tile, built only
+ * here, needs them), and madd + add become one VPDPWSSD (add_madd).  The
+ * integer lanes and the float steps are the AVX2 level's, so are the bits.
  * Tried and not kept: a VNNI Q4_K dot + tile (one vpdpbusd per 64 elements,
  * scales applied in float) decoded slower on the full-size qwen36-a3b file
  * (6.7-7.3 vs 8.5 tok/s with the AVX2 loop), prefill about the same; see
  * bench/RESULTS.md. */
+#include <immintrin.h>
+#include <stdalign.h>
+#include <stdint.h>
+
+#include "kernels/kquant_impl.h"
+
+static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void gemm_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y);
+#define KQ_DOT_Q4_K dot_q4_K_zmm
+#define KQ_GEMM_Q4_K gemm_q4_K_zmm
 #define qw_kq_dots_avx2 qw_kq_dots_avx512
 #include "kquant_avx2.c"
+
+/* The Q4_K prefill tile in 512-bit registers, bit-identical with dot_q4_K.
+ *
+ * Why: the 256-bit tile spent most of its time beside the multiplies — per
+ * row, block and token it paired the token's group sums, loaded and
+ * multiplied its scale, and kept a 4-lane min accumulator — so a Zen 4 core
+ * reached about a third of its multiply throughput.  Here:
+ *  - what depends only on the tokens (their Q8_K scales, their group sums
+ *    paired per 32) is prepared once per call for all rows;
+ *  - one 512-bit register holds a 32-byte chunk's low nibbles (elements
+ *    64j..64j+31) in its low half and its high nibbles (64j+32..64j+63) in
+ *    its high half, which matches the token's 64 contiguous bytes: one
+ *    maddubs + one VPDPWSSD per 64 elements and token, the two halves
+ *    weighted by their own group scale;
+ *  - the four tokens' mins corrections share one register (4 lanes each).
+ * Bits: int32 lane l of the 256-bit dot's sum is this register's lane l
+ * plus lane 8 + l (exact integers, added before conversion); every float
+ * product and fma is the dot's, per lane, in the dot's order. */
+/* Per chunk j of 32 bytes: group 2j's scale in the low half of a 512-bit
+ * register, group 2j+1's in the high half (pshufb controls). */
+static inline __m512i q4k_pick_zmm(int j) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(q4k_pick(2 * j)), q4k_pick(2 * j + 1), 1);
+}
+
+/* Chunk j of a Q4_K super-block as 64 levels in element order: the 32
+ * bytes' low nibbles, then their high nibbles. */
+static inline __m512i q4k_chunk_zmm(const qw_block_q4_K *b, int j) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
+}
+
+/* The one-token dot in the same registers (decode): half the vector
+ * instructions of the 256-bit loop, the same int32 lanes once the two
+ * halves are added, the same float steps — the same bits. */
+static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q4_K *b = w;
+    const qw_block_q8_K *y = x;
+    __m256 acc = _mm256_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        const __m128i sm = q4k_scales_mins(b->scales);
+        const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+        const float d8 = q8k_d(y);
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+        accm = _mm_fmadd_ps(_mm_set1_ps(d8 * _cvtsh_ss(b->dmin)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pair)), accm);
+        __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const __m512i p = _mm512_maddubs_epi16(q4k_chunk_zmm(b, j), _mm512_loadu_si512((const void *)(y->qs + 64 * j)));
+            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_shuffle_epi8(scales, q4k_pick_zmm(j)));
+        }
+        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(s8), acc);
+    }
+    *s = q4k_finish(acc, accm);
+}
+
+enum { Q4K_TILE_BLOCKS = QW_GEMM_K_MAX / QW_QK_K };
+
+static void gemm_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    _Static_assert(QW_GEMM_TOKS == 4, "the tile keeps four tokens' accumulators in registers");
+    const int64_t nb = n / QW_QK_K;
+    /* per block: the tokens' Q8_K scales (d8v: one lane per token; d8x: each
+     * repeated 4 times, for the mins lanes) and paired group sums (lane t
+     * of 128 bits = token t's eight 32-element sums) */
+    alignas(64) __m512 d8x[Q4K_TILE_BLOCKS];
+    alignas(64) __m512i pairs[Q4K_TILE_BLOCKS];
+    alignas(16) __m128 d8v[Q4K_TILE_BLOCKS];
+    const __m512i rep4 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    for (int64_t i = 0; i < nb; i++) {
+        float d8[4];
+        __m128i pr[4];
+        for (int t = 0; t < 4; t++) {
+            const qw_block_q8_K *yb = (const qw_block_q8_K *)x[t] + i;
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+            pr[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+            d8[t] = q8k_d(yb);
+        }
+        d8v[i] = _mm_set_ps(d8[3], d8[2], d8[1], d8[0]);
+        d8x[i] = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(d8v[i]));
+        pairs[i] = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_set_m128i(pr[1], pr[0])), _mm256_set_m128i(pr[3], pr[2]), 1);
+    }
+    const qw_block_q8_K *yt[4];
+    for (int t = 0; t < 4; t++) yt[t] = x[t];
+    const __m512i tok01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i tok23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const qw_block_q4_K *b = (const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes);
+        __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b++) {
+            const __m128i sm = q4k_scales_mins(b->scales);
+            const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+            const __m512i mins = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)));
+            const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+            accm = _mm512_fmadd_ps(_mm512_mul_ps(d8x[i], _mm512_set1_ps(dmin)),
+                                   _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, pairs[i])), accm);
+            __m512i s[4];
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m512i q = q4k_chunk_zmm(b, j);
+                const __m512i sc = _mm512_shuffle_epi8(scales, q4k_pick_zmm(j));
+#pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    const __m512i yv = _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * j));
+                    s[t] = _mm512_dpwssd_epi32(s[t], _mm512_maddubs_epi16(q, yv), sc);
+                }
+            }
+            /* two tokens' 8-lane sums in one register: [t0 | t1], [t2 | t3] */
+            const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[0], s[1], 0x44),
+                                                 _mm512_shuffle_i64x2(s[0], s[1], 0xEE));
+            const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[2], s[3], 0x44),
+                                                 _mm512_shuffle_i64x2(s[2], s[3], 0xEE));
+            const __m512 dd = _mm512_castps128_ps512(_mm_mul_ps(d8v[i], _mm_set1_ps(d)));
+            acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(tok01, dd), _mm512_cvtepi32_ps(s01), acc01);
+            acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(tok23, dd), _mm512_cvtepi32_ps(s23), acc23);
+        }
+        y[0][r] = q4k_finish(_mm512_castps512_ps256(acc01), _mm512_castps512_ps128(accm));
+        y[1][r] = q4k_finish(_mm512_extractf32x8_ps(acc01, 1), _mm512_extractf32x4_ps(accm, 1));
+        y[2][r] = q4k_finish(_mm512_castps512_ps256(acc23), _mm512_extractf32x4_ps(accm, 2));
+        y[3][r] = q4k_finish(_mm512_extractf32x8_ps(acc23, 1), _mm512_extractf32x4_ps(accm, 3));
+    }
+}
