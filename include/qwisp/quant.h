@@ -174,11 +174,14 @@ qw_vec_dot_fn qw_vec_dot_get(qw_type type);
 typedef void (*qw_gemm_fn)(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows,
                            const void *const *x, float *const *y);
 qw_gemm_fn qw_gemm_get(qw_type type);
-/* The wide form: QW_GEMM_WIDE_TOKS tokens per call (x[16], y[16]), any
- * n_rows, same bit-exact contract and limits; NULL unless the level has one
- * (avx512-amx: one AMX tile multiply holds 16 tokens). */
+/* The wide form: qw_gemm_wide_toks(type) tokens per call (at most
+ * QW_GEMM_WIDE_TOKS), any n_rows, same bit-exact contract and limits; NULL
+ * unless the level has one (avx512-amx, Q8_0/Q4_0: one AMX tile multiply
+ * holds 16 tokens; avx512 and up, Q4_K: 8 tokens share each unpacked
+ * weight block). */
 #define QW_GEMM_WIDE_TOKS 16
 qw_gemm_fn qw_gemm_wide_get(qw_type type);
+int qw_gemm_wide_toks(qw_type type);
 /* The one-token form for decode: x[0], y[0] only; any n_rows (a multiple of
  * QW_GEMV_ROWS = 1); same bit-exact contract and limits. */
 #define QW_GEMV_ROWS 1

@@ -268,6 +268,10 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
     *s = hsum8_minus4(acc, _mm_setzero_ps());
 }
 
+#ifndef KQ_GEMM_WIDE_Q4_K
+#define KQ_GEMM_WIDE_Q4_K NULL
+#endif
+
 #ifdef __AVX512F__
 /* Prefill tile for Q6_K (the AVX-512 build only: the levels, the scales and
  * four tokens' accumulators need 32 registers): each super-block is unpacked
@@ -354,4 +358,4 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
 const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, KQ_DOT_Q4_K,       dot_q5_K,
-                                    dot_q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, GEMM_Q6_K};
+                                    dot_q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K};

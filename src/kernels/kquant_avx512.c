@@ -15,30 +15,16 @@
 #include "kernels/kquant_impl.h"
 
 static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void gemm_wide_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y);
 static void gemm_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                           float *const *y);
 #define KQ_DOT_Q4_K dot_q4_K_zmm
 #define KQ_GEMM_Q4_K gemm_q4_K_zmm
+#define KQ_GEMM_WIDE_Q4_K gemm_wide_q4_K_zmm
 #define qw_kq_dots_avx2 qw_kq_dots_avx512
 #include "kquant_avx2.c"
 
-/* The Q4_K prefill tile in 512-bit registers, bit-identical with dot_q4_K.
- *
- * Why: the 256-bit tile spent most of its time beside the multiplies — per
- * row, block and token it paired the token's group sums, loaded and
- * multiplied its scale, and kept a 4-lane min accumulator — so a Zen 4 core
- * reached about a third of its multiply throughput.  Here:
- *  - what depends only on the tokens (their Q8_K scales, their group sums
- *    paired per 32) is prepared once per call for all rows;
- *  - one 512-bit register holds a 32-byte chunk's low nibbles (elements
- *    64j..64j+31) in its low half and its high nibbles (64j+32..64j+63) in
- *    its high half, which matches the token's 64 contiguous bytes: one
- *    maddubs + one VPDPWSSD per 64 elements and token, the two halves
- *    weighted by their own group scale;
- *  - the four tokens' mins corrections share one register (4 lanes each).
- * Bits: int32 lane l of the 256-bit dot's sum is this register's lane l
- * plus lane 8 + l (exact integers, added before conversion); every float
- * product and fma is the dot's, per lane, in the dot's order. */
 /* Per chunk j of 32 bytes: group 2j's scale in the low half of a 512-bit
  * register, group 2j+1's in the high half (pshufb controls). */
 static inline __m512i q4k_pick_zmm(int j) {
@@ -80,72 +66,123 @@ static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
     *s = q4k_finish(acc, accm);
 }
 
-enum { Q4K_TILE_BLOCKS = QW_GEMM_K_MAX / QW_QK_K };
+/* The Q4_K prefill tile in 512-bit registers, bit-identical with dot_q4_K.
+ *
+ * Why: the 256-bit tile spent most of its time beside the multiplies — per
+ * row, block and token it paired the token's group sums, loaded and
+ * multiplied its scale, and kept a 4-lane min accumulator — so a Zen 4 core
+ * reached about a third of its multiply throughput.  Here:
+ *  - what depends only on the tokens (their Q8_K scales, their group sums
+ *    paired per 32) is prepared once per call for all rows;
+ *  - one 512-bit register holds a 32-byte chunk's low nibbles (elements
+ *    64j..64j+31) in its low half and its high nibbles (64j+32..64j+63) in
+ *    its high half, which matches the token's 64 contiguous bytes: one
+ *    maddubs + one VPDPWSSD per 64 elements and token, the two halves
+ *    weighted by their own group scale;
+ *  - the four tokens' mins corrections share one register (4 lanes each).
+ * Bits: int32 lane l of the 256-bit dot's sum is this register's lane l
+ * plus lane 8 + l (exact integers, added before conversion); every float
+ * product and fma is the dot's, per lane, in the dot's order.
+ * Two widths from one body: 4 tokens (the qw_gemm_fn contract) and 8 (the
+ * level's wide Q4_K tile: each unpacked chunk feeds eight tokens, so the
+ * unpacking and the per-block scale work are shared by twice the tokens). */
+enum { Q4K_TILE_BLOCKS = QW_GEMM_K_MAX / QW_QK_K, Q4K_WIDE = 8 };
 
-static void gemm_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    _Static_assert(QW_GEMM_TOKS == 4, "the tile keeps four tokens' accumulators in registers");
+static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void *w, size_t w_row_bytes,
+                                                          int64_t n_rows, const void *const *x, float *const *y,
+                                                          const int nt) {
+    const int ng = nt / 4; /* groups of four tokens */
     const int64_t nb = n / QW_QK_K;
-    /* per block: the tokens' Q8_K scales (d8v: one lane per token; d8x: each
-     * repeated 4 times, for the mins lanes) and paired group sums (lane t
-     * of 128 bits = token t's eight 32-element sums) */
-    alignas(64) __m512 d8x[Q4K_TILE_BLOCKS];
-    alignas(64) __m512i pairs[Q4K_TILE_BLOCKS];
-    alignas(16) __m128 d8v[Q4K_TILE_BLOCKS];
+    /* per group and block: the tokens' Q8_K scales (d8v: one lane per token;
+     * d8x: each repeated 4 times, for the mins lanes) and paired group sums
+     * (lane t of 128 bits = token t's eight 32-element sums) */
+    alignas(64) __m512 d8x[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
+    alignas(64) __m512i pairs[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
+    alignas(16) __m128 d8v[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
     const __m512i rep4 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    for (int64_t i = 0; i < nb; i++) {
-        float d8[4];
-        __m128i pr[4];
-        for (int t = 0; t < 4; t++) {
-            const qw_block_q8_K *yb = (const qw_block_q8_K *)x[t] + i;
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
-            pr[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-            d8[t] = q8k_d(yb);
+    #pragma GCC unroll 8
+    for (int g = 0; g < ng; g++)
+        for (int64_t i = 0; i < nb; i++) {
+            float d8[4];
+            __m128i pr[4];
+            for (int t = 0; t < 4; t++) {
+                const qw_block_q8_K *yb = (const qw_block_q8_K *)x[4 * g + t] + i;
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                pr[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                d8[t] = q8k_d(yb);
+            }
+            d8v[g][i] = _mm_set_ps(d8[3], d8[2], d8[1], d8[0]);
+            d8x[g][i] = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(d8v[g][i]));
+            pairs[g][i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(pr[1], pr[0])),
+                                             _mm256_set_m128i(pr[3], pr[2]), 1);
         }
-        d8v[i] = _mm_set_ps(d8[3], d8[2], d8[1], d8[0]);
-        d8x[i] = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(d8v[i]));
-        pairs[i] = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_set_m128i(pr[1], pr[0])), _mm256_set_m128i(pr[3], pr[2]), 1);
-    }
-    const qw_block_q8_K *yt[4];
-    for (int t = 0; t < 4; t++) yt[t] = x[t];
+    const qw_block_q8_K *yt[Q4K_WIDE];
+    #pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) yt[t] = x[t];
     const __m512i tok01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i tok23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
     for (int64_t r = 0; r < n_rows; r++) {
         const qw_block_q4_K *b = (const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes);
-        __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+        __m512 acc[Q4K_WIDE / 2], accm[Q4K_WIDE / 4]; /* acc[p]: tokens 2p | 2p+1; accm[g]: 4 lanes a token */
+        #pragma GCC unroll 8
+        for (int p = 0; p < nt / 2; p++) acc[p] = _mm512_setzero_ps();
+        #pragma GCC unroll 8
+        for (int g = 0; g < ng; g++) accm[g] = _mm512_setzero_ps();
         for (int64_t i = 0; i < nb; i++, b++) {
             const __m128i sm = q4k_scales_mins(b->scales);
             const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
             const __m512i mins = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)));
             const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
-            accm = _mm512_fmadd_ps(_mm512_mul_ps(d8x[i], _mm512_set1_ps(dmin)),
-                                   _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, pairs[i])), accm);
-            __m512i s[4];
-#pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) s[t] = _mm512_setzero_si512();
+            #pragma GCC unroll 8
+            for (int g = 0; g < ng; g++)
+                accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(d8x[g][i], _mm512_set1_ps(dmin)),
+                                          _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, pairs[g][i])), accm[g]);
+            __m512i s[Q4K_WIDE];
+            #pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 const __m512i q = q4k_chunk_zmm(b, j);
                 const __m512i sc = _mm512_shuffle_epi8(scales, q4k_pick_zmm(j));
-#pragma GCC unroll 4
-                for (int t = 0; t < 4; t++) {
+                #pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) {
                     const __m512i yv = _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * j));
                     s[t] = _mm512_dpwssd_epi32(s[t], _mm512_maddubs_epi16(q, yv), sc);
                 }
             }
-            /* two tokens' 8-lane sums in one register: [t0 | t1], [t2 | t3] */
-            const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[0], s[1], 0x44),
-                                                 _mm512_shuffle_i64x2(s[0], s[1], 0xEE));
-            const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i64x2(s[2], s[3], 0x44),
-                                                 _mm512_shuffle_i64x2(s[2], s[3], 0xEE));
-            const __m512 dd = _mm512_castps128_ps512(_mm_mul_ps(d8v[i], _mm_set1_ps(d)));
-            acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(tok01, dd), _mm512_cvtepi32_ps(s01), acc01);
-            acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(tok23, dd), _mm512_cvtepi32_ps(s23), acc23);
+            #pragma GCC unroll 8
+            for (int g = 0; g < ng; g++) {
+                const __m512 dd = _mm512_castps128_ps512(_mm_mul_ps(d8v[g][i], _mm_set1_ps(d)));
+                /* two tokens' 8-lane sums in one register: [t0 | t1], [t2 | t3] */
+                const __m512i *sg = s + 4 * g;
+                const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i64x2(sg[0], sg[1], 0x44),
+                                                     _mm512_shuffle_i64x2(sg[0], sg[1], 0xEE));
+                const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i64x2(sg[2], sg[3], 0x44),
+                                                     _mm512_shuffle_i64x2(sg[2], sg[3], 0xEE));
+                acc[2 * g] = _mm512_fmadd_ps(_mm512_permutexvar_ps(tok01, dd), _mm512_cvtepi32_ps(s01), acc[2 * g]);
+                acc[2 * g + 1] =
+                    _mm512_fmadd_ps(_mm512_permutexvar_ps(tok23, dd), _mm512_cvtepi32_ps(s23), acc[2 * g + 1]);
+            }
         }
-        y[0][r] = q4k_finish(_mm512_castps512_ps256(acc01), _mm512_castps512_ps128(accm));
-        y[1][r] = q4k_finish(_mm512_extractf32x8_ps(acc01, 1), _mm512_extractf32x4_ps(accm, 1));
-        y[2][r] = q4k_finish(_mm512_castps512_ps256(acc23), _mm512_extractf32x4_ps(accm, 2));
-        y[3][r] = q4k_finish(_mm512_extractf32x8_ps(acc23, 1), _mm512_extractf32x4_ps(accm, 3));
+        #pragma GCC unroll 8
+        for (int g = 0; g < ng; g++) {
+            float *const *yg = y + 4 * g;
+            yg[0][r] = q4k_finish(_mm512_castps512_ps256(acc[2 * g]), _mm512_castps512_ps128(accm[g]));
+            yg[1][r] = q4k_finish(_mm512_extractf32x8_ps(acc[2 * g], 1), _mm512_extractf32x4_ps(accm[g], 1));
+            yg[2][r] = q4k_finish(_mm512_castps512_ps256(acc[2 * g + 1]), _mm512_extractf32x4_ps(accm[g], 2));
+            yg[3][r] = q4k_finish(_mm512_extractf32x8_ps(acc[2 * g + 1], 1), _mm512_extractf32x4_ps(accm[g], 3));
+        }
     }
+}
+
+static void gemm_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    _Static_assert(QW_GEMM_TOKS == 4, "the 4-token entry point");
+    q4k_tile(n, w, w_row_bytes, n_rows, x, y, 4);
+}
+
+static void gemm_wide_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y) {
+    _Static_assert(Q4K_WIDE == QW_KQ_WIDE_TOKS, "the wide entry point");
+    q4k_tile(n, w, w_row_bytes, n_rows, x, y, Q4K_WIDE);
 }

@@ -120,16 +120,17 @@ static void tile_tokens(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn fn,
 
 /* Rows [r0, r1) × all tokens with the tiles (token groups outer: the
  * tokens' prepared activations stay in L1 while the block's rows stream
- * from L2): 16-token groups where the level has a wide tile (AMX), then
- * 4-token groups; leftover rows use the dot, leftover tokens the one-token
+ * from L2): 16- or 8-token groups where the level has a wide tile (AMX
+ * for Q8_0/Q4_0, 512-bit Q4_K), then 4-token groups; leftover rows use the dot, leftover tokens the one-token
  * row loop where the type has one — all give the dot's bits. */
 static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm, qw_gemm_fn wide, qw_gemm_fn gemv,
                        qw_vec_dot_fn dot, int64_t r0, int64_t r1) {
     const int64_t r_end = r0 + (r1 - r0) / QW_GEMM_ROWS * QW_GEMM_ROWS;
-    const int64_t t_wide = wide ? t->n_tok / QW_GEMM_WIDE_TOKS * QW_GEMM_WIDE_TOKS : 0;
+    const int per_wide = qw_gemm_wide_toks(j->wtype);
+    const int64_t t_wide = wide ? t->n_tok / per_wide * per_wide : 0;
     const int64_t t_end = t_wide + (t->n_tok - t_wide) / QW_GEMM_TOKS * QW_GEMM_TOKS;
     if (r_end > r0) {
-        if (t_wide) tile_tokens(j, t, wide, QW_GEMM_WIDE_TOKS, 0, t_wide, r0, r_end);
+        if (t_wide) tile_tokens(j, t, wide, per_wide, 0, t_wide, r0, r_end);
         tile_tokens(j, t, gemm, QW_GEMM_TOKS, t_wide, t_end, r0, r_end);
     }
     if (r_end < r1) dot_range(j, t, dot, r_end, r1, 0, t_end);
