@@ -253,6 +253,7 @@ static inline __attribute__((always_inline)) void q6k_levels(const qw_block_q6_K
     }
 }
 
+#ifndef KQ_DOT_Q6_K /* the AVX-512 build brings its own (kquant_avx512.c) */
 static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q6_K *b = w;
     const qw_block_q8_K *y = x;
@@ -267,44 +268,16 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
     }
     *s = hsum8_minus4(acc, _mm_setzero_ps());
 }
+#define KQ_DOT_Q6_K dot_q6_K
+#endif
 
 #ifndef KQ_GEMM_WIDE_Q4_K
 #define KQ_GEMM_WIDE_Q4_K NULL
 #endif
 
-#ifdef __AVX512F__
-/* Prefill tile for Q6_K (the AVX-512 build only: the levels, the scales and
- * four tokens' accumulators need 32 registers): each super-block is unpacked
- * once for QW_GEMM_TOKS tokens; per token the dot's integer lanes (exact in
- * any order) and its float steps, so the dot's bits. */
-static void gemm_q6_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                      float *const *y) {
-    _Static_assert(QW_GEMM_TOKS == 4, "the tile keeps four accumulators in registers");
-    for (int64_t r = 0; r < n_rows; r++) {
-        const qw_block_q6_K *b = (const qw_block_q6_K *)((const char *)w + (size_t)r * w_row_bytes);
-        __m256 acc[4];
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) acc[t] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < n / QW_QK_K; i++, b++) {
-            __m256i q[8];
-            q6k_levels(b, q);
-            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-            const float d = _cvtsh_ss(b->d);
-#pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) {
-                const qw_block_q8_K *yb = (const qw_block_q8_K *)x[t] + i;
-                const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)yb->bsums));
-                const __m256i sumi = _mm256_sub_epi32(block_sumi_vs(q, sc16, yb->qs), _mm256_slli_epi32(off, 5));
-                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(yb) * d), _mm256_cvtepi32_ps(sumi), acc[t]);
-            }
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) y[t][r] = hsum8_minus4(acc[t], _mm_setzero_ps());
-    }
-}
-#define GEMM_Q6_K gemm_q6_K
-#else
-#define GEMM_Q6_K NULL
+#ifndef KQ_GEMM_Q6_K /* a Q6_K tile needs 32 registers: only the AVX-512 build has one */
+#define KQ_GEMM_Q6_K NULL
+#define KQ_GEMM_WIDE_Q6_K NULL
 #endif
 
 static void dot_q3_K(int64_t n, float *s, const void *w, const void *x) {
@@ -358,4 +331,4 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
 const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, KQ_DOT_Q4_K,       dot_q5_K,
-                                    dot_q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K};
+                                    KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K};

@@ -19,7 +19,15 @@ static void gemm_wide_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int
                                float *const *y);
 static void gemm_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                           float *const *y);
+static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void gemm_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y);
+static void gemm_wide_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y);
 #define KQ_DOT_Q4_K dot_q4_K_zmm
+#define KQ_DOT_Q6_K dot_q6_K_zmm
+#define KQ_GEMM_Q6_K gemm_q6_K_zmm
+#define KQ_GEMM_WIDE_Q6_K gemm_wide_q6_K_zmm
 #define KQ_GEMM_Q4_K gemm_q4_K_zmm
 #define KQ_GEMM_WIDE_Q4_K gemm_wide_q4_K_zmm
 #define qw_kq_dots_avx2 qw_kq_dots_avx512
@@ -185,4 +193,133 @@ static void gemm_wide_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int
                                float *const *y) {
     _Static_assert(Q4K_WIDE == QW_KQ_WIDE_TOKS, "the wide entry point");
     q4k_tile(n, w, w_row_bytes, n_rows, x, y, Q4K_WIDE);
+}
+
+/* ---- Q6_K: the same scheme.  A super-block is 8 chunks of 32 levels
+ * (q6k_levels' element order); register z holds chunks 2z and 2z+1, i.e. the
+ * 64 levels that meet the token's bytes 64z..64z+63, and its four 128-bit
+ * lanes are the 16-element groups 4z..4z+3, each weighted by its own scale.
+ * As in the 256-bit dot, lane l of the int32 sum (here lanes l and 8 + l
+ * added) is taken 32 * (scales . group sums) for the -32 offset, converted
+ * and multiplied by d8 * d: the same integers and float steps, the same bits.
+ */
+
+/* The 256 levels (0..63) of a Q6_K super-block in four registers. */
+static inline __attribute__((always_inline)) void q6k_levels_zmm(const qw_block_q6_K *b, __m512i q[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* per 16-bit word: the high bits' shift for the first and second chunk of a pair */
+    const __m512i shl_a = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr_b = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i l = _mm512_loadu_si512((const void *)(b->ql + 64 * h));
+        const __m512i hv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(hv, shl_a), m30));
+        q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                       _mm512_and_si512(_mm512_srlv_epi16(hv, shr_b), m30));
+    }
+}
+
+/* The 16 group scales, as int16 (low 256 bits) and spread per register z
+ * (word w of sc[z] = scale of group 4z + w / 8). */
+static inline __attribute__((always_inline)) __m256i q6k_scales_zmm(const qw_block_q6_K *b, __m512i sc[4]) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    const __m512i wide = _mm512_castsi256_si512(sc16);
+#pragma GCC unroll 4
+    for (int z = 0; z < 4; z++) {
+        const __m512i idx = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 1)), _mm_set1_epi16((short)(4 * z)))),
+            _mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 3)), _mm_set1_epi16((short)(4 * z + 2))), 1);
+        sc[z] = _mm512_permutexvar_epi16(idx, wide);
+    }
+    return sc16;
+}
+
+static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q6_K *b = w;
+    const qw_block_q8_K *y = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        __m512i q[4], sc[4];
+        q6k_levels_zmm(b, q);
+        const __m256i sc16 = q6k_scales_zmm(b, sc);
+        __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int z = 0; z < 4; z++)
+            sumi = _mm512_dpwssd_epi32(
+                sumi, _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(y->qs + 64 * z))), sc[z]);
+        const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+        const __m256i s8 = _mm256_sub_epi32(
+            _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1)), _mm256_slli_epi32(off, 5));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(s8), acc);
+    }
+    *s = hsum8_minus4(acc, _mm_setzero_ps());
+}
+
+static inline __attribute__((always_inline)) void q6k_tile(int64_t n, const void *w, size_t w_row_bytes,
+                                                          int64_t n_rows, const void *const *x, float *const *y,
+                                                          const int nt) {
+    const int64_t nb = n / QW_QK_K;
+    /* per token pair and block: [token 2p | 2p+1]'s group sums; per block the
+     * tokens' Q8_K scales */
+    alignas(64) __m512i bsums[Q4K_WIDE / 2][Q4K_TILE_BLOCKS];
+    alignas(32) __m256 d8v[Q4K_TILE_BLOCKS];
+    for (int64_t i = 0; i < nb; i++) {
+        float d8[Q4K_WIDE] = {0};
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) d8[t] = q8k_d((const qw_block_q8_K *)x[t] + i);
+        d8v[i] = _mm256_loadu_ps(d8);
+#pragma GCC unroll 4
+        for (int p = 0; p < nt / 2; p++)
+            bsums[p][i] = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)((const qw_block_q8_K *)x[2 * p] + i)->bsums)),
+                _mm256_loadu_si256((const __m256i *)((const qw_block_q8_K *)x[2 * p + 1] + i)->bsums), 1);
+    }
+    const qw_block_q8_K *yt[Q4K_WIDE];
+    for (int t = 0; t < nt; t++) yt[t] = x[t];
+    for (int64_t r = 0; r < n_rows; r++) {
+        const qw_block_q6_K *b = (const qw_block_q6_K *)((const char *)w + (size_t)r * w_row_bytes);
+        __m512 acc[Q4K_WIDE / 2]; /* tokens 2p | 2p+1 */
+#pragma GCC unroll 4
+        for (int p = 0; p < nt / 2; p++) acc[p] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nb; i++, b++) {
+            __m512i q[4], sc[4];
+            q6k_levels_zmm(b, q);
+            const __m512i sc16x2 = _mm512_broadcast_i64x4(q6k_scales_zmm(b, sc));
+            __m512i s[Q4K_WIDE];
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int z = 0; z < 4; z++)
+#pragma GCC unroll 8
+                for (int t = 0; t < nt; t++)
+                    s[t] = _mm512_dpwssd_epi32(
+                        s[t], _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * z))), sc[z]);
+            const __m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(d8v[i], _mm256_set1_ps(_cvtsh_ss(b->d))));
+#pragma GCC unroll 4
+            for (int p = 0; p < nt / 2; p++) {
+                const __m512i off = _mm512_slli_epi32(_mm512_madd_epi16(sc16x2, bsums[p][i]), 5);
+                const __m512i sp = _mm512_sub_epi32(_mm512_add_epi32(_mm512_shuffle_i64x2(s[2 * p], s[2 * p + 1], 0x44),
+                                                                     _mm512_shuffle_i64x2(s[2 * p], s[2 * p + 1], 0xEE)),
+                                                    off);
+                const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+                acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, dd), _mm512_cvtepi32_ps(sp), acc[p]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int p = 0; p < nt / 2; p++) {
+            y[2 * p][r] = hsum8_minus4(_mm512_castps512_ps256(acc[p]), _mm_setzero_ps());
+            y[2 * p + 1][r] = hsum8_minus4(_mm512_extractf32x8_ps(acc[p], 1), _mm_setzero_ps());
+        }
+    }
+}
+
+static void gemm_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    q6k_tile(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS);
+}
+
+static void gemm_wide_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y) {
+    q6k_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS);
 }

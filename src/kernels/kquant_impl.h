@@ -33,7 +33,7 @@
 typedef struct qw_kq_dots {
     qw_vec_dot_fn q2_K, q3_K, q4_K, q5_K, q6_K, q8_K;
     qw_gemm_fn gemm_q4_K, gemm_q6_K; /* prefill tiles (NULL: the matmul uses the dot) */
-    qw_gemm_fn gemm_wide_q4_K;       /* QW_KQ_WIDE_TOKS tokens a call, same contract; NULL: none */
+    qw_gemm_fn gemm_wide_q4_K, gemm_wide_q6_K; /* QW_KQ_WIDE_TOKS tokens a call, same contract; NULL: none */
 } qw_kq_dots;
 
 extern const qw_kq_dots qw_kq_dots_ref;
