@@ -2,14 +2,16 @@
  * loop of one weight type at the active SIMD level (QWISP_SIMD lowers it).
  *
  *   tile (cache): qw_gemm_get(T) on 16 rows × 4 tokens of width 2048, repeated:
- *     the compute ceiling of prefill, in GMAC/s;
- *   rows (cache): qw_gemv_get(T) on the same 16 rows, one token;
- *   rows (DRAM):  qw_gemv_get(T) over a 256 MiB matrix in 64-row calls, the
+ *     the compute ceiling of prefill, in GMAC/s; wide: the same with the
+ *     level's wide tile (qw_gemm_wide_toks tokens) where it has one;
+ *   rows (cache): qw_gemv_get(T) on the same 16 rows, one token (the dot
+ *     row by row where the type has no row loop: the K-quants);
+ *   rows (DRAM):  the same over a 256 MiB matrix in 64-row calls, the
  *     way decode streams weights, in GB/s of weights read.
  *
  * Not built by the Makefile:
  *   make && gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread \
- *       -o build/micro_gemm && build/micro_gemm q4_0     # or q8_0
+ *       -o build/micro_gemm && build/micro_gemm q4_0     # or q8_0, q4_K, q6_K
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -35,28 +37,43 @@ static void fill(qw_type t, char *dst, int64_t rows, int64_t k) {
     free(f);
 }
 
+static qw_type g_wt;
+static void dot_rows(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
+    const qw_vec_dot_fn dot = qw_vec_dot_get(g_wt);
+    for (int64_t r = 0; r < n_rows; r++) dot(n, &y[0][r], (const char *)w + (size_t)r * rb, x[0]);
+}
+
 int main(int argc, char **argv) {
     const int wt_i = qw_type_from_name(argc > 1 ? argv[1] : "q4_0");
-    if (wt_i < 0) return fprintf(stderr, "usage: micro_gemm q4_0|q8_0\n"), 2;
-    const qw_type wt = (qw_type)wt_i;
-    const qw_gemm_fn tile = qw_gemm_get(wt), rows_fn = qw_gemv_get(wt);
-    if (!tile || !rows_fn) return fprintf(stderr, "%s has no tile at level %s\n", argv[1], qw_simd_level()), 1;
-    enum { K = 2048, ROWS = 16, TOKS = QW_GEMM_TOKS };
-    const size_t wrb = qw_row_bytes(wt, K), xrb = qw_row_bytes(QW_TYPE_Q8_0, K);
+    if (wt_i < 0) return fprintf(stderr, "usage: micro_gemm q4_0|q8_0|q4_K|q6_K\n"), 2;
+    const qw_type wt = g_wt = (qw_type)wt_i;
+    const qw_gemm_fn tile = qw_gemm_get(wt), wide = qw_gemm_wide_get(wt);
+    const qw_gemm_fn rows_fn = qw_gemv_get(wt) ? qw_gemv_get(wt) : dot_rows;
+    if (!tile) return fprintf(stderr, "%s has no tile at level %s\n", argv[1], qw_simd_level()), 1;
+    const int n_wide = wide ? qw_gemm_wide_toks(wt) : 0;
+    enum { K = 2048, ROWS = 16, TOKS = QW_GEMM_WIDE_TOKS };
+    const qw_type xt = qw_vec_dot_type(wt);
+    const size_t wrb = qw_row_bytes(wt, K), xrb = qw_row_bytes(xt, K);
     char *w = malloc(wrb * ROWS), *x = malloc(xrb * TOKS);
     fill(wt, w, ROWS, K);
-    fill(QW_TYPE_Q8_0, x, TOKS, K);
+    fill(xt, x, TOKS, K);
     const void *xp[TOKS];
     float out[TOKS][ROWS], *yp[TOKS];
     for (int t = 0; t < TOKS; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
 
-    double best_tile = 0, best_rows = 0, best_dram = 0;
+    double best_tile = 0, best_wide = 0, best_rows = 0, best_dram = 0;
     for (int pass = 0; pass < 3; pass++) {
         const int it = 20000;
         double t0 = now_s();
         for (int i = 0; i < it; i++) tile(K, w, wrb, ROWS, xp, yp);
-        double g = (double)it * K * ROWS * TOKS / (now_s() - t0) / 1e9;
+        double g = (double)it * K * ROWS * QW_GEMM_TOKS / (now_s() - t0) / 1e9;
         best_tile = g > best_tile ? g : best_tile;
+        if (wide) {
+            t0 = now_s();
+            for (int i = 0; i < it; i++) wide(K, w, wrb, ROWS, xp, yp);
+            g = (double)it * K * ROWS * n_wide / (now_s() - t0) / 1e9;
+            best_wide = g > best_wide ? g : best_wide;
+        }
         t0 = now_s();
         for (int i = 0; i < it; i++) rows_fn(K, w, wrb, ROWS, xp, yp);
         g = (double)it * K * ROWS / (now_s() - t0) / 1e9;
@@ -75,8 +92,9 @@ int main(int argc, char **argv) {
         const double gbs = (double)wrb * (double)big_rows / (now_s() - t0) / 1e9;
         best_dram = gbs > best_dram ? gbs : best_dram;
     }
-    printf("%s at %s, k=%d: tile (cache) %.1f GMAC/s, rows (cache) %.1f GMAC/s, rows (DRAM) %.1f GB/s\n",
-           qw_type_name(wt), qw_simd_level(), K, best_tile, best_rows, best_dram);
+    printf("%s at %s, k=%d: tile (cache) %.1f GMAC/s, wide %d-token tile (cache) %.1f GMAC/s, rows (cache) %.1f "
+           "GMAC/s, rows (DRAM) %.1f GB/s\n",
+           qw_type_name(wt), qw_simd_level(), K, best_tile, n_wide, best_wide, best_rows, best_dram);
     free(big), free(y), free(w), free(x);
     return 0;
 }

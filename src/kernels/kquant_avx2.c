@@ -275,6 +275,10 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
 #define KQ_GEMM_WIDE_Q4_K NULL
 #endif
 
+#ifndef KQ_QUANTIZE_Q8_K
+#define KQ_QUANTIZE_Q8_K qw_ref_quantize_q8_K
+#endif
+
 #ifndef KQ_GEMM_Q6_K /* a Q6_K tile needs 32 registers: only the AVX-512 build has one */
 #define KQ_GEMM_Q6_K NULL
 #define KQ_GEMM_WIDE_Q6_K NULL
@@ -331,4 +335,5 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
 const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, KQ_DOT_Q4_K,       dot_q5_K,
-                                    KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K};
+                                    KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K,
+                                    KQ_QUANTIZE_Q8_K};

@@ -10,7 +10,9 @@
  * bench/RESULTS.md. */
 #include <immintrin.h>
 #include <stdalign.h>
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/kquant_impl.h"
 
@@ -24,6 +26,8 @@ static void gemm_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t 
                           float *const *y);
 static void gemm_wide_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                                float *const *y);
+static void quantize_q8_K_zmm(const float *x, void *dst, int64_t n);
+#define KQ_QUANTIZE_Q8_K quantize_q8_K_zmm
 #define KQ_DOT_Q4_K dot_q4_K_zmm
 #define KQ_DOT_Q6_K dot_q6_K_zmm
 #define KQ_GEMM_Q6_K gemm_q6_K_zmm
@@ -108,7 +112,7 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
     alignas(64) __m512i pairs[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
     alignas(16) __m128 d8v[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
     const __m512i rep4 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < ng; g++)
         for (int64_t i = 0; i < nb; i++) {
             float d8[4];
@@ -125,40 +129,40 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
                                              _mm256_set_m128i(pr[3], pr[2]), 1);
         }
     const qw_block_q8_K *yt[Q4K_WIDE];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) yt[t] = x[t];
     const __m512i tok01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i tok23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
     for (int64_t r = 0; r < n_rows; r++) {
         const qw_block_q4_K *b = (const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes);
         __m512 acc[Q4K_WIDE / 2], accm[Q4K_WIDE / 4]; /* acc[p]: tokens 2p | 2p+1; accm[g]: 4 lanes a token */
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int p = 0; p < nt / 2; p++) acc[p] = _mm512_setzero_ps();
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int g = 0; g < ng; g++) accm[g] = _mm512_setzero_ps();
         for (int64_t i = 0; i < nb; i++, b++) {
             const __m128i sm = q4k_scales_mins(b->scales);
             const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
             const __m512i mins = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)));
             const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int g = 0; g < ng; g++)
                 accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(d8x[g][i], _mm512_set1_ps(dmin)),
                                           _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, pairs[g][i])), accm[g]);
             __m512i s[Q4K_WIDE];
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 const __m512i q = q4k_chunk_zmm(b, j);
                 const __m512i sc = _mm512_shuffle_epi8(scales, q4k_pick_zmm(j));
-                #pragma GCC unroll 8
+#pragma GCC unroll 8
                 for (int t = 0; t < nt; t++) {
                     const __m512i yv = _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * j));
                     s[t] = _mm512_dpwssd_epi32(s[t], _mm512_maddubs_epi16(q, yv), sc);
                 }
             }
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int g = 0; g < ng; g++) {
                 const __m512 dd = _mm512_castps128_ps512(_mm_mul_ps(d8v[g][i], _mm_set1_ps(d)));
                 /* two tokens' 8-lane sums in one register: [t0 | t1], [t2 | t3] */
@@ -172,7 +176,7 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
                     _mm512_fmadd_ps(_mm512_permutexvar_ps(tok23, dd), _mm512_cvtepi32_ps(s23), acc[2 * g + 1]);
             }
         }
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int g = 0; g < ng; g++) {
             float *const *yg = y + 4 * g;
             yg[0][r] = q4k_finish(_mm512_castps512_ps256(acc[2 * g]), _mm512_castps512_ps128(accm[g]));
@@ -322,4 +326,55 @@ static void gemm_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t 
 static void gemm_wide_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                                float *const *y) {
     q6k_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS);
+}
+
+/* ---- Q8_K activations, the reference's bytes (qw_ref_quantize_q8_K): the
+ * value of largest magnitude (the first of equals), iscale = -127 / it,
+ * q = iscale * x rounded to nearest-even (the default MXCSR rounding of
+ * VCVTPS2DQ, as the reference's magic-number rounding for |v| < 2^22) and
+ * capped at 127; each 16-element group is one register, so its sum is one
+ * reduction of exact int32 lanes.  A block holding a NaN or an infinity goes
+ * to the reference, whose integer tricks on those values the vector
+ * conversion would not reproduce. */
+static void quantize_q8_K_zmm(const float *x, void *dst, int64_t n) {
+    qw_block_q8_K *y = dst;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t b = 0; b < n / QW_QK_K; b++, x += QW_QK_K) {
+        __m512 amax = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        for (int g = 0; g < 16; g++) {
+            const __m512 v = _mm512_loadu_ps(x + 16 * g);
+            amax = _mm512_max_ps(_mm512_andnot_ps(sign, v), amax); /* a NaN lane keeps amax */
+            bad |= _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, v), _mm512_set1_ps(INFINITY), _CMP_NLT_UQ);
+        }
+        qw_block_q8_K *o = &y[b];
+        if (bad) {
+            qw_ref_quantize_q8_K(x, o, QW_QK_K);
+            continue;
+        }
+        const float m = _mm512_reduce_max_ps(amax);
+        if (m == 0.0f) {
+            memset(o, 0, sizeof *o);
+            continue;
+        }
+        float mx = 0.0f;
+        for (int g = 0; g < 16; g++) {
+            const __m512 v = _mm512_loadu_ps(x + 16 * g);
+            const __mmask16 at = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, v), _mm512_set1_ps(m), _CMP_EQ_OQ);
+            if (at) {
+                mx = x[16 * g + __builtin_ctz(at)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / mx;
+        const __m512 is = _mm512_set1_ps(iscale);
+        for (int g = 0; g < 16; g++) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * g)));
+            q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+            o->bsums[g] = (int16_t)_mm512_reduce_add_epi32(q);
+            _mm_storeu_si128((__m128i *)(o->qs + 16 * g), _mm512_cvtepi32_epi8(q));
+        }
+        const float d = 1.0f / iscale;
+        memcpy(&o->d, &d, sizeof d);
+    }
 }

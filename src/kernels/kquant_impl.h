@@ -34,6 +34,8 @@ typedef struct qw_kq_dots {
     qw_vec_dot_fn q2_K, q3_K, q4_K, q5_K, q6_K, q8_K;
     qw_gemm_fn gemm_q4_K, gemm_q6_K; /* prefill tiles (NULL: the matmul uses the dot) */
     qw_gemm_fn gemm_wide_q4_K, gemm_wide_q6_K; /* QW_KQ_WIDE_TOKS tokens a call, same contract; NULL: none */
+    /* activations to Q8_K: the reference's bytes at every level */
+    void (*quantize_q8_K)(const float *x, void *dst, int64_t n);
 } qw_kq_dots;
 
 extern const qw_kq_dots qw_kq_dots_ref;

@@ -188,7 +188,8 @@ static void ref_dot_q6_K(int64_t n, float *s, const void *w, const void *x) { do
 void qw_ref_dot_q8_K(int64_t n, float *s, const void *w, const void *x) { dot_ref(QW_TYPE_Q8_K, n, s, w, x); }
 
 const qw_kq_dots qw_kq_dots_ref = {ref_dot_q2_K, ref_dot_q3_K, ref_dot_q4_K,
-                                   ref_dot_q5_K, ref_dot_q6_K, qw_ref_dot_q8_K, NULL, NULL, NULL, NULL};
+                                   ref_dot_q5_K, ref_dot_q6_K, qw_ref_dot_q8_K, NULL, NULL, NULL, NULL,
+                                   qw_ref_quantize_q8_K};
 
 /* ---- Q8_K activations ---------------------------------------------------- */
 

@@ -297,7 +297,9 @@ void qw_quantize_row(qw_type type, const float *x, void *dst, int64_t n) {
     case QW_TYPE_Q8_0: t->quantize_q8_0(x, dst, n); return;
     case QW_TYPE_Q4_0: qw_ref_quantize_q4_0(x, dst, n); return; /* writer only */
     case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
-    case QW_TYPE_Q8_K: qw_kq_quantize(type, x, dst, n); return; /* Q8_K: ggml's bytes */
+        qw_kq_quantize(type, x, dst, n); /* writer only */
+        return;
+    case QW_TYPE_Q8_K: t->kq->quantize_q8_K(x, dst, n); return; /* activations: ggml's bytes */
     }
 }
 

@@ -4,7 +4,9 @@
  *   - layouts: known answers for hand-built blocks (bit positions per
  *     qwisp/quant.h, which follows ggml-common.h);
  *   - Q8_K activation quantizer: known answers (scale -127/max of the signed
- *     largest-magnitude value, ties to even, group sums);
+ *     largest-magnitude value, ties to even, group sums), and every SIMD
+ *     level's bytes equal to the scalar level's (random rows, ties for the
+ *     maximum, halfway values, zero, NaN and infinite blocks);
  *   - quantizers: all-zero input decodes to zero; random rows round-trip
  *     within a per-type RMS error limit per super-block (Q6_K 2.4%, Q5_K 4.7%,
  *     Q4_K 9.5%, Q3_K 20%, Q2_K 36% of the block's RMS; a Gaussian block's
@@ -191,6 +193,39 @@ static void test_q8_K_known(void **state) {
     assert_int_equal(q[0].qs[5], -127);
     assert_int_equal(q[0].qs[6], 64);
     assert_true(q[0].d == 128.0f / 127.0f || f2u(q[0].d) == f2u(1.0f / (127.0f / 128.0f)));
+}
+
+/* Every level's Q8_K bytes are the scalar level's, block by block. */
+static void test_q8_K_levels(void **state) {
+    (void)state;
+    enum { NB = 12, N = NB * 256 };
+    float *x = malloc(N * sizeof *x);
+    for (int i = 0; i < N; i++) x[i] = rnd_normal() * (float)(1 + i / 256);
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;        /* block 1: zero */
+    x[2 * 256 + 3] = 9.0f, x[2 * 256 + 200] = -9.0f;    /* block 2: the first of two equal magnitudes */
+    x[3 * 256 + 7] = -9.0f, x[3 * 256 + 9] = 9.0f;      /* block 3: the same, negative first */
+    for (int i = 0; i < 256; i++) x[4 * 256 + i] = (float)(i % 5) * 0.5f - 1.0f; /* block 4: halfway values */
+    x[4 * 256 + 1] = 127.0f;
+    x[5 * 256 + 17] = NAN;      /* block 5: a NaN */
+    x[6 * 256 + 40] = INFINITY; /* block 6: an infinity */
+    x[7 * 256 + 41] = -INFINITY;
+    x[8 * 256 + 0] = -0.0f;
+    qw_block_q8_K ref[NB], got[NB];
+    assert_true(use_level("scalar"));
+    memset(ref, 0x5A, sizeof ref);
+    qw_quantize_row(QW_TYPE_Q8_K, x, ref, N);
+    for (int li = 0; li < N_LEVELS; li++) {
+        if (!use_level(k_levels[li])) continue;
+        memset(got, 0xA5, sizeof got);
+        qw_quantize_row(QW_TYPE_Q8_K, x, got, N);
+        for (int b = 0; b < NB; b++) {
+            if (memcmp(&ref[b], &got[b], sizeof ref[b]))
+                print_message("level %s: Q8_K block %d differs from the scalar level's\n", k_levels[li], b);
+            assert_memory_equal(&ref[b], &got[b], sizeof ref[b]);
+        }
+    }
+    restore_best();
+    free(x);
 }
 
 /* ---- quantizers ------------------------------------------------------------- */
@@ -391,6 +426,7 @@ int main(void) {
         cmocka_unit_test(test_q4_K_layout),
         cmocka_unit_test(test_q5_K_q3_K_q2_K_layout),
         cmocka_unit_test(test_q8_K_known),
+        cmocka_unit_test(test_q8_K_levels),
         cmocka_unit_test(test_quantize_zero),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_dot_random),
