@@ -117,6 +117,21 @@ static inline float hsum8_minus4(__m256 acc, __m128 sub) {
 
 static inline float q4k_finish(__m256 acc, __m128 accm) { return hsum8_minus4(acc, accm); }
 
+/* A Q8_K block's sixteen group sums added in pairs: the sums over the 32
+ * elements each Q4_K scale and min covers. */
+static inline __m128i q8k_pair_sums(const qw_block_q8_K *y) {
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+}
+
+/* One block's mins correction for one token, in 4 lanes (q4k_finish
+ * subtracts them): accm += d8 * dmin * (mins . pair sums). */
+static inline __m128 q4k_mins_step(__m128i sm, const qw_block_q8_K *y, float d8, uint16_t dmin, __m128 accm) {
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+    return _mm_fmadd_ps(_mm_set1_ps(d8 * _cvtsh_ss(dmin)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, q8k_pair_sums(y))),
+                        accm);
+}
+
 /* The dot does the tile's two steps fused, with nothing spilled: the same
  * int32 lanes (integer sums are exact in any order) and the same float
  * operations, so the same bits. */
@@ -132,10 +147,7 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
         const __m128i s16 = _mm_cvtepu8_epi16(sm);
         const __m256i scales = _mm256_set_m128i(s16, s16);
         const float d8 = q8k_d(y);
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-        accm = _mm_fmadd_ps(_mm_set1_ps(d8 * _cvtsh_ss(b->dmin)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pair)), accm);
+        accm = q4k_mins_step(sm, y, d8, b->dmin, accm);
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
@@ -172,8 +184,7 @@ static void gemm_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_ro
             const __m128i sm = q4k_scales_mins(b->scales);
             const __m128i s16 = _mm_cvtepu8_epi16(sm);
             const __m256i scales = _mm256_set_m128i(s16, s16);
-            const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-            const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+            const float d = _cvtsh_ss(b->d);
             __m256i sumi[4];
 #pragma GCC unroll 4
             for (int t = 0; t < 4; t++) sumi[t] = _mm256_setzero_si256();
@@ -196,9 +207,7 @@ static void gemm_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_ro
             for (int t = 0; t < 4; t++) {
                 const qw_block_q8_K *yb = (const qw_block_q8_K *)x[t] + i;
                 const float d8 = q8k_d(yb);
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
-                const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-                accm[t] = _mm_fmadd_ps(_mm_set1_ps(d8 * dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pair)), accm[t]);
+                accm[t] = q4k_mins_step(sm, yb, d8, b->dmin, accm[t]);
                 acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d8 * d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
             }
         }

@@ -62,10 +62,7 @@ static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
         const __m128i sm = q4k_scales_mins(b->scales);
         const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
         const float d8 = q8k_d(y);
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-        const __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-        accm = _mm_fmadd_ps(_mm_set1_ps(d8 * _cvtsh_ss(b->dmin)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pair)), accm);
+        accm = q4k_mins_step(sm, y, d8, b->dmin, accm);
         __m512i sumi = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
@@ -119,8 +116,7 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
             __m128i pr[4];
             for (int t = 0; t < 4; t++) {
                 const qw_block_q8_K *yb = (const qw_block_q8_K *)x[4 * g + t] + i;
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
-                pr[t] = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                pr[t] = q8k_pair_sums(yb);
                 d8[t] = q8k_d(yb);
             }
             d8v[g][i] = _mm_set_ps(d8[3], d8[2], d8[1], d8[0]);
