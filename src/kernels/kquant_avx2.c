@@ -218,6 +218,7 @@ static void gemm_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_ro
 #define KQ_GEMM_Q4_K gemm_q4_K
 #endif
 
+#ifndef KQ_DOT_Q5_K /* the AVX-512 build brings its own (kquant_avx512.c) */
 static void dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q5_K *b = w;
     const qw_block_q8_K *y = x;
@@ -243,6 +244,8 @@ static void dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
     }
     *s = acc;
 }
+#define KQ_DOT_Q5_K dot_q5_K
+#endif
 
 /* Q6_K carries float accumulators across super-blocks like Q4_K (the LM
  * head and embeddings of Q4_K_M files are Q6_K); the -32 offset goes through
@@ -282,6 +285,11 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
 
 #ifndef KQ_GEMM_WIDE_Q4_K
 #define KQ_GEMM_WIDE_Q4_K NULL
+#endif
+
+#ifndef KQ_GEMM_Q5_K /* Q5_K tiles: only the AVX-512 build has them */
+#define KQ_GEMM_Q5_K NULL
+#define KQ_GEMM_WIDE_Q5_K NULL
 #endif
 
 #ifndef KQ_QUANTIZE_Q8_K
@@ -343,6 +351,6 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 }
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
-const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, KQ_DOT_Q4_K,       dot_q5_K,
+const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, KQ_DOT_Q4_K,       KQ_DOT_Q5_K,
                                     KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K,
-                                    KQ_QUANTIZE_Q8_K};
+                                    KQ_QUANTIZE_Q8_K, KQ_GEMM_Q5_K, KQ_GEMM_WIDE_Q5_K};

@@ -28,6 +28,14 @@ static void gemm_wide_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int
                                float *const *y);
 static void quantize_q8_K_zmm(const float *x, void *dst, int64_t n);
 #define KQ_QUANTIZE_Q8_K quantize_q8_K_zmm
+static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void gemm_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y);
+static void gemm_wide_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y);
+#define KQ_DOT_Q5_K dot_q5_K_zmm
+#define KQ_GEMM_Q5_K gemm_q5_K_zmm
+#define KQ_GEMM_WIDE_Q5_K gemm_wide_q5_K_zmm
 #define KQ_DOT_Q4_K dot_q4_K_zmm
 #define KQ_DOT_Q6_K dot_q6_K_zmm
 #define KQ_GEMM_Q6_K gemm_q6_K_zmm
@@ -373,4 +381,141 @@ static void quantize_q8_K_zmm(const float *x, void *dst, int64_t n) {
         const float d = 1.0f / iscale;
         memcpy(&o->d, &d, sizeof d);
     }
+}
+
+/* ---- Q5_K: Q4_K's chunks plus the fifth bit, and the reference's float
+ * expression per block (dot_q5_K in kquant_avx2.c, kquant_impl.h):
+ *     acc += d8 * (d * (float)sumi - dmin * (float)summ)
+ * with sumi = sum_g scale_g * (q . y)_g and summ = sum_g min_g * (group sum
+ * of y), both exact integers.  The tiles compute sumi and summ for 4 or 8
+ * tokens at once and do that expression one lane per token with separate
+ * multiplies and adds (the C file is compiled without contraction), so every
+ * lane is the scalar expression's bits. */
+
+/* Chunk j as 64 levels 0..31: Q4_K's nibbles, plus 16 where bit 2j (low
+ * half) or 2j+1 (high half) of the element's qh byte is set. */
+static inline __m512i q5k_chunk_zmm(const qw_block_q5_K *b, __m512i qh2, int j) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
+    const __m512i lv = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
+    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))),
+                                           _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
+    return _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(qh2, bit), lv, _mm512_set1_epi8(16));
+}
+
+/* sum_g scale_g * (q . y)_g of one block and token, in 16 int32 lanes. */
+static inline __m512i q5k_sumi_zmm(const qw_block_q5_K *b, __m512i scales, __m512i qh2, const qw_block_q8_K *y) {
+    __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++)
+        sumi = _mm512_dpwssd_epi32(
+            sumi, _mm512_maddubs_epi16(q5k_chunk_zmm(b, qh2, j), _mm512_loadu_si512((const void *)(y->qs + 64 * j))),
+            _mm512_shuffle_epi8(scales, q4k_pick_zmm(j)));
+    return sumi;
+}
+
+static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q5_K *b = w;
+    const qw_block_q8_K *y = x;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        const __m128i sm = q4k_scales_mins(b->scales);
+        const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+        const __m512i qh2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
+        const int32_t sumi = _mm512_reduce_add_epi32(q5k_sumi_zmm(b, scales, qh2, y));
+        __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), q8k_pair_sums(y));
+        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0x4E));
+        const int32_t summ = _mm_cvtsi128_si32(_mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0xB1)));
+        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi - qw_fp16_to_f32(b->dmin) * (float)summ);
+    }
+    *s = acc;
+}
+
+/* The sums of the 16 int32 lanes of s[0..3], one per lane. */
+static inline __m128i hsum16_x4(const __m512i *s) {
+    const __m512i r01 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    const __m512i r23 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    const __m512i r = _mm512_add_epi32(_mm512_unpacklo_epi64(r01, r23), _mm512_unpackhi_epi64(r01, r23));
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(r), _mm512_extracti64x4_epi64(r, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* The sums of each 128-bit lane's 4 int32 (one token each), one per lane. */
+static inline __m128i hsum4_x4(__m512i m) {
+    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, (_MM_PERM_ENUM)0x4E));
+    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, (_MM_PERM_ENUM)0xB1));
+    return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), m));
+}
+
+static inline __attribute__((always_inline)) void q5k_tile(int64_t n, const void *w, size_t w_row_bytes,
+                                                          int64_t n_rows, const void *const *x, float *const *y,
+                                                          const int nt) {
+    const int ng = nt / 4;
+    const int64_t nb = n / QW_QK_K;
+    /* per block: the tokens' Q8_K scales (lane t) and, per group of four
+     * tokens, their paired group sums (128-bit lane t) */
+    alignas(64) __m512i pairs[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
+    alignas(32) __m256 d8v[Q4K_TILE_BLOCKS];
+    for (int64_t i = 0; i < nb; i++) {
+        float d8[Q4K_WIDE] = {0};
+        __m128i pr[Q4K_WIDE];
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            const qw_block_q8_K *yb = (const qw_block_q8_K *)x[t] + i;
+            d8[t] = q8k_d(yb);
+            pr[t] = q8k_pair_sums(yb);
+        }
+        d8v[i] = _mm256_loadu_ps(d8);
+#pragma GCC unroll 2
+        for (int g = 0; g < ng; g++)
+            pairs[g][i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(pr[4 * g + 1], pr[4 * g])),
+                                             _mm256_set_m128i(pr[4 * g + 3], pr[4 * g + 2]), 1);
+    }
+    const qw_block_q8_K *yt[Q4K_WIDE];
+    for (int t = 0; t < nt; t++) yt[t] = x[t];
+    for (int64_t r = 0; r < n_rows; r++) {
+        const qw_block_q5_K *b = (const qw_block_q5_K *)((const char *)w + (size_t)r * w_row_bytes);
+        __m256 acc = _mm256_setzero_ps(); /* lane t: token t */
+        for (int64_t i = 0; i < nb; i++, b++) {
+            const __m128i sm = q4k_scales_mins(b->scales);
+            const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+            const __m512i mins = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)));
+            const __m512i qh2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
+            __m512i s[Q4K_WIDE];
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m512i q = q5k_chunk_zmm(b, qh2, j);
+                const __m512i sc = _mm512_shuffle_epi8(scales, q4k_pick_zmm(j));
+#pragma GCC unroll 8
+                for (int t = 0; t < nt; t++)
+                    s[t] = _mm512_dpwssd_epi32(
+                        s[t], _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * j))), sc);
+            }
+            __m128i si[Q4K_WIDE / 4], mi[Q4K_WIDE / 4];
+#pragma GCC unroll 2
+            for (int g = 0; g < ng; g++) {
+                si[g] = hsum16_x4(s + 4 * g);
+                mi[g] = hsum4_x4(_mm512_madd_epi16(mins, pairs[g][i]));
+            }
+            const __m256i sumi = ng == 2 ? _mm256_set_m128i(si[1], si[0]) : _mm256_castsi128_si256(si[0]);
+            const __m256i summ = ng == 2 ? _mm256_set_m128i(mi[1], mi[0]) : _mm256_castsi128_si256(mi[0]);
+            const __m256 t1 = _mm256_mul_ps(_mm256_set1_ps(qw_fp16_to_f32(b->d)), _mm256_cvtepi32_ps(sumi));
+            const __m256 t2 = _mm256_mul_ps(_mm256_set1_ps(qw_fp16_to_f32(b->dmin)), _mm256_cvtepi32_ps(summ));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(d8v[i], _mm256_sub_ps(t1, t2)));
+        }
+        float out[8];
+        _mm256_storeu_ps(out, acc);
+        for (int t = 0; t < nt; t++) y[t][r] = out[t];
+    }
+}
+
+static void gemm_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    q5k_tile(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS);
+}
+
+static void gemm_wide_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y) {
+    q5k_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS);
 }

@@ -36,6 +36,7 @@ typedef struct qw_kq_dots {
     qw_gemm_fn gemm_wide_q4_K, gemm_wide_q6_K; /* QW_KQ_WIDE_TOKS tokens a call, same contract; NULL: none */
     /* activations to Q8_K: the reference's bytes at every level */
     void (*quantize_q8_K)(const float *x, void *dst, int64_t n);
+    qw_gemm_fn gemm_q5_K, gemm_wide_q5_K; /* Q5_K tiles, 4 and QW_KQ_WIDE_TOKS tokens; NULL: none */
 } qw_kq_dots;
 
 extern const qw_kq_dots qw_kq_dots_ref;

@@ -241,6 +241,7 @@ qw_gemm_fn qw_gemm_get(qw_type type) {
     if (type == QW_TYPE_Q4_0) return t->gemm_q4_0;
     /* the level's own tile, from the same file as its dot, so bits agree */
     if (type == QW_TYPE_Q4_K) return t->kq->gemm_q4_K;
+    if (type == QW_TYPE_Q5_K) return t->kq->gemm_q5_K;
     if (type == QW_TYPE_Q6_K) return t->kq->gemm_q6_K;
     return NULL;
 }
@@ -250,12 +251,13 @@ qw_gemm_fn qw_gemm_wide_get(qw_type type) {
     if (type == QW_TYPE_Q8_0) return t->gemm_wide_q8_0;
     if (type == QW_TYPE_Q4_0) return t->gemm_wide_q4_0;
     if (type == QW_TYPE_Q4_K) return t->kq->gemm_wide_q4_K;
+    if (type == QW_TYPE_Q5_K) return t->kq->gemm_wide_q5_K;
     if (type == QW_TYPE_Q6_K) return t->kq->gemm_wide_q6_K;
     return NULL;
 }
 
 int qw_gemm_wide_toks(qw_type type) {
-    return type == QW_TYPE_Q4_K || type == QW_TYPE_Q6_K ? QW_KQ_WIDE_TOKS : QW_GEMM_WIDE_TOKS;
+    return type == QW_TYPE_Q4_K || type == QW_TYPE_Q5_K || type == QW_TYPE_Q6_K ? QW_KQ_WIDE_TOKS : QW_GEMM_WIDE_TOKS;
 }
 
 qw_gemm_fn qw_gemv_get(qw_type type) {
