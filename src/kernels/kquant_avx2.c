@@ -287,6 +287,13 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
 #define KQ_GEMM_WIDE_Q4_K NULL
 #endif
 
+#ifndef KQ_GEMM_Q2_K /* Q2_K / Q3_K tiles: only the AVX-512 build has them */
+#define KQ_GEMM_Q2_K NULL
+#define KQ_GEMM_WIDE_Q2_K NULL
+#define KQ_GEMM_Q3_K NULL
+#define KQ_GEMM_WIDE_Q3_K NULL
+#endif
+
 #ifndef KQ_GEMM_Q5_K /* Q5_K tiles: only the AVX-512 build has them */
 #define KQ_GEMM_Q5_K NULL
 #define KQ_GEMM_WIDE_Q5_K NULL
@@ -353,4 +360,5 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
 const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, KQ_DOT_Q4_K,       KQ_DOT_Q5_K,
                                     KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K,
-                                    KQ_QUANTIZE_Q8_K, KQ_GEMM_Q5_K, KQ_GEMM_WIDE_Q5_K};
+                                    KQ_QUANTIZE_Q8_K, KQ_GEMM_Q5_K, KQ_GEMM_WIDE_Q5_K, KQ_GEMM_Q2_K,
+                                    KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K};

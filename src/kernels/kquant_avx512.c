@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #include <stdalign.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -33,6 +34,18 @@ static void gemm_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t 
                           float *const *y);
 static void gemm_wide_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                                float *const *y);
+static void gemm_q2_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y);
+static void gemm_wide_q2_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y);
+static void gemm_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y);
+static void gemm_wide_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y);
+#define KQ_GEMM_Q2_K gemm_q2_K_zmm
+#define KQ_GEMM_WIDE_Q2_K gemm_wide_q2_K_zmm
+#define KQ_GEMM_Q3_K gemm_q3_K_zmm
+#define KQ_GEMM_WIDE_Q3_K gemm_wide_q3_K_zmm
 #define KQ_DOT_Q5_K dot_q5_K_zmm
 #define KQ_GEMM_Q5_K gemm_q5_K_zmm
 #define KQ_GEMM_WIDE_Q5_K gemm_wide_q5_K_zmm
@@ -518,4 +531,160 @@ static void gemm_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t 
 static void gemm_wide_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                                float *const *y) {
     q5k_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS);
+}
+
+/* ---- Q2_K and Q3_K: 2-bit levels (Q3_K: plus a third bit, minus 4), a
+ * scale per 16 elements.  As for Q6_K, register z holds chunks 2z and 2z+1
+ * (the token's bytes 64z..64z+63) and its 128-bit lanes are groups
+ * 4z..4z+3.  The AVX2 dots (kquant_avx2.c) compute the reference's exact
+ * integers and float expression per block:
+ *     Q2_K: acc += d8 * (d * (float)sumi - dmin * (float)summ)
+ *     Q3_K: acc += d8 * (d * (float)(sumi - 4 * off))
+ * with off = sum_g scale_g * (group sum of y); the tiles compute the same
+ * integers for 4 or 8 tokens and the expression one lane per token. */
+
+/* Chunk pair z of 2-bit fields: (qs[32h + l] >> 2s) & 3 for chunks 4h + s,
+ * s = 2(z & 1) in the low half and s + 1 in the high half. */
+static inline __m512i q2bits_zmm(const uint8_t *qs, int z) {
+    const int h = z >> 1, s = 2 * (z & 1);
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
+    const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * s)), _mm256_set1_epi16((short)(2 * s + 2)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(3));
+}
+
+/* Q3_K's 16 scales (6 bits, minus 32) as int16. */
+static inline __m256i q3k_scales16(const uint8_t *s) {
+    uint64_t l8;
+    uint32_t h;
+    memcpy(&l8, s, 8);
+    memcpy(&h, s + 8, 4);
+    const uint64_t m4 = 0x0F0F0F0F0F0F0F0Full;
+    const uint32_t m2 = 0x03030303u;
+    const __m128i lo = _mm_set_epi64x((long long)((l8 >> 4) & m4), (long long)(l8 & m4));
+    const __m128i hi = _mm_set_epi32((int)((h >> 6) & m2), (int)((h >> 4) & m2), (int)((h >> 2) & m2), (int)(h & m2));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
+}
+
+/* The group scales spread per register z (word w of sc[z] = scale of
+ * group 4z + w / 8). */
+static inline __attribute__((always_inline)) void spread16_zmm(__m256i sc16, __m512i sc[4]) {
+    const __m512i wide = _mm512_castsi256_si512(sc16);
+#pragma GCC unroll 4
+    for (int z = 0; z < 4; z++) {
+        const __m512i idx = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 1)), _mm_set1_epi16((short)(4 * z)))),
+            _mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 3)), _mm_set1_epi16((short)(4 * z + 2))), 1);
+        sc[z] = _mm512_permutexvar_epi16(idx, wide);
+    }
+}
+
+/* The sums of the 8 int32 lanes of m[0..3], one per lane. */
+static inline __m128i hsum8_x4(const __m256i *m) {
+    const __m256i r01 = _mm256_add_epi32(_mm256_unpacklo_epi32(m[0], m[1]), _mm256_unpackhi_epi32(m[0], m[1]));
+    const __m256i r23 = _mm256_add_epi32(_mm256_unpacklo_epi32(m[2], m[3]), _mm256_unpackhi_epi32(m[2], m[3]));
+    const __m256i r = _mm256_add_epi32(_mm256_unpacklo_epi64(r01, r23), _mm256_unpackhi_epi64(r01, r23));
+    return _mm_add_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+static inline __attribute__((always_inline)) void kq16_tile(int64_t n, const void *w, size_t w_row_bytes,
+                                                           int64_t n_rows, const void *const *x, float *const *y,
+                                                           const int nt, const bool q3) {
+    const int ng = nt / 4;
+    const int64_t nb = n / QW_QK_K;
+    alignas(32) __m256 d8v[Q4K_TILE_BLOCKS];
+    for (int64_t i = 0; i < nb; i++) {
+        float d8[Q4K_WIDE] = {0};
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) d8[t] = q8k_d((const qw_block_q8_K *)x[t] + i);
+        d8v[i] = _mm256_loadu_ps(d8);
+    }
+    const qw_block_q8_K *yt[Q4K_WIDE];
+    for (int t = 0; t < nt; t++) yt[t] = x[t];
+    const size_t blk = q3 ? sizeof(qw_block_q3_K) : sizeof(qw_block_q2_K);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const char *row = (const char *)w + (size_t)r * w_row_bytes;
+        __m256 acc = _mm256_setzero_ps(); /* lane t: token t */
+        for (int64_t i = 0; i < nb; i++) {
+            const void *bv = row + (size_t)i * blk;
+            __m512i q[4], sc[4];
+            __m256i sc16, mn16 = _mm256_setzero_si256();
+            float d, dmin = 0.0f;
+            if (q3) {
+                const qw_block_q3_K *b = bv;
+                const __m512i hm2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
+#pragma GCC unroll 4
+                for (int z = 0; z < 4; z++) {
+                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * z))),
+                                                           _mm256_set1_epi8((char)(1 << (2 * z + 1))), 1);
+                    const __m512i lv = q2bits_zmm(b->qs, z);
+                    q[z] = _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(hm2, bit), lv, _mm512_set1_epi8(4));
+                }
+                sc16 = q3k_scales16(b->scales);
+                d = qw_fp16_to_f32(b->d);
+            } else {
+                const qw_block_q2_K *b = bv;
+#pragma GCC unroll 4
+                for (int z = 0; z < 4; z++) q[z] = q2bits_zmm(b->qs, z);
+                const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+                sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
+                mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
+                d = qw_fp16_to_f32(b->d), dmin = qw_fp16_to_f32(b->dmin);
+            }
+            spread16_zmm(sc16, sc);
+            __m512i s[Q4K_WIDE];
+            __m256i m[Q4K_WIDE];
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) {
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)yt[t][i].bsums);
+                /* Q3_K: -4 * off joins the integer sum (exact in any order) */
+                s[t] = q3 ? _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
+                                                                                      _mm256_madd_epi16(sc16, bs)),
+                                                                     2))
+                          : _mm512_setzero_si512();
+                m[t] = q3 ? _mm256_setzero_si256() : _mm256_madd_epi16(mn16, bs);
+            }
+#pragma GCC unroll 4
+            for (int z = 0; z < 4; z++)
+#pragma GCC unroll 8
+                for (int t = 0; t < nt; t++)
+                    s[t] = _mm512_dpwssd_epi32(
+                        s[t], _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * z))),
+                        sc[z]);
+            __m128i si[Q4K_WIDE / 4], mi[Q4K_WIDE / 4];
+#pragma GCC unroll 2
+            for (int g = 0; g < ng; g++) {
+                si[g] = hsum16_x4(s + 4 * g);
+                mi[g] = q3 ? _mm_setzero_si128() : hsum8_x4(m + 4 * g);
+            }
+            const __m256i sumi = ng == 2 ? _mm256_set_m128i(si[1], si[0]) : _mm256_castsi128_si256(si[0]);
+            const __m256 t1 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi));
+            if (q3) {
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(d8v[i], t1));
+            } else {
+                const __m256i summ = ng == 2 ? _mm256_set_m128i(mi[1], mi[0]) : _mm256_castsi128_si256(mi[0]);
+                const __m256 t2 = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(summ));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(d8v[i], _mm256_sub_ps(t1, t2)));
+            }
+        }
+        float out[8];
+        _mm256_storeu_ps(out, acc);
+        for (int t = 0; t < nt; t++) y[t][r] = out[t];
+    }
+}
+
+static void gemm_q2_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    kq16_tile(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS, false);
+}
+static void gemm_wide_q2_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y) {
+    kq16_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS, false);
+}
+static void gemm_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    kq16_tile(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS, true);
+}
+static void gemm_wide_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                               float *const *y) {
+    kq16_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS, true);
 }

@@ -37,6 +37,7 @@ typedef struct qw_kq_dots {
     /* activations to Q8_K: the reference's bytes at every level */
     void (*quantize_q8_K)(const float *x, void *dst, int64_t n);
     qw_gemm_fn gemm_q5_K, gemm_wide_q5_K; /* Q5_K tiles, 4 and QW_KQ_WIDE_TOKS tokens; NULL: none */
+    qw_gemm_fn gemm_q2_K, gemm_wide_q2_K, gemm_q3_K, gemm_wide_q3_K; /* the same for Q2_K, Q3_K */
 } qw_kq_dots;
 
 extern const qw_kq_dots qw_kq_dots_ref;

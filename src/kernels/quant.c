@@ -241,6 +241,8 @@ qw_gemm_fn qw_gemm_get(qw_type type) {
     if (type == QW_TYPE_Q4_0) return t->gemm_q4_0;
     /* the level's own tile, from the same file as its dot, so bits agree */
     if (type == QW_TYPE_Q4_K) return t->kq->gemm_q4_K;
+    if (type == QW_TYPE_Q2_K) return t->kq->gemm_q2_K;
+    if (type == QW_TYPE_Q3_K) return t->kq->gemm_q3_K;
     if (type == QW_TYPE_Q5_K) return t->kq->gemm_q5_K;
     if (type == QW_TYPE_Q6_K) return t->kq->gemm_q6_K;
     return NULL;
@@ -251,13 +253,18 @@ qw_gemm_fn qw_gemm_wide_get(qw_type type) {
     if (type == QW_TYPE_Q8_0) return t->gemm_wide_q8_0;
     if (type == QW_TYPE_Q4_0) return t->gemm_wide_q4_0;
     if (type == QW_TYPE_Q4_K) return t->kq->gemm_wide_q4_K;
+    if (type == QW_TYPE_Q2_K) return t->kq->gemm_wide_q2_K;
+    if (type == QW_TYPE_Q3_K) return t->kq->gemm_wide_q3_K;
     if (type == QW_TYPE_Q5_K) return t->kq->gemm_wide_q5_K;
     if (type == QW_TYPE_Q6_K) return t->kq->gemm_wide_q6_K;
     return NULL;
 }
 
 int qw_gemm_wide_toks(qw_type type) {
-    return type == QW_TYPE_Q4_K || type == QW_TYPE_Q5_K || type == QW_TYPE_Q6_K ? QW_KQ_WIDE_TOKS : QW_GEMM_WIDE_TOKS;
+    switch (type) {
+    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K: return QW_KQ_WIDE_TOKS;
+    default: return QW_GEMM_WIDE_TOKS;
+    }
 }
 
 qw_gemm_fn qw_gemv_get(qw_type type) {

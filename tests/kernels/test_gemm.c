@@ -135,6 +135,8 @@ static void check_levels(qw_type wt, bool gemv) {
 static void test_tile_q8_0(void **s) { (void)s; check_levels(QW_TYPE_Q8_0, true); }
 static void test_tile_q4_0(void **s) { (void)s; check_levels(QW_TYPE_Q4_0, true); }
 static void test_tile_q4_K(void **s) { (void)s; check_levels(QW_TYPE_Q4_K, false); }
+static void test_tile_q2_K(void **s) { (void)s; check_levels(QW_TYPE_Q2_K, false); }
+static void test_tile_q3_K(void **s) { (void)s; check_levels(QW_TYPE_Q3_K, false); }
 static void test_tile_q5_K(void **s) { (void)s; check_levels(QW_TYPE_Q5_K, false); }
 static void test_tile_q6_K(void **s) { (void)s; check_levels(QW_TYPE_Q6_K, false); }
 
@@ -178,7 +180,8 @@ static void check_batch(qw_type wt, int64_t k, int threads) {
 
 static void test_batch(void **s) {
     (void)s;
-    const qw_type types[] = {QW_TYPE_Q8_0, QW_TYPE_Q4_0, QW_TYPE_Q4_K, QW_TYPE_Q5_K, QW_TYPE_Q6_K, QW_TYPE_F32, QW_TYPE_F16};
+    const qw_type types[] = {QW_TYPE_Q8_0, QW_TYPE_Q4_0, QW_TYPE_Q2_K, QW_TYPE_Q3_K, QW_TYPE_Q4_K,
+                             QW_TYPE_Q5_K, QW_TYPE_Q6_K, QW_TYPE_F32,  QW_TYPE_F16};
     for (int l = 0; l < N_LEVELS; l++) {
         if (!use_level(k_levels[l])) continue;
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -214,6 +217,8 @@ int main(void) {
         cmocka_unit_test(test_tile_q8_0),
         cmocka_unit_test(test_tile_q4_0),
         cmocka_unit_test(test_tile_q4_K),
+        cmocka_unit_test(test_tile_q2_K),
+        cmocka_unit_test(test_tile_q3_K),
         cmocka_unit_test(test_tile_q5_K),
         cmocka_unit_test(test_tile_q6_K),
         cmocka_unit_test(test_batch),
