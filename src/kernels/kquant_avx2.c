@@ -308,6 +308,7 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
 #define KQ_GEMM_WIDE_Q6_K NULL
 #endif
 
+#ifndef KQ_DOT_Q3_K /* the AVX-512 build brings its own (kquant_avx512.c) */
 static void dot_q3_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q3_K *b = w;
     const qw_block_q8_K *y = x;
@@ -333,7 +334,10 @@ static void dot_q3_K(int64_t n, float *s, const void *w, const void *x) {
     }
     *s = acc;
 }
+#define KQ_DOT_Q3_K dot_q3_K
+#endif
 
+#ifndef KQ_DOT_Q2_K /* the AVX-512 build brings its own (kquant_avx512.c) */
 static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q2_K *b = w;
     const qw_block_q8_K *y = x;
@@ -356,9 +360,11 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
     }
     *s = acc;
 }
+#define KQ_DOT_Q2_K dot_q2_K
+#endif
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
-const qw_kq_dots qw_kq_dots_avx2 = {dot_q2_K, dot_q3_K, KQ_DOT_Q4_K,       KQ_DOT_Q5_K,
+const qw_kq_dots qw_kq_dots_avx2 = {KQ_DOT_Q2_K, KQ_DOT_Q3_K, KQ_DOT_Q4_K,       KQ_DOT_Q5_K,
                                     KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K,
                                     KQ_QUANTIZE_Q8_K, KQ_GEMM_Q5_K, KQ_GEMM_WIDE_Q5_K, KQ_GEMM_Q2_K,
                                     KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K};

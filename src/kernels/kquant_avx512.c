@@ -42,6 +42,10 @@ static void gemm_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t 
                           float *const *y);
 static void gemm_wide_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                                float *const *y);
+static void dot_q2_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void dot_q3_K_zmm(int64_t n, float *s, const void *w, const void *x);
+#define KQ_DOT_Q2_K dot_q2_K_zmm
+#define KQ_DOT_Q3_K dot_q3_K_zmm
 #define KQ_GEMM_Q2_K gemm_q2_K_zmm
 #define KQ_GEMM_WIDE_Q2_K gemm_wide_q2_K_zmm
 #define KQ_GEMM_Q3_K gemm_q3_K_zmm
@@ -586,6 +590,74 @@ static inline __m128i hsum8_x4(const __m256i *m) {
     return _mm_add_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
+/* One Q2_K or Q3_K block: its levels (0..3 or 0..7) in four registers,
+ * its group scales (and Q2_K's mins; zero for Q3_K) as int16, d and dmin. */
+static inline __attribute__((always_inline)) void kq16_unpack(const void *bv, const bool q3, __m512i q[4],
+                                                             __m256i *sc16, __m256i *mn16, float *d, float *dmin) {
+    if (q3) {
+        const qw_block_q3_K *b = bv;
+        const __m512i hm2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
+#pragma GCC unroll 4
+        for (int z = 0; z < 4; z++) {
+            const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * z))),
+                                                   _mm256_set1_epi8((char)(1 << (2 * z + 1))), 1);
+            const __m512i lv = q2bits_zmm(b->qs, z);
+            q[z] = _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(hm2, bit), lv, _mm512_set1_epi8(4));
+        }
+        *sc16 = q3k_scales16(b->scales);
+        *mn16 = _mm256_setzero_si256();
+        *d = qw_fp16_to_f32(b->d), *dmin = 0.0f;
+    } else {
+        const qw_block_q2_K *b = bv;
+#pragma GCC unroll 4
+        for (int z = 0; z < 4; z++) q[z] = q2bits_zmm(b->qs, z);
+        const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+        *sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
+        *mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
+        *d = qw_fp16_to_f32(b->d), *dmin = qw_fp16_to_f32(b->dmin);
+    }
+}
+
+/* Q3_K's offset -4 * sum_g scale_g * (group sum of y) in 8 int32 lanes of a
+ * zeroed 16-lane register: the start of the token's integer sum. */
+static inline __m512i q3k_offset_zmm(__m256i sc16, const qw_block_q8_K *y) {
+    const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+    return _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), off), 2));
+}
+
+/* The one-token dot (decode) with the same unpacking: the AVX2 dot's
+ * integers and float expression, so its bits. */
+static inline __attribute__((always_inline)) void kq16_dot(int64_t n, float *s, const void *w, const void *x,
+                                                          const bool q3) {
+    const qw_block_q8_K *y = x;
+    const size_t blk = q3 ? sizeof(qw_block_q3_K) : sizeof(qw_block_q2_K);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QW_QK_K; i++, y++) {
+        __m512i q[4], sc[4];
+        __m256i sc16, mn16;
+        float d, dmin;
+        kq16_unpack((const char *)w + (size_t)i * blk, q3, q, &sc16, &mn16, &d, &dmin);
+        spread16_zmm(sc16, sc);
+        __m512i si = q3 ? q3k_offset_zmm(sc16, y) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int z = 0; z < 4; z++)
+            si = _mm512_dpwssd_epi32(si, _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(y->qs + 64 * z))),
+                                     sc[z]);
+        const int32_t sumi = _mm512_reduce_add_epi32(si);
+        if (q3) {
+            acc += q8k_d(y) * (d * (float)sumi);
+        } else {
+            const __m256i mm = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)y->bsums));
+            const int32_t summ = _mm512_reduce_add_epi32(_mm512_zextsi256_si512(mm));
+            acc += q8k_d(y) * (d * (float)sumi - dmin * (float)summ);
+        }
+    }
+    *s = acc;
+}
+
+static void dot_q2_K_zmm(int64_t n, float *s, const void *w, const void *x) { kq16_dot(n, s, w, x, false); }
+static void dot_q3_K_zmm(int64_t n, float *s, const void *w, const void *x) { kq16_dot(n, s, w, x, true); }
+
 static inline __attribute__((always_inline)) void kq16_tile(int64_t n, const void *w, size_t w_row_bytes,
                                                            int64_t n_rows, const void *const *x, float *const *y,
                                                            const int nt, const bool q3) {
@@ -605,43 +677,19 @@ static inline __attribute__((always_inline)) void kq16_tile(int64_t n, const voi
         const char *row = (const char *)w + (size_t)r * w_row_bytes;
         __m256 acc = _mm256_setzero_ps(); /* lane t: token t */
         for (int64_t i = 0; i < nb; i++) {
-            const void *bv = row + (size_t)i * blk;
             __m512i q[4], sc[4];
-            __m256i sc16, mn16 = _mm256_setzero_si256();
-            float d, dmin = 0.0f;
-            if (q3) {
-                const qw_block_q3_K *b = bv;
-                const __m512i hm2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->hmask));
-#pragma GCC unroll 4
-                for (int z = 0; z < 4; z++) {
-                    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * z))),
-                                                           _mm256_set1_epi8((char)(1 << (2 * z + 1))), 1);
-                    const __m512i lv = q2bits_zmm(b->qs, z);
-                    q[z] = _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(hm2, bit), lv, _mm512_set1_epi8(4));
-                }
-                sc16 = q3k_scales16(b->scales);
-                d = qw_fp16_to_f32(b->d);
-            } else {
-                const qw_block_q2_K *b = bv;
-#pragma GCC unroll 4
-                for (int z = 0; z < 4; z++) q[z] = q2bits_zmm(b->qs, z);
-                const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
-                sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
-                mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
-                d = qw_fp16_to_f32(b->d), dmin = qw_fp16_to_f32(b->dmin);
-            }
+            __m256i sc16, mn16;
+            float d, dmin;
+            kq16_unpack(row + (size_t)i * blk, q3, q, &sc16, &mn16, &d, &dmin);
             spread16_zmm(sc16, sc);
             __m512i s[Q4K_WIDE];
             __m256i m[Q4K_WIDE];
 #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) {
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)yt[t][i].bsums);
                 /* Q3_K: -4 * off joins the integer sum (exact in any order) */
-                s[t] = q3 ? _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(),
-                                                                                      _mm256_madd_epi16(sc16, bs)),
-                                                                     2))
-                          : _mm512_setzero_si512();
-                m[t] = q3 ? _mm256_setzero_si256() : _mm256_madd_epi16(mn16, bs);
+                s[t] = q3 ? q3k_offset_zmm(sc16, &yt[t][i]) : _mm512_setzero_si512();
+                m[t] = q3 ? _mm256_setzero_si256()
+                          : _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)yt[t][i].bsums));
             }
 #pragma GCC unroll 4
             for (int z = 0; z < 4; z++)
