@@ -1,9 +1,8 @@
-/* kquant_avx512.c — the AVX-512 level's K-quant dots and tiles: the kernels
- * of kquant_avx2.c compiled again with AVX-512VL/VNNI enabled, plus a Q4_K
- * prefill tile of its own in 512-bit registers.  The recompile gives the
- * compiler 32 vector registers instead of 16 (the Q6_K tile, built only
- * here, needs them), and madd + add become one VPDPWSSD (add_madd).  The
- * integer lanes and the float steps are the AVX2 level's, so are the bits.
+/* kquant_avx512.c — the AVX-512 level's K-quant kernels: dots for every
+ * K-quant, 4- and 8-token prefill tiles, and the Q8_K activation quantizer,
+ * in 512-bit registers, each giving the bits of the AVX2 level's dot
+ * (kquant_avx2.c, which this file includes for its helpers and its table;
+ * the kernels below take its slots).
  * Tried and not kept: a VNNI Q4_K dot + tile (one vpdpbusd per 64 elements,
  * scales applied in float) decoded slower on the full-size qwen36-a3b file
  * (6.7-7.3 vs 8.5 tok/s with the AVX2 loop), prefill about the same; see
@@ -17,48 +16,44 @@
 
 #include "kernels/kquant_impl.h"
 
-static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x);
-static void gemm_wide_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y);
-static void gemm_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y);
-static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x);
-static void gemm_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y);
-static void gemm_wide_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y);
-static void quantize_q8_K_zmm(const float *x, void *dst, int64_t n);
-#define KQ_QUANTIZE_Q8_K quantize_q8_K_zmm
-static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x);
-static void gemm_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y);
-static void gemm_wide_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y);
-static void gemm_q2_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y);
-static void gemm_wide_q2_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y);
-static void gemm_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y);
-static void gemm_wide_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y);
+/* The 4-token (qw_gemm_fn) and QW_KQ_WIDE_TOKS-token entry points of a
+ * K-quant tile body BODY(n, w, row_bytes, n_rows, x, y, tokens). */
+#define KQ_TILE_FN(name)                                                                                          \
+    void name(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x, float *const *y)
+#define KQ_TILE_DECLS(T) static KQ_TILE_FN(gemm_##T##_zmm); static KQ_TILE_FN(gemm_wide_##T##_zmm);
+#define KQ_TILE_ENTRIES(T, BODY)                                                                                  \
+    static KQ_TILE_FN(gemm_##T##_zmm) { BODY(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS); }                    \
+    static KQ_TILE_FN(gemm_wide_##T##_zmm) { BODY(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS); }
+
+/* The kernels this file brings in place of kquant_avx2.c's: the table at
+ * the end of that file takes them by these names. */
 static void dot_q2_K_zmm(int64_t n, float *s, const void *w, const void *x);
 static void dot_q3_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x);
+static void quantize_q8_K_zmm(const float *x, void *dst, int64_t n);
+KQ_TILE_DECLS(q2_K)
+KQ_TILE_DECLS(q3_K)
+KQ_TILE_DECLS(q4_K)
+KQ_TILE_DECLS(q5_K)
+KQ_TILE_DECLS(q6_K)
 #define KQ_DOT_Q2_K dot_q2_K_zmm
 #define KQ_DOT_Q3_K dot_q3_K_zmm
+#define KQ_DOT_Q4_K dot_q4_K_zmm
+#define KQ_DOT_Q5_K dot_q5_K_zmm
+#define KQ_DOT_Q6_K dot_q6_K_zmm
+#define KQ_QUANTIZE_Q8_K quantize_q8_K_zmm
 #define KQ_GEMM_Q2_K gemm_q2_K_zmm
 #define KQ_GEMM_WIDE_Q2_K gemm_wide_q2_K_zmm
 #define KQ_GEMM_Q3_K gemm_q3_K_zmm
 #define KQ_GEMM_WIDE_Q3_K gemm_wide_q3_K_zmm
-#define KQ_DOT_Q5_K dot_q5_K_zmm
-#define KQ_GEMM_Q5_K gemm_q5_K_zmm
-#define KQ_GEMM_WIDE_Q5_K gemm_wide_q5_K_zmm
-#define KQ_DOT_Q4_K dot_q4_K_zmm
-#define KQ_DOT_Q6_K dot_q6_K_zmm
-#define KQ_GEMM_Q6_K gemm_q6_K_zmm
-#define KQ_GEMM_WIDE_Q6_K gemm_wide_q6_K_zmm
 #define KQ_GEMM_Q4_K gemm_q4_K_zmm
 #define KQ_GEMM_WIDE_Q4_K gemm_wide_q4_K_zmm
+#define KQ_GEMM_Q5_K gemm_q5_K_zmm
+#define KQ_GEMM_WIDE_Q5_K gemm_wide_q5_K_zmm
+#define KQ_GEMM_Q6_K gemm_q6_K_zmm
+#define KQ_GEMM_WIDE_Q6_K gemm_wide_q6_K_zmm
 #define qw_kq_dots_avx2 qw_kq_dots_avx512
 #include "kquant_avx2.c"
 
@@ -121,6 +116,7 @@ static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
  * level's wide Q4_K tile: each unpacked chunk feeds eight tokens, so the
  * unpacking and the per-block scale work are shared by twice the tokens). */
 enum { Q4K_TILE_BLOCKS = QW_GEMM_K_MAX / QW_QK_K, Q4K_WIDE = 8 };
+_Static_assert(Q4K_WIDE == QW_KQ_WIDE_TOKS && QW_GEMM_TOKS == 4, "the tiles' register arrays hold 4 or 8 tokens");
 
 static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void *w, size_t w_row_bytes,
                                                           int64_t n_rows, const void *const *x, float *const *y,
@@ -208,17 +204,7 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
     }
 }
 
-static void gemm_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    _Static_assert(QW_GEMM_TOKS == 4, "the 4-token entry point");
-    q4k_tile(n, w, w_row_bytes, n_rows, x, y, 4);
-}
-
-static void gemm_wide_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y) {
-    _Static_assert(Q4K_WIDE == QW_KQ_WIDE_TOKS, "the wide entry point");
-    q4k_tile(n, w, w_row_bytes, n_rows, x, y, Q4K_WIDE);
-}
+KQ_TILE_ENTRIES(q4_K, q4k_tile)
 
 /* ---- Q6_K: the same scheme.  A super-block is 8 chunks of 32 levels
  * (q6k_levels' element order); register z holds chunks 2z and 2z+1, i.e. the
@@ -245,10 +231,9 @@ static inline __attribute__((always_inline)) void q6k_levels_zmm(const qw_block_
     }
 }
 
-/* The 16 group scales, as int16 (low 256 bits) and spread per register z
- * (word w of sc[z] = scale of group 4z + w / 8). */
-static inline __attribute__((always_inline)) __m256i q6k_scales_zmm(const qw_block_q6_K *b, __m512i sc[4]) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+/* The group scales spread per register z (word w of sc[z] = scale of
+ * group 4z + w / 8). */
+static inline __attribute__((always_inline)) void spread16_zmm(__m256i sc16, __m512i sc[4]) {
     const __m512i wide = _mm512_castsi256_si512(sc16);
 #pragma GCC unroll 4
     for (int z = 0; z < 4; z++) {
@@ -257,6 +242,12 @@ static inline __attribute__((always_inline)) __m256i q6k_scales_zmm(const qw_blo
             _mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 3)), _mm_set1_epi16((short)(4 * z + 2))), 1);
         sc[z] = _mm512_permutexvar_epi16(idx, wide);
     }
+}
+
+/* Q6_K's 16 group scales as int16, and spread per register (spread16_zmm). */
+static inline __attribute__((always_inline)) __m256i q6k_scales_zmm(const qw_block_q6_K *b, __m512i sc[4]) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    spread16_zmm(sc16, sc);
     return sc16;
 }
 
@@ -281,6 +272,15 @@ static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x) {
     *s = hsum8_minus4(acc, _mm_setzero_ps());
 }
 
+/* The tokens' Q8_K scales for each block, one lane per token (lanes past nt zero). */
+static inline void tokens_d8(const void *const *x, int nt, int64_t nb, __m256 *d8v) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d8[8] = {0};
+        for (int t = 0; t < nt; t++) d8[t] = q8k_d((const qw_block_q8_K *)x[t] + i);
+        d8v[i] = _mm256_loadu_ps(d8);
+    }
+}
+
 static inline __attribute__((always_inline)) void q6k_tile(int64_t n, const void *w, size_t w_row_bytes,
                                                           int64_t n_rows, const void *const *x, float *const *y,
                                                           const int nt) {
@@ -289,11 +289,8 @@ static inline __attribute__((always_inline)) void q6k_tile(int64_t n, const void
      * tokens' Q8_K scales */
     alignas(64) __m512i bsums[Q4K_WIDE / 2][Q4K_TILE_BLOCKS];
     alignas(32) __m256 d8v[Q4K_TILE_BLOCKS];
+    tokens_d8(x, nt, nb, d8v);
     for (int64_t i = 0; i < nb; i++) {
-        float d8[Q4K_WIDE] = {0};
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) d8[t] = q8k_d((const qw_block_q8_K *)x[t] + i);
-        d8v[i] = _mm256_loadu_ps(d8);
 #pragma GCC unroll 4
         for (int p = 0; p < nt / 2; p++)
             bsums[p][i] = _mm512_inserti64x4(
@@ -339,15 +336,7 @@ static inline __attribute__((always_inline)) void q6k_tile(int64_t n, const void
     }
 }
 
-static void gemm_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    q6k_tile(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS);
-}
-
-static void gemm_wide_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y) {
-    q6k_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS);
-}
+KQ_TILE_ENTRIES(q6_K, q6k_tile)
 
 /* ---- Q8_K activations, the reference's bytes (qw_ref_quantize_q8_K): the
  * value of largest magnitude (the first of equals), iscale = -127 / it,
@@ -463,6 +452,28 @@ static inline __m128i hsum4_x4(__m512i m) {
     return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), m));
 }
 
+/* The 4 or 8 lanes of two halves as one register (ng = 1 or 2 groups of 4 tokens). */
+static inline __m256i join_groups(const __m128i *v, int ng) {
+    return ng == 2 ? _mm256_set_m128i(v[1], v[0]) : _mm256_castsi128_si256(v[0]);
+}
+
+/* acc += d8 * (d * (float)sumi - dmin * (float)summ) one lane per token,
+ * every operation rounded on its own as in the scalar expression (Q3_K's
+ * d8 * (d * sumi) is this with dmin = 0 and summ = 0: t - 0 is t, bit for
+ * bit, -0 included). */
+static inline __m256 kq_block_step(__m256 acc, __m256 d8, float d, __m256i sumi, float dmin, __m256i summ) {
+    const __m256 t1 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi));
+    const __m256 t2 = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(summ));
+    return _mm256_add_ps(acc, _mm256_mul_ps(d8, _mm256_sub_ps(t1, t2)));
+}
+
+/* y[t][r] = lane t of acc for t < nt. */
+static inline void store_lanes(__m256 acc, float *const *y, int64_t r, int nt) {
+    float out[8];
+    _mm256_storeu_ps(out, acc);
+    for (int t = 0; t < nt; t++) y[t][r] = out[t];
+}
+
 static inline __attribute__((always_inline)) void q5k_tile(int64_t n, const void *w, size_t w_row_bytes,
                                                           int64_t n_rows, const void *const *x, float *const *y,
                                                           const int nt) {
@@ -472,16 +483,11 @@ static inline __attribute__((always_inline)) void q5k_tile(int64_t n, const void
      * tokens, their paired group sums (128-bit lane t) */
     alignas(64) __m512i pairs[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
     alignas(32) __m256 d8v[Q4K_TILE_BLOCKS];
+    tokens_d8(x, nt, nb, d8v);
     for (int64_t i = 0; i < nb; i++) {
-        float d8[Q4K_WIDE] = {0};
         __m128i pr[Q4K_WIDE];
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            const qw_block_q8_K *yb = (const qw_block_q8_K *)x[t] + i;
-            d8[t] = q8k_d(yb);
-            pr[t] = q8k_pair_sums(yb);
-        }
-        d8v[i] = _mm256_loadu_ps(d8);
+        for (int t = 0; t < nt; t++) pr[t] = q8k_pair_sums((const qw_block_q8_K *)x[t] + i);
 #pragma GCC unroll 2
         for (int g = 0; g < ng; g++)
             pairs[g][i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(pr[4 * g + 1], pr[4 * g])),
@@ -515,27 +521,14 @@ static inline __attribute__((always_inline)) void q5k_tile(int64_t n, const void
                 si[g] = hsum16_x4(s + 4 * g);
                 mi[g] = hsum4_x4(_mm512_madd_epi16(mins, pairs[g][i]));
             }
-            const __m256i sumi = ng == 2 ? _mm256_set_m128i(si[1], si[0]) : _mm256_castsi128_si256(si[0]);
-            const __m256i summ = ng == 2 ? _mm256_set_m128i(mi[1], mi[0]) : _mm256_castsi128_si256(mi[0]);
-            const __m256 t1 = _mm256_mul_ps(_mm256_set1_ps(qw_fp16_to_f32(b->d)), _mm256_cvtepi32_ps(sumi));
-            const __m256 t2 = _mm256_mul_ps(_mm256_set1_ps(qw_fp16_to_f32(b->dmin)), _mm256_cvtepi32_ps(summ));
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(d8v[i], _mm256_sub_ps(t1, t2)));
+            acc = kq_block_step(acc, d8v[i], qw_fp16_to_f32(b->d), join_groups(si, ng), qw_fp16_to_f32(b->dmin),
+                                join_groups(mi, ng));
         }
-        float out[8];
-        _mm256_storeu_ps(out, acc);
-        for (int t = 0; t < nt; t++) y[t][r] = out[t];
+        store_lanes(acc, y, r, nt);
     }
 }
 
-static void gemm_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    q5k_tile(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS);
-}
-
-static void gemm_wide_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y) {
-    q5k_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS);
-}
+KQ_TILE_ENTRIES(q5_K, q5k_tile)
 
 /* ---- Q2_K and Q3_K: 2-bit levels (Q3_K: plus a third bit, minus 4), a
  * scale per 16 elements.  As for Q6_K, register z holds chunks 2z and 2z+1
@@ -567,19 +560,6 @@ static inline __m256i q3k_scales16(const uint8_t *s) {
     const __m128i lo = _mm_set_epi64x((long long)((l8 >> 4) & m4), (long long)(l8 & m4));
     const __m128i hi = _mm_set_epi32((int)((h >> 6) & m2), (int)((h >> 4) & m2), (int)((h >> 2) & m2), (int)(h & m2));
     return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
-}
-
-/* The group scales spread per register z (word w of sc[z] = scale of
- * group 4z + w / 8). */
-static inline __attribute__((always_inline)) void spread16_zmm(__m256i sc16, __m512i sc[4]) {
-    const __m512i wide = _mm512_castsi256_si512(sc16);
-#pragma GCC unroll 4
-    for (int z = 0; z < 4; z++) {
-        const __m512i idx = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 1)), _mm_set1_epi16((short)(4 * z)))),
-            _mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 3)), _mm_set1_epi16((short)(4 * z + 2))), 1);
-        sc[z] = _mm512_permutexvar_epi16(idx, wide);
-    }
 }
 
 /* The sums of the 8 int32 lanes of m[0..3], one per lane. */
@@ -664,12 +644,7 @@ static inline __attribute__((always_inline)) void kq16_tile(int64_t n, const voi
     const int ng = nt / 4;
     const int64_t nb = n / QW_QK_K;
     alignas(32) __m256 d8v[Q4K_TILE_BLOCKS];
-    for (int64_t i = 0; i < nb; i++) {
-        float d8[Q4K_WIDE] = {0};
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) d8[t] = q8k_d((const qw_block_q8_K *)x[t] + i);
-        d8v[i] = _mm256_loadu_ps(d8);
-    }
+    tokens_d8(x, nt, nb, d8v);
     const qw_block_q8_K *yt[Q4K_WIDE];
     for (int t = 0; t < nt; t++) yt[t] = x[t];
     const size_t blk = q3 ? sizeof(qw_block_q3_K) : sizeof(qw_block_q2_K);
@@ -704,35 +679,13 @@ static inline __attribute__((always_inline)) void kq16_tile(int64_t n, const voi
                 si[g] = hsum16_x4(s + 4 * g);
                 mi[g] = q3 ? _mm_setzero_si128() : hsum8_x4(m + 4 * g);
             }
-            const __m256i sumi = ng == 2 ? _mm256_set_m128i(si[1], si[0]) : _mm256_castsi128_si256(si[0]);
-            const __m256 t1 = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi));
-            if (q3) {
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(d8v[i], t1));
-            } else {
-                const __m256i summ = ng == 2 ? _mm256_set_m128i(mi[1], mi[0]) : _mm256_castsi128_si256(mi[0]);
-                const __m256 t2 = _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(summ));
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(d8v[i], _mm256_sub_ps(t1, t2)));
-            }
+            acc = kq_block_step(acc, d8v[i], d, join_groups(si, ng), dmin, join_groups(mi, ng));
         }
-        float out[8];
-        _mm256_storeu_ps(out, acc);
-        for (int t = 0; t < nt; t++) y[t][r] = out[t];
+        store_lanes(acc, y, r, nt);
     }
 }
 
-static void gemm_q2_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    kq16_tile(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS, false);
-}
-static void gemm_wide_q2_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y) {
-    kq16_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS, false);
-}
-static void gemm_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    kq16_tile(n, w, w_row_bytes, n_rows, x, y, QW_GEMM_TOKS, true);
-}
-static void gemm_wide_q3_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                               float *const *y) {
-    kq16_tile(n, w, w_row_bytes, n_rows, x, y, QW_KQ_WIDE_TOKS, true);
-}
+#define Q2K_TILE(n, w, rb, n_rows, x, y, nt) kq16_tile(n, w, rb, n_rows, x, y, nt, false)
+#define Q3K_TILE(n, w, rb, n_rows, x, y, nt) kq16_tile(n, w, rb, n_rows, x, y, nt, true)
+KQ_TILE_ENTRIES(q2_K, Q2K_TILE)
+KQ_TILE_ENTRIES(q3_K, Q3K_TILE)
