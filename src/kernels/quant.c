@@ -10,7 +10,7 @@
  * also checks that the OS saves the AVX/AVX-512 register state) and picks the
  * best level: "avx512-amx" needs all of avx512 (with bf16 and vbmi) plus
  * AMX-TILE/AMX-INT8, the OS's tile state and the kernel's permission
- * (qw_amx_usable); "avx512" needs avx512f+bw+vl+vnni (its bf16 dot additionally
+ * (qw_amx_usable); "avx512" needs avx512f+bw+vl+dq+vnni (its bf16 dot additionally
  * needs avx512bf16 and its Q4_0 kernels avx512vbmi, else the AVX2 ones are
  * patched in: the "avx512-nobf16" / "avx512-novbmi" tables), "avx2" needs
  * avx2+fma+f16c, "scalar" always works.  qw_simd_force can only lower the
@@ -170,7 +170,8 @@ static void detect_cpu(void) {
     qw_level best = QW_LEVEL_SCALAR;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()) best = QW_LEVEL_AVX2;
     if (best == QW_LEVEL_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni")) {
         int missing = 0;
         if (!__builtin_cpu_supports("avx512bf16")) missing |= MISS_BF16;
         if (!__builtin_cpu_supports("avx512vbmi")) missing |= MISS_VBMI;
