@@ -97,10 +97,10 @@ static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
 
 /* The Q4_K prefill tile in 512-bit registers, bit-identical with dot_q4_K.
  *
- * Why: the 256-bit tile spent most of its time beside the multiplies — per
+ * Why: the 256-bit tile did much of its work beside the multiplies — per
  * row, block and token it paired the token's group sums, loaded and
- * multiplied its scale, and kept a 4-lane min accumulator — so a Zen 4 core
- * reached about a third of its multiply throughput.  Here:
+ * multiplied its scale, and kept a 4-lane min accumulator (on a Zen 5 this
+ * tile prefills 14-15 % faster; bench/RESULTS.md).  Here:
  *  - what depends only on the tokens (their Q8_K scales, their group sums
  *    paired per 32) is prepared once per call for all rows;
  *  - one 512-bit register holds a 32-byte chunk's low nibbles (elements
