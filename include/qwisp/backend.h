@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 3
+#define QW_BACKEND_ABI 4
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -42,6 +42,7 @@ typedef struct qw_backend_cfg {
     int kv_f32;                  /* QWISP_KV_TYPE=f32 */
     int64_t kv_positions;        /* positions over all contexts, for the tier decision */
     int pin_host;                /* QWISP_DEVICE_PIN=auto: page-lock the mmaped experts (streaming tier) */
+    int mma;                     /* QWISP_DEVICE_MMA: 0 off, 1 auto, 2 always */
 } qw_backend_cfg;
 
 /* Device memory and tier counters (one X-macro list, stats.h rows in backend.c). */

@@ -94,6 +94,20 @@ typedef struct cu_q8_scratch {
 } cu_q8_scratch;
 enum { CU_Q8_0 = 1, CU_Q8_K = 2 };
 void cu_q8_scratch_use(cu_q8_scratch *sc);
+/* ---- cu_matmul_mma.cu ---- */
+/* QWISP_DEVICE_MMA: off = the dp4a kernels everywhere; auto = int8 tensor
+ * cores for multi-token matmuls (prefill); always = for decode too. */
+enum { CU_MMA_OFF = 0, CU_MMA_AUTO = 1, CU_MMA_ALWAYS = 2 };
+void cu_mma_mode(int mode);
+bool cu_mma_wanted(const cu_tile *tiles, int n_tiles, int n_tok, int xdiv);
+/* The tensor-core forms of mm_q8_kernel / mm_kq_kernel, same bits; false
+ * (nothing launched) for other types. */
+bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,
+                      const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok,
+                      float *y, int ldy, bool acc);
+bool cu_matmul_mma_kq(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,
+                      const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles,
+                      int n_tiles, int n_tok, float *y, int ldy, bool acc);
 /* K-quant weights with Q8_K activations and the CPU's integer block dots
  * (cu_matmul_kq.cu); false (nothing launched) where that path does not
  * apply: another type, rows not packed (ldx != k), k % 256, or a scratch too

@@ -234,6 +234,10 @@ static void matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, con
         const int nb = n_tok * (k / 32);
         if (!cu_q8_held(t_q8, reuse, x, (size_t)n_tok * k, CU_Q8_0))
             quant_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(x, nb, (int8_t *)t_q8->xq, t_q8->xd);
+        if (cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
+            cu_matmul_mma_q8(s, w->type, W, w->matrix_bytes, w->row_bytes, rows, k, (const int8_t *)t_q8->xq, t_q8->xd,
+                             xdiv, tiles, n_tiles, n_tok, y, ldy, acc))
+            return;
         if (w->type == QW_TYPE_Q8_0)
             mm_q8_kernel<QW_TYPE_Q8_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, (const int8_t *)t_q8->xq,
                                                                      t_q8->xd, xdiv, tiles, n_tok, y, ldy, acc);

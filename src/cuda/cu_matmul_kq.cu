@@ -235,6 +235,10 @@ bool cu_matmul_kq(cudaStream_t s, const cu_tensor *w, const uint8_t *W, const fl
     const int nb = n_tok * (k / 256);
     if (!cu_q8_held(sc, reuse, x, (size_t)n_tok * k, CU_Q8_K))
         quant_q8k_kernel<<<(nb + 3) / 4, 128, 0, s>>>(x, nb, q, bs, sc->xd);
+    if (cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
+        cu_matmul_mma_kq(s, w->type, W, w->matrix_bytes, w->row_bytes, rows, k, q, bs, sc->xd, xdiv, tiles, n_tiles,
+                         n_tok, y, ldy, acc))
+        return true;
     dim3 grid((rows + KQ_WARPS - 1) / KQ_WARPS, tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
 #define KQ(T)                                                                                                   \
     case T:                                                                                                     \

@@ -208,6 +208,7 @@ static void free_dm(cu_model *dm) {
 static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *err) {
     if (check_model(m, err)) return NULL;
     cu_pool_config(cfg);
+    cu_mma_mode(cfg->mma);
     cu_model *dm = (cu_model *)calloc(1, sizeof *dm);
     dm->m = m;
     dm->hp = m->hp;

@@ -1,0 +1,320 @@
+/* cu_matmul_mma.cu — multi-token matmuls of int8-block weights (Q8_0,
+ * Q4_0, Q2_K..Q6_K) on the tensor cores: int8 MMA (mma.sync m16n8k32 and
+ * m16n8k16, s8 x s8 -> s32) for the integer block sums, then the same float
+ * expression per block, in the same block order, as the dp4a kernels of
+ * cu_matmul.cu / cu_matmul_kq.cu.  An integer sum is exact whichever unit
+ * makes it, so a row's dot has those kernels' bits (and so the CPU's where
+ * they have them): the tensor cores change the speed, not the result.
+ *
+ * Layout: a warp owns 16 output rows x one tile of 8 tokens (CU_MM_NT): the
+ * MMA's A operand is the 16 weight rows (row-major int8, straight from the
+ * block layout), B the 8 tokens' int8 activations.  Per the PTX fragment
+ * layout, lane (g = lane / 4, q = lane % 4) feeds A with rows g and g + 8
+ * at sub-block offsets 4q and 16 + 4q, feeds B with token g at the same
+ * offsets, and gets back rows g, g + 8 x tokens 2q, 2q + 1 — so each lane
+ * owns four (row, token) sums and runs their block loop on its own, with no
+ * cross-lane reduction.
+ */
+#include "cu_common.h"
+#include "cu_quant.cuh"
+
+enum { MMA_WARPS = 4 }; /* 64 rows a block */
+
+static int g_mma_mode = CU_MMA_AUTO;
+void cu_mma_mode(int mode) { g_mma_mode = mode; }
+bool cu_mma_wanted(const cu_tile *tiles, int n_tiles, int n_tok, int xdiv) {
+    /* tiles carry n_tok * xdiv assignments: more than one a tile on average
+     * is prefill's grouping; decode's tiles hold one each */
+    const bool multi = tiles ? (int64_t)n_tok * xdiv > n_tiles : n_tok > 1;
+    return g_mma_mode == CU_MMA_ALWAYS || (g_mma_mode == CU_MMA_AUTO && multi);
+}
+
+__device__ __forceinline__ uint32_t ld32(const uint8_t *p) {
+    uint32_t w;
+    cu_ldw<1>(p, &w);
+    return w;
+}
+
+/* c (+)= A[16x32] B[32x8] over int8: a0/a2 row g at k 4q / 16+4q, a1/a3 row
+ * g+8; b0/b1 token g at k 4q / 16+4q; c0,c1 row g, c2,c3 row g+8 (tokens 2q, 2q+1). */
+__device__ __forceinline__ void mma_k32(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+/* The same over k = 16: a0 row g, a1 row g+8 at k 4q; b0 token g at k 4q. */
+__device__ __forceinline__ void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32_t b0) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+}
+
+/* The tokens of this block's tile: token i's activation row (a / xdiv) and
+ * output row (a); slots past n repeat the first so loads stay in bounds. */
+struct mma_toks {
+    int n, e;
+    const cu_tile *tl;
+    int t0;
+};
+__device__ __forceinline__ mma_toks mma_tile(const cu_tile *tiles, int n_tok) {
+    mma_toks t;
+    if (tiles) {
+        t.tl = &tiles[blockIdx.y];
+        t.n = t.tl->n, t.e = t.tl->e, t.t0 = 0;
+    } else {
+        t.tl = NULL, t.e = 0, t.t0 = blockIdx.y * CU_MM_NT;
+        t.n = min(CU_MM_NT, n_tok - t.t0);
+    }
+    return t;
+}
+__device__ __forceinline__ int mma_out_row(const mma_toks &t, int i) {
+    if (i >= t.n) i = 0;
+    return t.tl ? t.tl->a[i] : t.t0 + i;
+}
+
+/* The four outputs a lane owns: rows r, r + 8; tokens 2q, 2q + 1. */
+__device__ __forceinline__ void mma_store(const mma_toks &t, int r, int rows, int q, const float *s, float *y, int ldy,
+                                          int acc) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int row = r + 8 * (i >> 1), tok = 2 * q + (i & 1);
+        if (row >= rows || tok >= t.n) continue;
+        float *dst = y + (size_t)mma_out_row(t, tok) * ldy + row;
+        *dst = acc ? *dst + s[i] : s[i];
+    }
+}
+
+/* ---- Q8_0 / Q4_0 weights, Q8_0 activations ------------------------------- */
+
+/* Words of block j at element offsets o and o + 16 (o = 4q) as int8x4, and
+ * the block's scale. */
+template <int T> __device__ __forceinline__ float q8w(const uint8_t *row, int j, int o, uint32_t *lo, uint32_t *hi);
+template <> __device__ __forceinline__ float q8w<QW_TYPE_Q8_0>(const uint8_t *row, int j, int o, uint32_t *lo, uint32_t *hi) {
+    const uint8_t *b = row + (size_t)j * 34;
+    *lo = ld32(b + 2 + o), *hi = ld32(b + 18 + o);
+    return cu_h2f(cu_ld16(b));
+}
+template <> __device__ __forceinline__ float q8w<QW_TYPE_Q4_0>(const uint8_t *row, int j, int o, uint32_t *lo, uint32_t *hi) {
+    const uint8_t *b = row + (size_t)j * 18;
+    const uint32_t w = ld32(b + 2 + o); /* elements o.. in the low nibbles, o + 16.. in the high */
+    *lo = __vsub4(w & 0x0f0f0f0fu, 0x08080808u), *hi = __vsub4((w >> 4) & 0x0f0f0f0fu, 0x08080808u);
+    return cu_h2f(cu_ld16(b));
+}
+
+/* Per block: p = isum * (d_w * d_x), summed block by block — mm_q8_kernel's
+ * expression and order, each operation rounded on its own. */
+template <int T>
+__global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
+                              const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
+    if (r0 >= rows) return;
+    const mma_toks t = mma_tile(tiles, n_tok);
+    const uint8_t *wa = W + (size_t)t.e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
+    const uint8_t *wb = W + (size_t)t.e * mat_bytes + (size_t)min(r0 + g + 8, rows - 1) * row_bytes;
+    const int nsb = k >> 5;
+    const int8_t *xb = xq + (size_t)(mma_out_row(t, g) / xdiv) * k + 4 * q; /* B: token g */
+    const float *xd0 = xd + (size_t)(mma_out_row(t, 2 * q) / xdiv) * nsb;   /* the lane's tokens' scales */
+    const float *xd1 = xd + (size_t)(mma_out_row(t, 2 * q + 1) / xdiv) * nsb;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+    for (int j = 0; j < nsb; j++) {
+        uint32_t a0, a1, a2, a3;
+        const float da = q8w<T>(wa, j, 4 * q, &a0, &a2), db = q8w<T>(wb, j, 4 * q, &a1, &a3);
+        const uint32_t b0 = *(const uint32_t *)(xb + (size_t)j * 32), b1 = *(const uint32_t *)(xb + (size_t)j * 32 + 16);
+        int c[4] = {0, 0, 0, 0};
+        mma_k32(c, a0, a1, a2, a3, b0, b1);
+        const float x0 = xd0[j], x1 = xd1[j];
+        s[0] = __fadd_rn(s[0], __fmul_rn((float)c[0], __fmul_rn(da, x0)));
+        s[1] = __fadd_rn(s[1], __fmul_rn((float)c[1], __fmul_rn(da, x1)));
+        s[2] = __fadd_rn(s[2], __fmul_rn((float)c[2], __fmul_rn(db, x0)));
+        s[3] = __fadd_rn(s[3], __fmul_rn((float)c[3], __fmul_rn(db, x1)));
+    }
+    mma_store(t, r0 + g, rows, q, s, y, ldy, acc);
+}
+
+bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,
+                      const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok,
+                      float *y, int ldy, bool acc) {
+    dim3 grid((rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS), tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
+    if (type == QW_TYPE_Q8_0)
+        mma_q8_kernel<QW_TYPE_Q8_0><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xd, xdiv,
+                                                                   tiles, n_tok, y, ldy, acc);
+    else if (type == QW_TYPE_Q4_0)
+        mma_q8_kernel<QW_TYPE_Q4_0><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xd, xdiv,
+                                                                   tiles, n_tok, y, ldy, acc);
+    else
+        return false;
+    return true;
+}
+
+/* ---- K-quant weights, Q8_K activations ----------------------------------- */
+
+/* One K-quant super-block of a row, in integer form: the words of its
+ * sub-block sb at element offset o (int8x4), the integer scales and mins of
+ * sub-block sb's two 16-groups, and the block's d and dmin.  G16: the two
+ * 16-groups have their own scales (Q2_K, Q3_K, Q6_K), so the MMA runs per
+ * group; MINS: the type has mins (dmin * summ). */
+template <int T> struct kqb;
+
+template <> struct kqb<QW_TYPE_Q2_K> {
+    enum { BYTES = 84, G16 = 1, MINS = 1 };
+    static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
+        return (ld32(b + 16 + 32 * (sb >> 2) + o) >> (2 * (sb & 3))) & 0x03030303u;
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
+        sc[0] = b[2 * sb] & 15, mn[0] = b[2 * sb] >> 4, sc[1] = b[2 * sb + 1] & 15, mn[1] = b[2 * sb + 1] >> 4;
+    }
+    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
+        *d = cu_h2f(cu_ld16(b + 80)), *dmin = cu_h2f(cu_ld16(b + 82));
+    }
+};
+template <> struct kqb<QW_TYPE_Q3_K> {
+    enum { BYTES = 110, G16 = 1, MINS = 0 };
+    static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
+        const int h = sb >> 2, s = sb & 3;
+        const uint32_t lo = (ld32(b + 32 + 32 * h + o) >> (2 * s)) & 0x03030303u;
+        const uint32_t hi = ((ld32(b + o) >> (4 * h + s)) & 0x01010101u) << 2;
+        return __vsub4(lo | hi, 0x04040404u);
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
+        const uint8_t *p = b + 96;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int g = 2 * sb + i;
+            const int lo = g < 8 ? (p[g] & 15) : (p[g - 8] >> 4);
+            const int hi = (p[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+            sc[i] = (lo | (hi << 4)) - 32, mn[i] = 0;
+        }
+    }
+    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
+        *d = cu_h2f(cu_ld16(b + 108)), *dmin = 0.0f;
+    }
+};
+template <> struct kqb<QW_TYPE_Q4_K> {
+    enum { BYTES = 144, G16 = 0, MINS = 1 };
+    static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
+        return (ld32(b + 16 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
+        float fs, fm;
+        cu_scale_min_k4(sb, b + 4, &fs, &fm);
+        sc[0] = sc[1] = (int)fs, mn[0] = mn[1] = (int)fm;
+    }
+    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
+        *d = cu_h2f(cu_ld16(b)), *dmin = cu_h2f(cu_ld16(b + 2));
+    }
+};
+template <> struct kqb<QW_TYPE_Q5_K> {
+    enum { BYTES = 176, G16 = 0, MINS = 1 };
+    static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
+        const uint32_t lo = (ld32(b + 48 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
+        const uint32_t hi = ((ld32(b + 16 + o) >> sb) & 0x01010101u) << 4;
+        return lo | hi;
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
+        kqb<QW_TYPE_Q4_K>::scales(b, sb, sc, mn);
+    }
+    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
+        kqb<QW_TYPE_Q4_K>::head(b, d, dmin);
+    }
+};
+template <> struct kqb<QW_TYPE_Q6_K> {
+    enum { BYTES = 210, G16 = 1, MINS = 0 };
+    static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
+        const int h = sb >> 2, k = sb & 3;
+        const uint32_t ql = ld32(b + 64 * h + 32 * (k & 1) + o);
+        const uint32_t lo = (k < 2 ? ql : ql >> 4) & 0x0f0f0f0fu;
+        const uint32_t hi = ((ld32(b + 128 + 32 * h + o) >> (2 * k)) & 0x03030303u) << 4;
+        return __vsub4(lo | hi, 0x20202020u);
+    }
+    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
+        const int8_t *p = (const int8_t *)(b + 192);
+        sc[0] = p[2 * sb], sc[1] = p[2 * sb + 1], mn[0] = mn[1] = 0;
+    }
+    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
+        *d = cu_h2f(cu_ld16(b + 208)), *dmin = 0.0f;
+    }
+};
+
+/* Per super-block: sumi = sum_g sc[g] * (q . y)_g and summ = sum_g mn[g] *
+ * bsums[g] (exact integers), then yd * (d * sumi - dmin * summ), summed
+ * block by block — mm_kq_kernel's expression and order. */
+template <int T>
+__global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
+                              const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y,
+                              int ldy, int acc) {
+    typedef kqb<T> B;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
+    if (r0 >= rows) return;
+    const mma_toks t = mma_tile(tiles, n_tok);
+    const uint8_t *wa = W + (size_t)t.e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
+    const uint8_t *wb = W + (size_t)t.e * mat_bytes + (size_t)min(r0 + g + 8, rows - 1) * row_bytes;
+    const int nblk = k >> 8;
+    const size_t x0 = (size_t)(mma_out_row(t, 2 * q) / xdiv), x1 = (size_t)(mma_out_row(t, 2 * q + 1) / xdiv);
+    const int8_t *xb = xq + (size_t)(mma_out_row(t, g) / xdiv) * k + 4 * q; /* B: token g */
+    const int32_t *bs0 = xbs + x0 * (k >> 4), *bs1 = xbs + x1 * (k >> 4);
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int blk = 0; blk < nblk; blk++) {
+        const uint8_t *ba = wa + (size_t)blk * B::BYTES, *bb = wb + (size_t)blk * B::BYTES;
+        int si[4] = {0, 0, 0, 0}, sm[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int sb = 0; sb < 8; sb++) {
+            const int8_t *xs = xb + (size_t)blk * 256 + 32 * sb;
+            const uint32_t y0 = *(const uint32_t *)xs, y1 = *(const uint32_t *)(xs + 16);
+            const uint32_t a0 = B::word(ba, sb, 4 * q), a2 = B::word(ba, sb, 16 + 4 * q);
+            const uint32_t a1 = B::word(bb, sb, 4 * q), a3 = B::word(bb, sb, 16 + 4 * q);
+            int sca[2], mna[2], scb[2], mnb[2];
+            B::scales(ba, sb, sca, mna);
+            B::scales(bb, sb, scb, mnb);
+            if (B::G16) {
+                int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+                mma_k16(lo, a0, a1, y0);
+                mma_k16(hi, a2, a3, y1);
+                si[0] += sca[0] * lo[0] + sca[1] * hi[0];
+                si[1] += sca[0] * lo[1] + sca[1] * hi[1];
+                si[2] += scb[0] * lo[2] + scb[1] * hi[2];
+                si[3] += scb[0] * lo[3] + scb[1] * hi[3];
+            } else {
+                int c[4] = {0, 0, 0, 0};
+                mma_k32(c, a0, a1, a2, a3, y0, y1);
+                si[0] += sca[0] * c[0], si[1] += sca[0] * c[1];
+                si[2] += scb[0] * c[2], si[3] += scb[0] * c[3];
+            }
+            if (B::MINS) {
+                const int g0 = blk * 16 + 2 * sb;
+                const int u0 = bs0[g0], u1 = bs0[g0 + 1], v0 = bs1[g0], v1 = bs1[g0 + 1];
+                sm[0] += mna[0] * u0 + mna[1] * u1, sm[1] += mna[0] * v0 + mna[1] * v1;
+                sm[2] += mnb[0] * u0 + mnb[1] * u1, sm[3] += mnb[0] * v0 + mnb[1] * v1;
+            }
+        }
+        float da, dmina, db, dminb;
+        B::head(ba, &da, &dmina);
+        B::head(bb, &db, &dminb);
+        const float yd0 = xd[x0 * nblk + blk], yd1 = xd[x1 * nblk + blk];
+        s[0] = __fadd_rn(s[0], __fmul_rn(yd0, __fsub_rn(__fmul_rn(da, (float)si[0]), __fmul_rn(dmina, (float)sm[0]))));
+        s[1] = __fadd_rn(s[1], __fmul_rn(yd1, __fsub_rn(__fmul_rn(da, (float)si[1]), __fmul_rn(dmina, (float)sm[1]))));
+        s[2] = __fadd_rn(s[2], __fmul_rn(yd0, __fsub_rn(__fmul_rn(db, (float)si[2]), __fmul_rn(dminb, (float)sm[2]))));
+        s[3] = __fadd_rn(s[3], __fmul_rn(yd1, __fsub_rn(__fmul_rn(db, (float)si[3]), __fmul_rn(dminb, (float)sm[3]))));
+    }
+    mma_store(t, r0 + g, rows, q, s, y, ldy, acc);
+}
+
+bool cu_matmul_mma_kq(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,
+                      const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles,
+                      int n_tiles, int n_tok, float *y, int ldy, bool acc) {
+    dim3 grid((rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS), tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
+#define KQ(T)                                                                                                         \
+    case T:                                                                                                           \
+        mma_kq_kernel<T><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, xd, xdiv, tiles, \
+                                                        n_tok, y, ldy, acc);                                         \
+        return true;
+    switch (type) {
+        KQ(QW_TYPE_Q2_K) KQ(QW_TYPE_Q3_K) KQ(QW_TYPE_Q4_K) KQ(QW_TYPE_Q5_K) KQ(QW_TYPE_Q6_K)
+    default: return false;
+    }
+#undef KQ
+}
