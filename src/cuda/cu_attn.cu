@@ -3,7 +3,8 @@
  * The cache is per attention layer [n_ctx_cap][n_head_kv*head_dim], f16 (the
  * CPU's default; rounded to nearest even as qw_f32_to_fp16 does) or f32.
  * Attention: one block per (query token, head), GQA head h reads KV head
- * h / (n_head / n_head_kv).  The softmax is the CPU's (global max, double
+ * h / (n_head / n_head_kv).  Scores are dotted in the AVX-512 levels' order;
+ * the softmax is the CPU's (global max, double
  * sum, normalised p; q and p rounded to f16 for an f16 cache as the CPU
  * rounds them): the shipped Q8_0 models' greedy text depends on it.
  */
@@ -41,6 +42,37 @@ template <typename KT> __device__ __forceinline__ float ld(const KT *p, size_t i
 template <> __device__ __forceinline__ float ld<float>(const float *p, size_t i) { return p[i]; }
 template <> __device__ __forceinline__ float ld<__half>(const __half *p, size_t i) { return __half2float(p[i]); }
 
+/* q . k in the AVX-512 levels' order (quant_avx512.c's dot_f16 / dot_f32
+ * and attention_avx512.c's score loop, which agree): 16 lanes, four
+ * accumulators over 64-element chunks, then 16-element chunks into a0, the
+ * last < 16 into a1 (the rest of its lanes adding 0 * 0), then (a0 + a1) +
+ * (a2 + a3) and _mm512_reduce_add_ps's tree (lanes i + 8, + 4, + 2, + 1).
+ * With an f16 cache the products are exact, so only this order decides the
+ * bits; a plain running sum (the earlier form) differed from the CPU by
+ * rounding, which the trained default model's greedy text amplified. */
+template <typename KT> __device__ __forceinline__ float score_dot(const float *qs, const KT *kr, int D) {
+    float v[16];
+#pragma unroll
+    for (int l = 0; l < 16; l++) {
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        int i = 0;
+        for (; i + 64 <= D; i += 64) {
+            a0 = __fmaf_rn(ld(kr, i + l), qs[i + l], a0);
+            a1 = __fmaf_rn(ld(kr, i + 16 + l), qs[i + 16 + l], a1);
+            a2 = __fmaf_rn(ld(kr, i + 32 + l), qs[i + 32 + l], a2);
+            a3 = __fmaf_rn(ld(kr, i + 48 + l), qs[i + 48 + l], a3);
+        }
+        for (; i + 16 <= D; i += 16) a0 = __fmaf_rn(ld(kr, i + l), qs[i + l], a0);
+        if (i < D) a1 = i + l < D ? __fmaf_rn(ld(kr, i + l), qs[i + l], a1) : __fmaf_rn(0.0f, 0.0f, a1);
+        v[l] = __fadd_rn(__fadd_rn(a0, a1), __fadd_rn(a2, a3));
+    }
+#pragma unroll
+    for (int w = 8; w > 0; w >>= 1)
+#pragma unroll
+        for (int l = 0; l < w; l++) v[l] = __fadd_rn(v[l], v[l + w]);
+    return v[0];
+}
+
 /* The CPU's softmax (kernels/attention.c), in three passes over the
  * positions in tiles of the block's width, recomputing the scores each time
  * (fixed shared memory at any context length): 1) the max score; 2) the sum of
@@ -67,8 +99,7 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
     float mx = -INFINITY;
     for (int p = tid; p < npos; p += AT_THREADS) {
         const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
-        float d = 0.0f;
-        for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
+        const float d = score_dot(qs, kr, D);
         mx = fmaxf(mx, __fmul_rn(d, scale));
     }
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -80,8 +111,7 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
     double sum = 0.0;
     for (int p = tid; p < npos; p += AT_THREADS) {
         const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
-        float d = 0.0f;
-        for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
+        const float d = score_dot(qs, kr, D);
         sum += (double)cu_expf(__fmul_rn(d, scale) - mx);
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -99,8 +129,7 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
         float pv = 0.0f;
         if (p < npos) {
             const KT *kr = K + (size_t)p * kv_row + (size_t)hkv * D;
-            float d = 0.0f;
-            for (int i = 0; i < D; i++) d += qs[i] * ld(kr, i);
+            const float d = score_dot(qs, kr, D);
             pv = cu_expf(__fmul_rn(d, scale) - mx) * inv; /* no fma: the CPU rounds s * scale */
             if (f16) pv = __half2float(__float2half_rn(pv));
         }
@@ -111,7 +140,8 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
         for (int di = 0; di * AT_THREADS + tid < D; di++) {
             const int d = di * AT_THREADS + tid;
             float a = acc[di];
-            for (int i = 0; i < nt; i++) a += sc[i] * ld(V + (size_t)(p0 + i) * kv_row + (size_t)hkv * D, d);
+            for (int i = 0; i < nt; i++) /* the CPU's axpy: FMA (exact products with an f16 cache) */
+                a = __fmaf_rn(sc[i], ld(V + (size_t)(p0 + i) * kv_row + (size_t)hkv * D, d), a);
             acc[di] = a;
         }
     }
