@@ -65,6 +65,7 @@ all: $(BUILD)/qwisp
 # CUDA_ARCH for others, e.g. CUDA_ARCH="-gencode arch=compute_89,code=sm_89".
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# NVDEFS: build-time constants for a variant object (tests/gpu/t_gpu_attn_tiles.sh)
 NVFLAGS   ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wno-unused-parameter -Iinclude -Isrc $(CUDA_ARCH)
 CU_SRC    := $(sort $(wildcard src/cuda/*.cu))
 CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
@@ -76,7 +77,7 @@ cuda: $(CUDA_LIB)
 
 $(BUILD)/obj/src/cuda/%.o: src/cuda/%.cu $(wildcard src/cuda/*.h src/cuda/*.cuh) include/qwisp/backend.h include/qwisp/model.h
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) $(NVDEFS) -c $< -o $@
 
 $(CUDA_LIB): $(CU_OBJ)
 	$(NVCC) -shared -cudart static $(CUDA_ARCH) -Xlinker --no-undefined $^ -o $@

@@ -177,6 +177,7 @@ __global__ void mm_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byte
     float s[CU_MM_NT];
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) s[i] = 0.0f;
+#pragma unroll 2 /* the next round's weight loads in flight during this one's sums */
     for (int j0 = 0; j0 < nsub; j0 += 32) {
         const int j = j0 + lane, nb = min(4, nblk - (j0 >> 3)); /* blocks in this round */
         kq_sub u;

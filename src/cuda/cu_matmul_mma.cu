@@ -6,8 +6,10 @@
  * makes it, so a row's dot has those kernels' bits (and so the CPU's where
  * they have them): the tensor cores change the speed, not the result.
  *
- * Layout: a warp owns 16 output rows x one tile of 8 tokens (CU_MM_NT): the
- * MMA's A operand is the 16 weight rows (row-major int8, straight from the
+ * Layout: a warp owns 16 output rows x one tile of 8 tokens (CU_MM_NT), or
+ * in a dense matmul MMA_DENSE_NTT such tiles, so that its weight fragment,
+ * read once, serves them all (an expert tile's tokens are the expert's: its
+ * neighbours in the grid hold other experts).  The MMA's A operand is the 16 weight rows (row-major int8, straight from the
  * block layout), B the 8 tokens' int8 activations.  Per the PTX fragment
  * layout, lane (g = lane / 4, q = lane % 4) feeds A with rows g and g + 8
  * at sub-block offsets 4q and 16 + 4q, feeds B with token g at the same
@@ -18,7 +20,12 @@
 #include "cu_common.h"
 #include "cu_quant.cuh"
 
-enum { MMA_WARPS = 4 }; /* 64 rows a block */
+/* 64 rows a block; a dense matmul's warp reads its weights once for
+ * MMA_DENSE_NTT tiles of 8 tokens */
+#ifndef QW_MMA_DENSE_NTT
+#define QW_MMA_DENSE_NTT 4 /* build-time, for measuring 1 / 2 / 4 */
+#endif
+enum { MMA_WARPS = 4, MMA_DENSE_NTT = QW_MMA_DENSE_NTT };
 
 static int g_mma_mode = CU_MMA_AUTO;
 void cu_mma_mode(int mode) { g_mma_mode = mode; }
@@ -51,20 +58,22 @@ __device__ __forceinline__ void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32
                  : "r"(a0), "r"(a1), "r"(b0));
 }
 
-/* The tokens of this block's tile: token i's activation row (a / xdiv) and
- * output row (a); slots past n repeat the first so loads stay in bounds. */
+/* The tokens of token tile ty: tile ty's assignments (tiles) or dense rows
+ * ty * CU_MM_NT.. (n <= 0: past the last token).  Token i's activation row
+ * is a / xdiv, its output row a; slots past n repeat the first so loads stay
+ * in bounds. */
 struct mma_toks {
     int n, e;
     const cu_tile *tl;
     int t0;
 };
-__device__ __forceinline__ mma_toks mma_tile(const cu_tile *tiles, int n_tok) {
+__device__ __forceinline__ mma_toks mma_tile(const cu_tile *tiles, int n_tok, int ty) {
     mma_toks t;
     if (tiles) {
-        t.tl = &tiles[blockIdx.y];
+        t.tl = &tiles[ty];
         t.n = t.tl->n, t.e = t.tl->e, t.t0 = 0;
     } else {
-        t.tl = NULL, t.e = 0, t.t0 = blockIdx.y * CU_MM_NT;
+        t.tl = NULL, t.e = 0, t.t0 = ty * CU_MM_NT;
         t.n = min(CU_MM_NT, n_tok - t.t0);
     }
     return t;
@@ -104,50 +113,79 @@ template <> __device__ __forceinline__ float q8w<QW_TYPE_Q4_0>(const uint8_t *ro
 }
 
 /* Per block: p = isum * (d_w * d_x), summed block by block — mm_q8_kernel's
- * expression and order, each operation rounded on its own. */
-template <int T>
+ * expression and order, each operation rounded on its own.  NTT token tiles
+ * a warp (dense matmuls: the weight fragment is read once for NTT * 8
+ * tokens; expert tiles: 1). */
+template <int T, int NTT>
 __global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
                               const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
     if (r0 >= rows) return;
-    const mma_toks t = mma_tile(tiles, n_tok);
-    const uint8_t *wa = W + (size_t)t.e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
-    const uint8_t *wb = W + (size_t)t.e * mat_bytes + (size_t)min(r0 + g + 8, rows - 1) * row_bytes;
+    mma_toks t[NTT];
+    const int8_t *xb[NTT];
+    const float *xd0[NTT], *xd1[NTT];
     const int nsb = k >> 5;
-    const int8_t *xb = xq + (size_t)(mma_out_row(t, g) / xdiv) * k + 4 * q; /* B: token g */
-    const float *xd0 = xd + (size_t)(mma_out_row(t, 2 * q) / xdiv) * nsb;   /* the lane's tokens' scales */
-    const float *xd1 = xd + (size_t)(mma_out_row(t, 2 * q + 1) / xdiv) * nsb;
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 4
+#pragma unroll
+    for (int u = 0; u < NTT; u++) {
+        t[u] = mma_tile(tiles, n_tok, blockIdx.y * NTT + u);
+        xb[u] = xq + (size_t)(mma_out_row(t[u], g) / xdiv) * k + 4 * q; /* B: token g */
+        xd0[u] = xd + (size_t)(mma_out_row(t[u], 2 * q) / xdiv) * nsb;  /* the lane's tokens' scales */
+        xd1[u] = xd + (size_t)(mma_out_row(t[u], 2 * q + 1) / xdiv) * nsb;
+    }
+    const uint8_t *wa = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
+    const uint8_t *wb = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g + 8, rows - 1) * row_bytes;
+    float s[NTT][4];
+#pragma unroll
+    for (int u = 0; u < NTT; u++) s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.0f;
+#pragma unroll 2
     for (int j = 0; j < nsb; j++) {
         uint32_t a0, a1, a2, a3;
         const float da = q8w<T>(wa, j, 4 * q, &a0, &a2), db = q8w<T>(wb, j, 4 * q, &a1, &a3);
-        const uint32_t b0 = *(const uint32_t *)(xb + (size_t)j * 32), b1 = *(const uint32_t *)(xb + (size_t)j * 32 + 16);
-        int c[4] = {0, 0, 0, 0};
-        mma_k32(c, a0, a1, a2, a3, b0, b1);
-        const float x0 = xd0[j], x1 = xd1[j];
-        s[0] = __fadd_rn(s[0], __fmul_rn((float)c[0], __fmul_rn(da, x0)));
-        s[1] = __fadd_rn(s[1], __fmul_rn((float)c[1], __fmul_rn(da, x1)));
-        s[2] = __fadd_rn(s[2], __fmul_rn((float)c[2], __fmul_rn(db, x0)));
-        s[3] = __fadd_rn(s[3], __fmul_rn((float)c[3], __fmul_rn(db, x1)));
+#pragma unroll
+        for (int u = 0; u < NTT; u++) {
+            if (t[u].n <= 0) break; /* warp-uniform */
+            const uint32_t b0 = *(const uint32_t *)(xb[u] + (size_t)j * 32);
+            const uint32_t b1 = *(const uint32_t *)(xb[u] + (size_t)j * 32 + 16);
+            int c[4] = {0, 0, 0, 0};
+            mma_k32(c, a0, a1, a2, a3, b0, b1);
+            const float x0 = xd0[u][j], x1 = xd1[u][j];
+            s[u][0] = __fadd_rn(s[u][0], __fmul_rn((float)c[0], __fmul_rn(da, x0)));
+            s[u][1] = __fadd_rn(s[u][1], __fmul_rn((float)c[1], __fmul_rn(da, x1)));
+            s[u][2] = __fadd_rn(s[u][2], __fmul_rn((float)c[2], __fmul_rn(db, x0)));
+            s[u][3] = __fadd_rn(s[u][3], __fmul_rn((float)c[3], __fmul_rn(db, x1)));
+        }
     }
-    mma_store(t, r0 + g, rows, q, s, y, ldy, acc);
+#pragma unroll
+    for (int u = 0; u < NTT; u++)
+        if (t[u].n > 0) mma_store(t[u], r0 + g, rows, q, s[u], y, ldy, acc);
+}
+
+/* The grid: 64 rows a block; token tiles of 8 (expert tiles) or of
+ * MMA_DENSE_NTT * 8 (dense). */
+static dim3 mma_grid(int rows, const cu_tile *tiles, int n_tiles, int n_tok) {
+    const int per = CU_MM_NT * (tiles ? 1 : MMA_DENSE_NTT);
+    return dim3((rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS), tiles ? n_tiles : (n_tok + per - 1) / per);
 }
 
 bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,
                       const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok,
                       float *y, int ldy, bool acc) {
-    dim3 grid((rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS), tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
-    if (type == QW_TYPE_Q8_0)
-        mma_q8_kernel<QW_TYPE_Q8_0><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xd, xdiv,
-                                                                   tiles, n_tok, y, ldy, acc);
-    else if (type == QW_TYPE_Q4_0)
-        mma_q8_kernel<QW_TYPE_Q4_0><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xd, xdiv,
-                                                                   tiles, n_tok, y, ldy, acc);
-    else
-        return false;
-    return true;
+    const dim3 grid = mma_grid(rows, tiles, n_tiles, n_tok);
+#define Q8(T)                                                                                                      \
+    if (type == T) {                                                                                               \
+        if (tiles)                                                                                                 \
+            mma_q8_kernel<T, 1><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xd, xdiv,     \
+                                                                tiles, n_tok, y, ldy, acc);                        \
+        else                                                                                                       \
+            mma_q8_kernel<T, MMA_DENSE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq,   \
+                                                                            xd, xdiv, tiles, n_tok, y, ldy, acc);  \
+        return true;                                                                                               \
+    }
+    Q8(QW_TYPE_Q8_0)
+    Q8(QW_TYPE_Q4_0)
+#undef Q8
+    return false;
 }
 
 /* ---- K-quant weights, Q8_K activations ----------------------------------- */
@@ -242,7 +280,7 @@ template <> struct kqb<QW_TYPE_Q6_K> {
 /* Per super-block: sumi = sum_g sc[g] * (q . y)_g and summ = sum_g mn[g] *
  * bsums[g] (exact integers), then yd * (d * sumi - dmin * summ), summed
  * block by block — mm_kq_kernel's expression and order. */
-template <int T>
+template <int T, int NTT>
 __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
                               const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y,
                               int ldy, int acc) {
@@ -250,67 +288,93 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
     if (r0 >= rows) return;
-    const mma_toks t = mma_tile(tiles, n_tok);
-    const uint8_t *wa = W + (size_t)t.e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
-    const uint8_t *wb = W + (size_t)t.e * mat_bytes + (size_t)min(r0 + g + 8, rows - 1) * row_bytes;
     const int nblk = k >> 8;
-    const size_t x0 = (size_t)(mma_out_row(t, 2 * q) / xdiv), x1 = (size_t)(mma_out_row(t, 2 * q + 1) / xdiv);
-    const int8_t *xb = xq + (size_t)(mma_out_row(t, g) / xdiv) * k + 4 * q; /* B: token g */
-    const int32_t *bs0 = xbs + x0 * (k >> 4), *bs1 = xbs + x1 * (k >> 4);
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_toks t[NTT];
+    size_t x0[NTT], x1[NTT];
+    const int8_t *xb[NTT];
+#pragma unroll
+    for (int u = 0; u < NTT; u++) {
+        t[u] = mma_tile(tiles, n_tok, blockIdx.y * NTT + u);
+        x0[u] = (size_t)(mma_out_row(t[u], 2 * q) / xdiv), x1[u] = (size_t)(mma_out_row(t[u], 2 * q + 1) / xdiv);
+        xb[u] = xq + (size_t)(mma_out_row(t[u], g) / xdiv) * k + 4 * q; /* B: token g */
+    }
+    const uint8_t *wa = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
+    const uint8_t *wb = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g + 8, rows - 1) * row_bytes;
+    float s[NTT][4];
+#pragma unroll
+    for (int u = 0; u < NTT; u++) s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.0f;
     for (int blk = 0; blk < nblk; blk++) {
         const uint8_t *ba = wa + (size_t)blk * B::BYTES, *bb = wb + (size_t)blk * B::BYTES;
-        int si[4] = {0, 0, 0, 0}, sm[4] = {0, 0, 0, 0};
+        int si[NTT][4], sm[NTT][4];
+#pragma unroll
+        for (int u = 0; u < NTT; u++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) si[u][i] = sm[u][i] = 0;
 #pragma unroll
         for (int sb = 0; sb < 8; sb++) {
-            const int8_t *xs = xb + (size_t)blk * 256 + 32 * sb;
-            const uint32_t y0 = *(const uint32_t *)xs, y1 = *(const uint32_t *)(xs + 16);
             const uint32_t a0 = B::word(ba, sb, 4 * q), a2 = B::word(ba, sb, 16 + 4 * q);
             const uint32_t a1 = B::word(bb, sb, 4 * q), a3 = B::word(bb, sb, 16 + 4 * q);
             int sca[2], mna[2], scb[2], mnb[2];
             B::scales(ba, sb, sca, mna);
             B::scales(bb, sb, scb, mnb);
-            if (B::G16) {
-                int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
-                mma_k16(lo, a0, a1, y0);
-                mma_k16(hi, a2, a3, y1);
-                si[0] += sca[0] * lo[0] + sca[1] * hi[0];
-                si[1] += sca[0] * lo[1] + sca[1] * hi[1];
-                si[2] += scb[0] * lo[2] + scb[1] * hi[2];
-                si[3] += scb[0] * lo[3] + scb[1] * hi[3];
-            } else {
-                int c[4] = {0, 0, 0, 0};
-                mma_k32(c, a0, a1, a2, a3, y0, y1);
-                si[0] += sca[0] * c[0], si[1] += sca[0] * c[1];
-                si[2] += scb[0] * c[2], si[3] += scb[0] * c[3];
-            }
-            if (B::MINS) {
-                const int g0 = blk * 16 + 2 * sb;
-                const int u0 = bs0[g0], u1 = bs0[g0 + 1], v0 = bs1[g0], v1 = bs1[g0 + 1];
-                sm[0] += mna[0] * u0 + mna[1] * u1, sm[1] += mna[0] * v0 + mna[1] * v1;
-                sm[2] += mnb[0] * u0 + mnb[1] * u1, sm[3] += mnb[0] * v0 + mnb[1] * v1;
+#pragma unroll
+            for (int u = 0; u < NTT; u++) {
+                if (t[u].n <= 0) break; /* warp-uniform */
+                const int8_t *xs = xb[u] + (size_t)blk * 256 + 32 * sb;
+                const uint32_t y0 = *(const uint32_t *)xs, y1 = *(const uint32_t *)(xs + 16);
+                if (B::G16) {
+                    int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+                    mma_k16(lo, a0, a1, y0);
+                    mma_k16(hi, a2, a3, y1);
+                    si[u][0] += sca[0] * lo[0] + sca[1] * hi[0];
+                    si[u][1] += sca[0] * lo[1] + sca[1] * hi[1];
+                    si[u][2] += scb[0] * lo[2] + scb[1] * hi[2];
+                    si[u][3] += scb[0] * lo[3] + scb[1] * hi[3];
+                } else {
+                    int c[4] = {0, 0, 0, 0};
+                    mma_k32(c, a0, a1, a2, a3, y0, y1);
+                    si[u][0] += sca[0] * c[0], si[u][1] += sca[0] * c[1];
+                    si[u][2] += scb[0] * c[2], si[u][3] += scb[0] * c[3];
+                }
+                if (B::MINS) {
+                    const int g0 = blk * 16 + 2 * sb;
+                    const int32_t *bs0 = xbs + x0[u] * (k >> 4) + g0, *bs1 = xbs + x1[u] * (k >> 4) + g0;
+                    const int u0 = bs0[0], u1 = bs0[1], v0 = bs1[0], v1 = bs1[1];
+                    sm[u][0] += mna[0] * u0 + mna[1] * u1, sm[u][1] += mna[0] * v0 + mna[1] * v1;
+                    sm[u][2] += mnb[0] * u0 + mnb[1] * u1, sm[u][3] += mnb[0] * v0 + mnb[1] * v1;
+                }
             }
         }
         float da, dmina, db, dminb;
         B::head(ba, &da, &dmina);
         B::head(bb, &db, &dminb);
-        const float yd0 = xd[x0 * nblk + blk], yd1 = xd[x1 * nblk + blk];
-        s[0] = __fadd_rn(s[0], __fmul_rn(yd0, __fsub_rn(__fmul_rn(da, (float)si[0]), __fmul_rn(dmina, (float)sm[0]))));
-        s[1] = __fadd_rn(s[1], __fmul_rn(yd1, __fsub_rn(__fmul_rn(da, (float)si[1]), __fmul_rn(dmina, (float)sm[1]))));
-        s[2] = __fadd_rn(s[2], __fmul_rn(yd0, __fsub_rn(__fmul_rn(db, (float)si[2]), __fmul_rn(dminb, (float)sm[2]))));
-        s[3] = __fadd_rn(s[3], __fmul_rn(yd1, __fsub_rn(__fmul_rn(db, (float)si[3]), __fmul_rn(dminb, (float)sm[3]))));
+#pragma unroll
+        for (int u = 0; u < NTT; u++) {
+            if (t[u].n <= 0) break;
+            const float yd0 = xd[x0[u] * nblk + blk], yd1 = xd[x1[u] * nblk + blk];
+            s[u][0] = __fadd_rn(s[u][0], __fmul_rn(yd0, __fsub_rn(__fmul_rn(da, (float)si[u][0]), __fmul_rn(dmina, (float)sm[u][0]))));
+            s[u][1] = __fadd_rn(s[u][1], __fmul_rn(yd1, __fsub_rn(__fmul_rn(da, (float)si[u][1]), __fmul_rn(dmina, (float)sm[u][1]))));
+            s[u][2] = __fadd_rn(s[u][2], __fmul_rn(yd0, __fsub_rn(__fmul_rn(db, (float)si[u][2]), __fmul_rn(dminb, (float)sm[u][2]))));
+            s[u][3] = __fadd_rn(s[u][3], __fmul_rn(yd1, __fsub_rn(__fmul_rn(db, (float)si[u][3]), __fmul_rn(dminb, (float)sm[u][3]))));
+        }
     }
-    mma_store(t, r0 + g, rows, q, s, y, ldy, acc);
+#pragma unroll
+    for (int u = 0; u < NTT; u++)
+        if (t[u].n > 0) mma_store(t[u], r0 + g, rows, q, s[u], y, ldy, acc);
 }
 
 bool cu_matmul_mma_kq(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,
                       const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles,
                       int n_tiles, int n_tok, float *y, int ldy, bool acc) {
-    dim3 grid((rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS), tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
+    const dim3 grid = mma_grid(rows, tiles, n_tiles, n_tok);
 #define KQ(T)                                                                                                         \
     case T:                                                                                                           \
-        mma_kq_kernel<T><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, xd, xdiv, tiles, \
-                                                        n_tok, y, ldy, acc);                                         \
+        if (tiles)                                                                                                    \
+            mma_kq_kernel<T, 1><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, xd, xdiv,  \
+                                                               tiles, n_tok, y, ldy, acc);                           \
+        else                                                                                                          \
+            mma_kq_kernel<T, MMA_DENSE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, \
+                                                                           xd, xdiv, tiles, n_tok, y, ldy, acc);      \
         return true;
     switch (type) {
         KQ(QW_TYPE_Q2_K) KQ(QW_TYPE_Q3_K) KQ(QW_TYPE_Q4_K) KQ(QW_TYPE_Q5_K) KQ(QW_TYPE_Q6_K)
