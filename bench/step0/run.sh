@@ -17,6 +17,13 @@
 # (FP_REPS rounds, FP_DECODE decode tokens each — a footprint is a process's;
 # FP_REPS=0 = speed only, enough for the resident criteria).
 #
+# BACKEND=cuda: the same experiment on the GPU backend (issue 18, item 7),
+# where the bound is also the device pool's cache limit: tiers `resident`
+# (every weight in VRAM) and `vram` (QWISP_DEVICE_VRAM=$VRAM_GB: the routed
+# experts streamed from host memory into a VRAM expert cache), criteria
+# criteria-gpu-resident.txt / criteria-gpu-vram.txt (footprint = host + the
+# device pool's held peak).  THREADS and DECODE_THREADS only size the host side.
+#
 # Cost: one prefill of N_PROMPT tokens, then N_GEN x 4 arms forward passes,
 # plus FP_REPS x 4 full prefills in separate processes.  On the shared 2-core
 # EPYC (full-size file, page cache warm): prefill ~12 tok/s on 2 threads,
@@ -33,11 +40,15 @@ DECODE_THREADS=${DECODE_THREADS:-1}
 FP_DECODE=${FP_DECODE:-16}
 RAW_C=${RAW_C:-16}
 SIM_GB=${SIM_GB:-16}
+BACKEND=${BACKEND:-cpu}
+VRAM_GB=${VRAM_GB:-8}
 THREADS=${THREADS:-$(( $(nproc) > 2 ? $(nproc) - 1 : $(nproc) ))}  # prefill; one CPU left for the harness's sampler
 T=$(mktemp -d /tmp/qwisp-step0.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 Q="$T/qwisp"                 # a private copy: a rebuild meanwhile cannot change the binary between runs
 cp "$BUILD/qwisp" "$Q"
+# the GPU backend's object is loaded from next to the binary: copied with it
+[ "$BACKEND" = cuda ] && cp "$BUILD/libqwisp_cuda.so" "$T/"
 M=${MODEL:-}
 if [ -z "$M" ]; then
     M="$T/qwen36-a3b.gguf"   # full size, rows from a pool (same memory and speed, not a real model)
@@ -46,14 +57,20 @@ fi
 ARMS=(--arm unset:QWISP_PREFILL_CACHE_MB= --arm 2048:QWISP_PREFILL_CACHE_MB=2048 --arm 512:QWISP_PREFILL_CACHE_MB=512)
 STREAM=(--tier streaming --raw-c "$RAW_C")
 if "$Q" simulate 1 -- true >/dev/null 2>&1; then STREAM+=(--simulate "$SIM_GB"); fi
-echo "== Step 0 on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $THREADS threads; model $M"
+dev=""
+[ "$BACKEND" = cuda ] && dev=" + $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) (QWISP_BACKEND=cuda)"
+echo "== Step 0 on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)$dev, $THREADS threads; model $M"
+default_tiers="resident streaming"
+[ "$BACKEND" = cuda ] && default_tiers="resident vram"
 for fit in ${FITS:-exact classes}; do
-    for tier in ${TIERS:-resident streaming}; do
+    for tier in ${TIERS:-$default_tiers}; do
         out="$OUT/$tier-$fit"
-        extra=(--tier resident) crit="$D/criteria-resident.txt"
+        extra=(--tier resident) crit="$D/criteria-resident.txt" env=(QWISP_BACKEND=cpu)
         [ "$tier" = streaming ] && extra=("${STREAM[@]}") crit="$D/criteria-streaming.txt"
-        echo "== $tier, QWISP_POOL_FIT=$fit -> $out"
-        QWISP_POOL_FIT=$fit QWISP_THREADS=$THREADS "$Q" ab --criteria "$crit" -m "$M" \
+        [ "$BACKEND" = cuda ] && env=(QWISP_BACKEND=cuda) crit="$D/criteria-gpu-resident.txt"
+        [ "$tier" = vram ] && env=(QWISP_BACKEND=cuda "QWISP_DEVICE_VRAM=$VRAM_GB") crit="$D/criteria-gpu-vram.txt"
+        echo "== $tier, QWISP_POOL_FIT=$fit ${env[*]} -> $out"
+        env "${env[@]}" QWISP_POOL_FIT=$fit QWISP_THREADS=$THREADS "$Q" ab --criteria "$crit" -m "$M" \
             --prompt-tokens "$N_PROMPT" --decode "$N_GEN" --speed tokens --decode-threads "$DECODE_THREADS" \
             --footprint-reps "$FP_REPS" --footprint-decode "$FP_DECODE" "${extra[@]}" "${ARMS[@]}" --out "$out" \
             | sed "s/^/[$tier-$fit] /"

@@ -61,7 +61,11 @@
     X(MAJFLT, "majflt", "faults", "major page faults (wait4 rusage)")                            \
     X(EXPERT_HITS, "expert_hits", "count", "expert cache hits (streaming tier)")                 \
     X(EXPERT_MISSES, "expert_misses", "count", "expert cache misses (streaming tier)")           \
-    X(EXPERT_READ_MB, "expert_read_mb", "MiB", "expert bytes read from disk (streaming tier)")
+    X(EXPERT_READ_MB, "expert_read_mb", "MiB", "expert bytes read from disk (streaming tier)")   \
+    X(FOOTPRINT_DEVICE_PEAK_MB, "footprint_with_device_peak_mb", "MiB", "GPU backend: host footprint peak + the device pool's held peak (child --json)") \
+    X(DEVICE_HELD_PEAK_MB, "device_held_peak_mb", "MiB", "GPU backend: device pool peak active + cache (weights included)") \
+    X(DEVICE_CACHE_PEAK_MB, "device_cache_peak_mb", "MiB", "GPU backend: device pool cache peak") \
+    X(DEVICE_EVICTED_MB, "device_evicted_mb", "MiB", "GPU backend: cached device bytes the bound gave back")
 
 typedef enum {
 #define QW_AB_M_ENUM(id, ...) QW_AB_M_##id,

@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 4
+#define QW_BACKEND_ABI 5
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -51,6 +51,8 @@ typedef struct qw_backend_cfg {
     X(cache_bytes, CURRENT, BYTES, "cache", "device_pool_cache_bytes", "device bytes held free for reuse") \
     X(peak_bytes, PEAK, BYTES, "peak", "device_pool_peak_bytes", "max active device bytes")               \
     X(cache_peak_bytes, PEAK, BYTES, "cache_peak", "device_pool_cache_peak_bytes", "max device bytes held free for reuse") \
+    X(held_peak_bytes, PEAK, BYTES, "peak_held", "device_pool_held_peak_bytes", "max device bytes the pool held from cudaMalloc (active + cache): its footprint") \
+    X(evicted_bytes, TOTAL, BYTES, "evicted_bytes", "device_pool_evicted_bytes_total", "cached device bytes the limit gave back") \
     X(cache_limit, CURRENT, BYTES, "limit", "device_pool_cache_limit_bytes", "device cache limit (0 = unbounded)") \
     X(hits, TOTAL, COUNT, "hits", "device_pool_hits_total", "device requests served from the cache")      \
     X(misses, TOTAL, COUNT, "misses", "device_pool_misses_total", "device requests that went to cudaMalloc") \
@@ -122,6 +124,17 @@ typedef struct qw_backend_ops {
     void (*ctx_reset)(void *dc);
     /* Device bytes this context holds (KV + state + activations). */
     uint64_t (*ctx_bytes)(void *dc);
+    /* The recurrent state, host buf <-> device (to_device = 1: load), in
+     * qw_ctx_state_save's layout: conv then delta of each recurrent layer, in
+     * layer order (the device keeps the CPU's layouts, so the bytes are the
+     * CPU path's).  0, or -1 + err. */
+    int (*ctx_state_io)(void *dc, void *buf, int to_device, qw_error *err);
+    /* Attention layer il's first n K (kv = 0) or V (kv = 1) rows, host buf <->
+     * device, rows as the CPU's KV cache holds them; loading grows the device
+     * KV to n positions first.  0, or -1 + err. */
+    int (*ctx_kv_io)(void *dc, int il, int kv, int32_t n, void *buf, int to_device, qw_error *err);
+    /* dst's KV holds src's first n positions (same model), copied on the device. */
+    int (*ctx_kv_copy)(void *dst, void *src, int32_t n, qw_error *err);
 } qw_backend_ops;
 
 typedef enum { QW_BACKEND_CPU = 0, QW_BACKEND_CUDA = 1, QW_BACKEND_AUTO = 2 } qw_backend_kind;

@@ -188,17 +188,21 @@ void qw_ctx_release_growth(qw_ctx *c);
 uint64_t qw_ctx_state_bytes(const qw_ctx *c);
 /* Prefix sharing (the prefix cache, src/runtime/prefix_cache.c).
  * qw_ctx_state_save copies c's recurrent state (qw_ctx_state_bytes bytes) to
- * dst: the state after exactly qw_ctx_n_past(c) tokens.
+ * dst: the state after exactly qw_ctx_n_past(c) tokens; 0, or -1 when a
+ * device context's copy failed (logged; dst then holds nothing usable).
  * qw_ctx_state_load rewinds c to n_past (<= its n_past) with a state saved
  * at that position: the KV keeps its first n_past rows.  Returns the tokens
- * kept (c's n_past unchanged if n_past is out of range).
+ * kept (c's n_past unchanged if n_past is out of range; 0 — the context
+ * started over — when a device context's copy failed).
+ * On the GPU backend these, the KV copies and the marks move the device's
+ * bytes (backend.h): a device context has no host KV or state.
  * qw_ctx_copy_prefix makes dst hold the first n tokens of src (same model,
  * n <= src's n_past): KV rows copied, dst's recurrent state zeroed — a model
  * with recurrent layers needs qw_ctx_state_load(dst, state at n, n) after.
  * 0, or -1 + err (out of memory: dst emptied).
  * qw_ctx_kv_fit shrinks c's KV allocation to its n_past (at least the
  * initial 256 positions): what qw_ctx_kv_bytes counts after a truncation. */
-void qw_ctx_state_save(const qw_ctx *c, void *dst);
+int qw_ctx_state_save(const qw_ctx *c, void *dst);
 int32_t qw_ctx_state_load(qw_ctx *c, const void *src, int32_t n_past);
 int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err);
 void qw_ctx_kv_fit(qw_ctx *c);

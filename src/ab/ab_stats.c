@@ -285,14 +285,19 @@ qw_ab_interval qw_ab_paired(const qw_ab_experiment *e, int arm, int metric, qw_a
     return iv;
 }
 
-int qw_ab_failed(const qw_ab_experiment *e, int arm) {
+/* Counts an arm's timed trials (warm-ups excluded), process and in-process
+ * speed trials together: all of them, or only the failed ones. */
+static int count_trials(const qw_ab_experiment *e, int arm, bool failed_only) {
     int f = 0;
     for (int i = 0; i < e->n_trials; i++)
-        if (e->trials[i].arm == arm && e->trials[i].round >= 0 && !e->trials[i].ok) f++;
+        if (e->trials[i].arm == arm && e->trials[i].round >= 0 && !(failed_only && e->trials[i].ok)) f++;
     for (int i = 0; i < e->n_speed_trials; i++)
-        if (e->speed_trials[i].arm == arm && e->speed_trials[i].round >= 0 && !e->speed_trials[i].ok) f++;
+        if (e->speed_trials[i].arm == arm && e->speed_trials[i].round >= 0 && !(failed_only && e->speed_trials[i].ok))
+            f++;
     return f;
 }
+
+int qw_ab_failed(const qw_ab_experiment *e, int arm) { return count_trials(e, arm, true); }
 
 typedef struct {
     const qw_ab_experiment *e;
@@ -324,7 +329,7 @@ void qw_ab_analyze(qw_ab_experiment *e) {
             *v = (qw_ab_verdict){.rule = -1, .unknown_rule = -1};
             snprintf(v->verdict, sizeof v->verdict, "failed");
             snprintf(v->why, sizeof v->why, "%d of %d trials of '%s' failed%s%s (see the trials table)", f ? f : base_failed,
-                     e->reps, f ? e->arms[a].name : e->arms[0].name, f ? "" : " (the baseline)",
+                     count_trials(e, f ? a : 0, false), f ? e->arms[a].name : e->arms[0].name, f ? "" : " (the baseline)",
                      f && base_failed ? "; the baseline failed too" : "");
             continue;
         }

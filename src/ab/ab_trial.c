@@ -108,6 +108,14 @@ bool qw_ab_trial_parse_json(qw_ab_trial *t, const char *json) {
         t->m[QW_AB_M_POOL_OS_CALLS] = num(p, "os_calls", 1);
         t->m[QW_AB_M_POOL_EVICTED_MB] = num(p, "evicted_bytes", MB);
     }
+    /* the GPU backend's device pool: a "device" object when present */
+    t->m[QW_AB_M_FOOTPRINT_DEVICE_PEAK_MB] = num(o, "footprint_with_device_peak_mb", 1);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "device");
+    if (cJSON_IsObject(d)) {
+        t->m[QW_AB_M_DEVICE_HELD_PEAK_MB] = num(d, "peak_held", MB);
+        t->m[QW_AB_M_DEVICE_CACHE_PEAK_MB] = num(d, "cache_peak", MB);
+        t->m[QW_AB_M_DEVICE_EVICTED_MB] = num(d, "evicted_bytes", MB);
+    }
     /* streaming tier stats (issue #6): an "experts" object when present */
     static const char *const hits[] = {"hits", "cache_hits", NULL};
     static const char *const misses[] = {"misses", "cache_misses", NULL};

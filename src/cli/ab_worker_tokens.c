@@ -30,6 +30,7 @@
  * was not exact.  The run stops with an error if they do not.
  */
 #include "ab_worker.h"
+#include "qwisp/backend.h"
 #include "qwisp/pool.h"
 
 #include <math.h>
@@ -41,6 +42,13 @@ typedef struct {
     double *ms, *cpu_ms, *mcyc, *wait, *wait_any; /* [block] this block's per-token samples */
     double evicted, os_calls;   /* pool counters' growth during this arm's tokens */
 } arm_block;
+
+/* Bytes the device pool's bound has given back so far (0 on the CPU backend):
+ * on the GPU the path's cache limit acts on the device pool too. */
+static double device_evicted(void) {
+    qw_device_stats d;
+    return qw_backend_active_stats(&d) ? (double)d.evicted_bytes : 0;
+}
 
 static void emit(cJSON *arr, const inproc_arm *a, int arm, int round, const arm_block *b, int32_t n, uint64_t hash,
                  const qw_ab_perf *perf) {
@@ -106,13 +114,20 @@ int qw_abw_tokens(qw_ctx *c, int32_t decode, int32_t block, int32_t n_vocab, con
         for (int32_t k = 0; k < block; k++) {
             int32_t t = b * block + k, n0 = qw_ctx_n_past(c), next = -1;
             h = (h ^ (uint64_t)(uint32_t)id) * 1099511628211ull;
-            qw_ctx_state_save(c, saved);
+            if (qw_ctx_state_save(c, saved)) {
+                qw_fail(err, "position %d: saving the recurrent state failed", t);
+                goto done;
+            }
             qw_ab_token_order(n_arms, t, order);
             for (int s = 0; s < n_arms; s++) {
                 int a = order[s];
-                qw_ctx_state_load(c, saved, n0); /* every slot alike, the first too */
+                if (qw_ctx_state_load(c, saved, n0) != n0) { /* every slot alike, the first too */
+                    qw_fail(err, "position %d: loading the recurrent state failed", t);
+                    goto done;
+                }
                 if (qw_abw_apply_arm(&arms[a], false, err)) goto done;
                 qw_pool_stats p0 = qw_pool_get_stats();
+                const double e0 = device_evicted();
                 double cyc0, tk0, cyc1, tk1;
                 qw_ab_perf_read(perf, &cyc0, &tk0);
                 qw_ab_sched_read(&sch, d0);
@@ -124,10 +139,11 @@ int qw_abw_tokens(qw_ctx *c, int32_t decode, int32_t block, int32_t n_vocab, con
                 ab[a].wait_any[k] = qw_ab_sched_max_ms(d0, d1, sch.n);
                 qw_ab_perf_read(perf, &cyc1, &tk1);
                 qw_pool_stats p1 = qw_pool_get_stats();
+                const double e1 = device_evicted();
                 ab[a].ms[k] = (w1 - w0) * 1e3;
                 ab[a].cpu_ms[k] = (c1 - c0) * 1e3;
                 ab[a].mcyc[k] = (cyc1 - cyc0) / 1e6;
-                ab[a].evicted += (double)(p1.evicted_bytes - p0.evicted_bytes);
+                ab[a].evicted += (double)(p1.evicted_bytes - p0.evicted_bytes) + (e1 - e0);
                 ab[a].os_calls += (double)(p1.os_alloc_calls - p0.os_alloc_calls);
                 int32_t got = qw_abw_argmax(qw_ctx_logits(c), n_vocab);
                 if (s == 0) next = got;

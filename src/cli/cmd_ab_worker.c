@@ -289,7 +289,7 @@ int qw_cmd_ab_worker(int argc, char **argv) {
     double prefix_s = mono_s() - t0;
     mk = qw_ctx_mark_save(c);
     if (!mk) {
-        fprintf(stderr, "qwisp ab-worker: out of memory saving the context's position\n");
+        fprintf(stderr, "qwisp ab-worker: saving the context's position failed (out of memory, or the device refused)\n");
         goto done;
     }
     cJSON_AddStringToObject(out, "perf", perf.reason);

@@ -205,6 +205,63 @@ void *cu_ctx_new(void *p, int32_t n_ctx, qw_error *err) {
     return c;
 }
 
+/* ---- state and KV in and out: the prefix cache, `qwisp ab`'s rewinds and
+ * the KV files work on a device context through these (backend.h) ---- */
+
+int cu_ctx_state_io(void *p, void *buf, int to_device, qw_error *err) {
+    cu_ctx *c = (cu_ctx *)p;
+    const qw_hparams *hp = &c->dm->hp;
+    const size_t cb = cu_conv_state_bytes(hp), db = cu_delta_state_bytes(hp);
+    char *b = (char *)buf;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->dm->layers[il].recurrent) continue;
+        void *dev[2] = {c->conv[il].p, c->delta[il].p};
+        const size_t n[2] = {cb, db};
+        for (int i = 0; i < 2; i++) {
+            if (to_device) CU_TRY(cudaMemcpyAsync(dev[i], b, n[i], cudaMemcpyHostToDevice, c->s), err);
+            else CU_TRY(cudaMemcpyAsync(b, dev[i], n[i], cudaMemcpyDeviceToHost, c->s), err);
+            b += n[i];
+        }
+    }
+    CU_TRY(cudaStreamSynchronize(c->s), err);
+    return 0;
+}
+
+static size_t kv_row_bytes(const cu_ctx *c) {
+    const qw_hparams *hp = &c->dm->hp;
+    return (size_t)hp->n_head_kv * hp->head_dim * (c->dm->kv_f32 ? 4 : 2);
+}
+
+int cu_ctx_kv_io(void *p, int il, int kv, int32_t n, void *buf, int to_device, qw_error *err) {
+    cu_ctx *c = (cu_ctx *)p;
+    if (il < 0 || il >= c->dm->hp.n_layer || c->dm->layers[il].recurrent || n < 0 || n > c->n_ctx)
+        return cu_fail(err, "kv_io: layer %d, %d positions: not an attention layer of this context", il, n);
+    if (to_device && kv_reserve(c, n, err)) return -1;
+    if (n > c->kv_cap) return cu_fail(err, "kv_io: %d positions, the device KV holds %d", n, c->kv_cap);
+    void *d = kv ? c->v[il].p : c->k[il].p;
+    const size_t bytes = (size_t)n * kv_row_bytes(c);
+    if (to_device) CU_TRY(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, c->s), err);
+    else CU_TRY(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, c->s), err);
+    CU_TRY(cudaStreamSynchronize(c->s), err);
+    return 0;
+}
+
+int cu_ctx_kv_copy(void *pd, void *ps, int32_t n, qw_error *err) {
+    cu_ctx *dst = (cu_ctx *)pd, *src = (cu_ctx *)ps;
+    if (dst->dm != src->dm || n < 0 || n > src->kv_cap || n > dst->n_ctx)
+        return cu_fail(err, "kv_copy: %d positions from a context holding %d (other model?)", n, src->kv_cap);
+    if (kv_reserve(dst, n, err)) return -1;
+    CU_TRY(cudaStreamSynchronize(src->s), err); /* src's last writes are on its own stream */
+    const size_t bytes = (size_t)n * kv_row_bytes(dst);
+    for (int il = 0; il < dst->dm->hp.n_layer; il++) {
+        if (dst->dm->layers[il].recurrent) continue;
+        CU_TRY(cudaMemcpyAsync(dst->k[il].p, src->k[il].p, bytes, cudaMemcpyDeviceToDevice, dst->s), err);
+        CU_TRY(cudaMemcpyAsync(dst->v[il].p, src->v[il].p, bytes, cudaMemcpyDeviceToDevice, dst->s), err);
+    }
+    CU_TRY(cudaStreamSynchronize(dst->s), err);
+    return 0;
+}
+
 uint64_t cu_ctx_bytes(void *p) {
     cu_ctx *c = (cu_ctx *)p;
     uint64_t n = 0;

@@ -23,7 +23,7 @@
 /* 64 rows a block; a dense matmul's warp reads its weights once for
  * MMA_DENSE_NTT tiles of 8 tokens */
 #ifndef QW_MMA_DENSE_NTT
-#define QW_MMA_DENSE_NTT 4 /* build-time, for measuring 1 / 2 / 4 */
+#define QW_MMA_DENSE_NTT 2 /* build-time, for measuring 1 / 2 / 4: 2 was fastest on the full-size qwen36-a3b (bench/RESULTS.md) */
 #endif
 enum { MMA_WARPS = 4, MMA_DENSE_NTT = QW_MMA_DENSE_NTT };
 

@@ -360,6 +360,9 @@ void cu_ctx_free(void *dc);
 int cu_eval(void *dc, const int32_t *tokens, int32_t n, int32_t n_past, float *logits, int all, qw_error *err);
 void cu_ctx_reset(void *dc);
 uint64_t cu_ctx_bytes(void *dc);
+int cu_ctx_state_io(void *dc, void *buf, int to_device, qw_error *err);
+int cu_ctx_kv_io(void *dc, int il, int kv, int32_t n, void *buf, int to_device, qw_error *err);
+int cu_ctx_kv_copy(void *dst, void *src, int32_t n, qw_error *err);
 
 static int probe(char *dev, size_t n, qw_error *err) {
     int count = 0;
@@ -379,6 +382,7 @@ static int probe(char *dev, size_t n, qw_error *err) {
 static const qw_backend_ops k_ops = {
     QW_BACKEND_ABI, "cuda", probe, model_new, model_free, model_describe, model_stats,
     cu_ctx_new,     cu_ctx_free, cu_eval, cu_ctx_reset, cu_ctx_bytes,
+    cu_ctx_state_io, cu_ctx_kv_io, cu_ctx_kv_copy,
 };
 
 extern "C" __attribute__((visibility("default"))) const qw_backend_ops *qw_backend_cuda_ops(void) { return &k_ops; }

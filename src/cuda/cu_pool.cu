@@ -97,6 +97,7 @@ static void enforce_limit(void) {
         dblock *b = *pp;
         *pp = NULL;
         g_st.cache_bytes -= b->cap;
+        g_st.evicted_bytes += b->cap;
         cudaFree(b->p);
         free(b);
     }
@@ -143,6 +144,7 @@ void *cu_pool_alloc_fit(size_t n, bool exact) {
     g_active = b;
     g_st.active_bytes += b->cap;
     if (g_st.active_bytes > g_st.peak_bytes) g_st.peak_bytes = g_st.active_bytes;
+    if (g_st.active_bytes + g_st.cache_bytes > g_st.held_peak_bytes) g_st.held_peak_bytes = g_st.active_bytes + g_st.cache_bytes;
     pthread_mutex_unlock(&g_lock);
     return b->p;
 }
@@ -183,6 +185,8 @@ void cu_pool_stats(qw_device_stats *s) {
     s->cache_bytes = g_st.cache_bytes;
     s->peak_bytes = g_st.peak_bytes;
     s->cache_peak_bytes = g_st.cache_peak_bytes;
+    s->held_peak_bytes = g_st.held_peak_bytes;
+    s->evicted_bytes = g_st.evicted_bytes;
     s->cache_limit = g_st.cache_limit;
     s->hits = g_st.hits;
     s->misses = g_st.misses;

@@ -39,7 +39,7 @@ int qw_fwd_grow(void **p, size_t *cap, size_t need, qw_error *err) {
 static void *chunk_buf(int32_t chunk, size_t row_bytes) { return qw_pool_alloc((size_t)chunk * row_bytes); }
 
 int qw_ctx_kv_reserve(qw_ctx *c, int32_t need, qw_error *err) {
-    if (need <= c->kv_cap) return 0;
+    if (c->dev || need <= c->kv_cap) return 0; /* a device context's KV grows on the device */
     int32_t cap = c->kv_cap ? c->kv_cap : KV_INITIAL;
     while (cap < need) cap = cap > c->n_ctx / 2 ? c->n_ctx : cap * 2;
     if (cap > c->n_ctx) cap = c->n_ctx;
@@ -232,8 +232,16 @@ int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
 
 /* Copies the recurrent state (conv + delta of every recurrent layer, in layer
  * order) between c and one flat buffer: the layout qw_ctx_state_save writes,
- * qw_ctx_state_load and the marks read. */
-static void state_copy(const qw_ctx *c, char *buf, bool into_ctx) {
+ * qw_ctx_state_load and the marks read.  A device context copies over the bus
+ * (same layout); only that can fail: 0 / -1. */
+static int state_copy(const qw_ctx *c, char *buf, bool into_ctx) {
+    if (c->dev) {
+        qw_error err = {0};
+        if (!qw_ctx_state_bytes(c)) return 0;
+        if (!c->m->backend->ctx_state_io(c->dev, buf, into_ctx, &err)) return 0;
+        qw_log(QW_LOG_ERROR, "device state %s failed: %s", into_ctx ? "load" : "save", err.msg);
+        return -1;
+    }
     const qw_hparams *hp = &c->m->hp;
     const size_t cb = qw_model_conv_state_bytes(hp), db = qw_model_delta_state_bytes(hp);
     for (int il = 0; il < hp->n_layer; il++) {
@@ -247,6 +255,7 @@ static void state_copy(const qw_ctx *c, char *buf, bool into_ctx) {
         }
         buf += cb + db;
     }
+    return 0;
 }
 
 struct qw_ctx_mark {
@@ -263,12 +272,18 @@ qw_ctx_mark *qw_ctx_mark_save(const qw_ctx *c) {
         free(mk);
         return NULL;
     }
-    state_copy(c, mk->state, false);
+    if (state_copy(c, mk->state, false)) {
+        qw_ctx_mark_free(mk);
+        return NULL;
+    }
     return mk;
 }
 
 void qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk) {
-    state_copy(c, mk->state, true);
+    if (state_copy(c, mk->state, true)) {
+        qw_ctx_truncate(c, 0); /* the device refused: start over rather than run on a half-loaded state */
+        return;
+    }
     c->n_past = mk->n_past;
 }
 
@@ -292,11 +307,11 @@ void qw_ctx_release_growth(qw_ctx *c) {
     c->kv_cap = 0;
 }
 
-void qw_ctx_state_save(const qw_ctx *c, void *dst) { state_copy(c, dst, false); }
+int qw_ctx_state_save(const qw_ctx *c, void *dst) { return state_copy(c, dst, false); }
 
 int32_t qw_ctx_state_load(qw_ctx *c, const void *src, int32_t n_past) {
     if (n_past < 0 || n_past > c->n_past) return c->n_past;
-    state_copy(c, (char *)src, true);
+    if (state_copy(c, (char *)src, true)) return qw_ctx_truncate(c, 0);
     c->n_past = n_past;
     return n_past;
 }
@@ -305,6 +320,11 @@ int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err)
     if (dst->m != src->m || dst->kv_type != src->kv_type || n < 0 || n > src->n_past || n > dst->n_ctx)
         return qw_fail(err, "copy_prefix: %d tokens of a context holding %d (other model or KV type?)", n, src->n_past);
     qw_ctx_truncate(dst, 0); /* also zeroes a recurrent state */
+    if (dst->dev) {
+        if (dst->m->backend->ctx_kv_copy(dst->dev, src->dev, n, err)) return -1;
+        dst->n_past = n;
+        return 0;
+    }
     if (qw_ctx_kv_reserve(dst, n, err)) return -1;
     const qw_hparams *hp = &dst->m->hp;
     const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * dst->kv_elt;
@@ -331,8 +351,35 @@ static int kv_walk(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
     return 0;
 }
 
+/* kv_walk for a device context: each layer's K, then V rows pass through one
+ * host buffer, copied from the device before fn (export) or to it after fn
+ * has filled the buffer (import). */
+static int kv_walk_dev(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, bool import, qw_error *err) {
+    const qw_hparams *hp = &c->m->hp;
+    const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
+    void *buf = qw_pool_alloc(bytes ? bytes : 1);
+    if (!buf) return qw_fail(err, "out of memory staging %zu bytes of KV", bytes);
+    int rc = 0;
+    for (int il = 0; il < hp->n_layer && !rc; il++) {
+        if (c->m->layers[il].recurrent) continue;
+        for (int kv = 0; kv < 2 && !rc; kv++) {
+            if (!import) rc = c->m->backend->ctx_kv_io(c->dev, il, kv, n, buf, 0, err);
+            if (!rc) rc = fn(user, buf, bytes);
+            if (!rc && import) rc = c->m->backend->ctx_kv_io(c->dev, il, kv, n, buf, 1, err);
+        }
+    }
+    qw_pool_free(buf);
+    return rc;
+}
+
 int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
     if (n < 0 || n > c->n_past) return -1;
+    if (c->dev) {
+        qw_error err = {0};
+        int rc = kv_walk_dev(c, n, fn, user, false, &err);
+        if (rc && err.msg[0]) qw_log(QW_LOG_ERROR, "KV export: %s", err.msg);
+        return rc;
+    }
     return kv_walk(c, n, fn, user);
 }
 
@@ -340,7 +387,7 @@ int qw_ctx_kv_import(qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, qw_error *er
     qw_ctx_truncate(c, 0);
     if (n < 0 || n > c->n_ctx) return qw_fail(err, "kv_import: %d tokens in a context of %d", n, c->n_ctx);
     if (qw_ctx_kv_reserve(c, n, err)) return -1;
-    int rc = kv_walk(c, n, fn, user);
+    int rc = c->dev ? kv_walk_dev(c, n, fn, user, true, err) : kv_walk(c, n, fn, user);
     if (!rc) c->n_past = n;
     return rc;
 }

@@ -180,7 +180,7 @@ static int32_t usable(const qw_pcache *p, const entry *e, int32_t k) {
  * anything for a KV-only model; 0 empties it). */
 static void rewind_to(qw_pcache *p, entry *e, int32_t u) {
     snap *s = p->state_bytes && u > 0 && u < qw_ctx_n_past(e->ctx) ? snap_at(e, u) : NULL;
-    if (s) qw_ctx_state_load(e->ctx, s->state, u);
+    if (s) u = qw_ctx_state_load(e->ctx, s->state, u); /* 0 when a device refused the copy */
     else if (p->state_bytes && u > 0 && u < qw_ctx_n_past(e->ctx)) u = 0; /* no state there: start over */
     if (u < qw_ctx_n_past(e->ctx)) qw_ctx_truncate(e->ctx, u);
     drop_snaps_above(e, u);
@@ -215,9 +215,12 @@ static bool copy_prefix(qw_pcache *p, entry *dst, entry *src, int32_t u) {
                 qw_ctx_truncate(dst->ctx, 0);
                 return false;
             }
-            qw_ctx_state_save(src->ctx, tmp);
-            qw_ctx_state_load(dst->ctx, tmp, u);
+            const bool ok = !qw_ctx_state_save(src->ctx, tmp) && qw_ctx_state_load(dst->ctx, tmp, u) == u;
             qw_pool_free(tmp);
+            if (!ok) {
+                qw_ctx_truncate(dst->ctx, 0);
+                return false;
+            }
         }
     }
     memcpy(dst->toks, src->toks, (size_t)u * sizeof(int32_t));
@@ -290,7 +293,10 @@ void qw_pcache_snapshot(qw_pcache *p, qw_ctx *c) {
     }
     void *st = qw_pool_alloc(p->state_bytes);
     if (!st) return; /* a cache: without memory it just keeps less */
-    qw_ctx_state_save(c, st);
+    if (qw_ctx_state_save(c, st)) {
+        qw_pool_free(st);
+        return;
+    }
     e->snaps[e->n_snaps++] = (snap){pos, st};
 }
 
@@ -401,8 +407,7 @@ static int save_entry(qw_pcache *p, entry *e, const char *path, qw_error *err) {
     int bad = (p->state_bytes && !st) || qw_cfile_write(&w, &h, sizeof h) ||
               qw_cfile_write(&w, e->toks, (size_t)e->n * sizeof(int32_t)) || qw_ctx_kv_export(e->ctx, e->n, kv_write, &w);
     if (!bad && st) {
-        qw_ctx_state_save(e->ctx, st);
-        bad = qw_cfile_write(&w, st, p->state_bytes);
+        bad = qw_ctx_state_save(e->ctx, st) || qw_cfile_write(&w, st, p->state_bytes);
     }
     for (int32_t i = 0; !bad && i < e->n_snaps; i++)
         bad = qw_cfile_write(&w, &e->snaps[i].pos, sizeof(int32_t)) || qw_cfile_write(&w, e->snaps[i].state, p->state_bytes);
@@ -477,7 +482,7 @@ static int load_entry(qw_pcache *p, const char *path, int slot, uint64_t used, q
     if (!rc && p->state_bytes) {
         if (!(st = qw_pool_alloc(p->state_bytes))) rc = qw_fail(err, "out of memory");
         else if (qw_cfile_read(&r, st, p->state_bytes)) rc = qw_fail(err, "truncated state");
-        else qw_ctx_state_load(e->ctx, st, h.n);
+        else if (qw_ctx_state_load(e->ctx, st, h.n) != h.n) rc = qw_fail(err, "the device refused the state");
     }
     for (int32_t i = 0; !rc && i < h.n_snaps; i++) {
         int32_t pos;

@@ -65,7 +65,7 @@ void qw_run_memory_json(const qw_run_memory *rm, void *cjson_object) {
         cJSON *d = cJSON_AddObjectToObject(o, "device");
         qw_stats_json(&qw_device_stat_group, &ds, d, 0, -1); /* backend.h's QW_DEVICE_STATS */
         cJSON_AddNumberToObject(o, "footprint_with_device_peak_mb",
-                                (double)(rm->peak_footprint + ds.peak_bytes) / 1048576.0);
+                                (double)(rm->peak_footprint + ds.held_peak_bytes) / 1048576.0);
     }
     cJSON_AddNumberToObject(o, "footprint_peak_mb", (double)rm->peak_footprint / 1048576.0);
     cJSON_AddNumberToObject(o, "rss_peak_mb", (double)rm->peak_rss / 1048576.0);

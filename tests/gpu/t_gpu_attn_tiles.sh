@@ -19,11 +19,16 @@ if ! make -s BUILD="$T" NVDEFS=-DQW_AT_SMAX=40 "$T/libqwisp_cuda.so" >"$T.log" 2
     echo "FAIL: building the QW_AT_SMAX=40 variant: $(tail -3 "$T.log")"
     exit 0
 fi
+if [ ! -x "$BUILD/tests/gpu/test_gpu" ]; then
+    echo "FAIL: GPU vs CPU with attention's scores recomputed past 40 positions: no $BUILD/tests/gpu/test_gpu (make tests-bin)"
+    exit 0
+fi
 out=$(QWISP_CUDA_LIB=$T/libqwisp_cuda.so QWISP_GPU_MODELS=models/default.gguf:models/qwen35moe.gguf \
       "$BUILD/tests/gpu/test_gpu" 2>&1)
+rc=$?
 printf '%s\n' "$out" | grep -E "INFO: models" | sed 's/^/  /'
-if printf '%s\n' "$out" | grep -q "FAILED" || ! printf '%s\n' "$out" | grep -q "PASSED"; then
-    echo "FAIL: GPU vs CPU with attention's scores recomputed past 40 positions"
+if [ $rc != 0 ] || printf '%s\n' "$out" | grep -q "FAILED" || ! printf '%s\n' "$out" | grep -q "PASSED"; then
+    echo "FAIL: GPU vs CPU with attention's scores recomputed past 40 positions (test_gpu exit $rc)"
     printf '%s\n' "$out" | tail -15
 else
     echo "PASS: GPU vs CPU with attention's scores recomputed past 40 positions (both shipped models)"

@@ -16,7 +16,9 @@
  *     one at a time, bit for bit;
  *   - the streaming tier (QWISP_DEVICE_SLOTS = n_expert_used: most evictions)
  *     gives the resident tier's logits bit for bit;
- *   - the device pool's cache stays within its limit.
+ *   - the device pool's cache stays within its limit;
+ *   - a device context's KV and state copied out and back in (prefix cache,
+ *     marks, KV files) continue with the same logits, bit for bit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -287,6 +289,88 @@ static void test_pool_limit(void **state) {
     qw_pool_set_cache_limit(old);
 }
 
+/* kv_export / kv_import through a host byte buffer */
+typedef struct {
+    char *p;
+    size_t n, at;
+} kv_buf;
+static int kv_put(void *user, void *rows, size_t bytes) {
+    kv_buf *b = user;
+    b->p = realloc(b->p, b->n + bytes);
+    memcpy(b->p + b->n, rows, bytes);
+    b->n += bytes;
+    return 0;
+}
+static int kv_get(void *user, void *rows, size_t bytes) {
+    kv_buf *b = user;
+    if (b->at + bytes > b->n) return -1;
+    memcpy(rows, b->p + b->at, bytes);
+    b->at += bytes;
+    return 0;
+}
+
+static void eval_or_fail(qw_ctx *c, const int32_t *ids, int n) {
+    qw_error err = {{0}};
+    if (qw_ctx_eval(c, ids, n, QW_LOGITS_LAST, &err)) fail_msg("eval: %s", err.msg);
+}
+
+/* A device context's KV and recurrent state leave and re-enter the device
+ * exactly (the prefix cache, `qwisp ab` and the KV files depend on it): a
+ * context rebuilt from another one's KV prefix + saved state, one rebuilt
+ * from exported KV bytes, and one rewound to a mark all continue with the
+ * original's logits, bit for bit — on qwen35moe (attention + recurrent). */
+static void test_state_io(void **state) {
+    (void)state;
+    if (!gpu_or_skip("device state and KV copies")) return;
+    qw_model *m = load_on("models/qwen35moe.gguf", "cuda", NULL);
+    qw_error err = {{0}};
+    const int V = m->hp.n_vocab;
+    enum { A = 40, B = 48, N = 56 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (i * 37 + 11) % 400;
+    qw_ctx *a = qw_ctx_new(m, N_CTX, 2, &err), *b = qw_ctx_new(m, N_CTX, 2, &err), *c = qw_ctx_new(m, N_CTX, 2, &err);
+    assert_non_null(a), assert_non_null(b), assert_non_null(c);
+    const uint64_t bytes = qw_ctx_state_bytes(a);
+    assert_true(bytes > 0);
+    char *s_a = malloc(bytes), *s_b = malloc(bytes);
+    float *want = malloc((size_t)V * sizeof(float));
+    eval_or_fail(a, ids, A);
+    assert_int_equal(qw_ctx_state_save(a, s_a), 0);
+    eval_or_fail(a, ids + A, B - A);
+    memcpy(want, qw_ctx_logits(a), (size_t)V * sizeof(float));
+    /* b: a's first A positions copied on the device, the state loaded */
+    assert_int_equal(qw_ctx_copy_prefix(b, a, A, &err), 0);
+    assert_int_equal(qw_ctx_state_load(b, s_a, A), A);
+    eval_or_fail(b, ids + A, B - A);
+    assert_memory_equal(qw_ctx_logits(b), want, (size_t)V * sizeof(float));
+    /* c: b's KV exported to host bytes and imported, b's state loaded */
+    kv_buf kb = {0};
+    assert_int_equal(qw_ctx_kv_export(b, B, kv_put, &kb), 0);
+    assert_true(kb.n > 0);
+    assert_int_equal(qw_ctx_kv_import(c, B, kv_get, &kb, &err), 0);
+    assert_int_equal(qw_ctx_state_save(b, s_b), 0);
+    assert_int_equal(qw_ctx_state_load(c, s_b, B), B);
+    eval_or_fail(b, ids + B, N - B);
+    memcpy(want, qw_ctx_logits(b), (size_t)V * sizeof(float));
+    eval_or_fail(c, ids + B, N - B);
+    assert_memory_equal(qw_ctx_logits(c), want, (size_t)V * sizeof(float));
+    /* a mark: c rewound to B and run again */
+    assert_int_equal(qw_ctx_state_load(c, s_b, B), B);
+    qw_ctx_mark *mk = qw_ctx_mark_save(c);
+    assert_non_null(mk);
+    eval_or_fail(c, ids, 3); /* somewhere else first */
+    qw_ctx_mark_restore(c, mk);
+    assert_int_equal(qw_ctx_n_past(c), B);
+    eval_or_fail(c, ids + B, N - B);
+    assert_memory_equal(qw_ctx_logits(c), want, (size_t)V * sizeof(float));
+    printf("INFO: device state %llu bytes and %zu KV bytes out and back in: same logits\n",
+           (unsigned long long)bytes, kb.n);
+    qw_ctx_mark_free(mk);
+    free(kb.p), free(s_a), free(s_b), free(want);
+    qw_ctx_free(a), qw_ctx_free(b), qw_ctx_free(c);
+    qw_model_free(m);
+}
+
 int main(void) {
     qw_error err = {{0}};
     if (qw_options_init(&err)) {
@@ -316,14 +400,15 @@ int main(void) {
     static char buf[8192];
     snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
     enum { MAX_MODELS = 64 };
-    struct CMUnitTest tests[4 + MAX_MODELS] = {
+    struct CMUnitTest tests[5 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
         cmocka_unit_test(test_pool_limit),
+        cmocka_unit_test(test_state_io),
     };
-    size_t n = 4;
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 4 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
+    size_t n = 5;
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 5 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
         tests[n++] = (struct CMUnitTest){p, test_gpu_vs_cpu, NULL, NULL, p};
         if (!g_ops) break; /* no GPU: one SKIP line, not one a model */
     }
