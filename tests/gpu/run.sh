@@ -8,6 +8,13 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-build}
 BIN=$BUILD/qwisp
+# the suite's programs (test_gpu, the CUDA object): built here when missing or
+# stale, so the suite never runs without them
+if ! make -s -j"$(nproc)" BUILD="$BUILD" tests-bin >/dev/null; then
+    echo "FAIL: make BUILD=$BUILD tests-bin"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 export QWISP_TEST_TMP=${QWISP_TEST_TMP:-$(mktemp -d /tmp/qwisp-gpu.XXXXXX)}
 D=$QWISP_TEST_TMP/gpu-models; mkdir -p "$D"
 K3="--n-embd 256 --n-head 8 --n-head-kv 4 --head-dim 32 --n-expert 8 --n-expert-used 2 --n-ff-exp 256 --n-layer 2"
