@@ -117,17 +117,32 @@ void qw_amx_gemm_wide_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t
  * qw_tune_get(QW_TUNE_DECODE_AHEAD) bytes ahead (at least two rows): 8 KiB
  * by default, calibrated per machine by `qwisp tune` (tune.h). */
 
+/* One prefetch instruction that the compiler must keep.  GCC (12, -O2) treats
+ * __builtin_prefetch as free of side effects, and its dead-code pass deletes
+ * a loop made only of them once it can prove the loop finite — which it did
+ * for every decode row loop here (the object code had no prefetch at all, so
+ * the calibrated distance changed nothing).  A volatile asm cannot be
+ * deleted.  hint: 0 = prefetcht0 (L1), 1 = prefetcht1 (L2). */
+static inline void qw_prefetch_line(const void *p, int l2) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (l2) __asm__ volatile("prefetcht1 %0" : : "m"(*(const char *)p));
+    else __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
+#else
+    if (l2) __builtin_prefetch(p, 0, 2);
+    else __builtin_prefetch(p, 0, 3);
+#endif
+}
+
 static inline void qw_prefetch_bytes(const void *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 3);
+    for (size_t o = 0; o < bytes; o += 64) qw_prefetch_line((const char *)p + o, 0);
 }
 
 /* The decode row loops' prefetch: into L1 (prefetcht0) or, where `qwisp
  * tune` found it faster, into L2 (prefetcht1), whose miss queue is deeper
  * than L1's fill buffers: more DRAM misses in flight per core. */
 static inline void qw_prefetch_decode(const void *p, size_t bytes) {
-    if (qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2))
-        for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o, 0, 2);
-    else qw_prefetch_bytes(p, bytes);
+    const int l2 = qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2) != 0;
+    for (size_t o = 0; o < bytes; o += 64) qw_prefetch_line((const char *)p + o, l2);
 }
 
 /* Rows of `row_bytes` to prefetch ahead of the one being read in decode. */
