@@ -1,0 +1,23 @@
+#!/bin/bash
+# t_prefetch_kept.sh — every kernel source that prefetches (qw_prefetch_*,
+# src/kernels/quant_impl.h) still has prefetch instructions in its object
+# code.  GCC 12 at -O2 once deleted loops of __builtin_prefetch as dead code,
+# which silently removed every decode prefetch (and made their calibration a
+# no-op); the helpers are volatile asm since.  This checks the build, not the
+# source: a compiler or flag change that drops them again fails here.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=$(dirname "${QWISP_BIN:-build/qwisp}")
+if ! command -v objdump >/dev/null; then echo "SKIP: prefetches in the object code: no objdump"; exit 0; fi
+for src in $(grep -l "qw_prefetch_" src/kernels/*.c); do
+    obj=$BUILD/obj/${src%.c}.o
+    if [ ! -f "$obj" ]; then echo "FAIL: $src: no object $obj"; continue; fi
+    n=$(objdump -d --no-show-raw-insn "$obj" | grep -c "prefetch")
+    if [ "$n" -gt 0 ]; then echo "PASS: $src keeps its prefetches ($n instructions)"
+    else echo "FAIL: $src calls qw_prefetch_* but its object has no prefetch instruction"; fi
+done
+# the Q8_0 decode loop itself (its file's prefill tile prefetches too)
+obj=$BUILD/obj/src/kernels/q8_0_avx512.o
+n=$(objdump -d --no-show-raw-insn "$obj" 2>/dev/null | awk '/<qw_avx512_gemv_q8_0>:/,/^$/' | grep -c "prefetch")
+if [ "$n" -gt 0 ]; then echo "PASS: the AVX-512 Q8_0 decode loop prefetches ($n instructions)"
+else echo "FAIL: qw_avx512_gemv_q8_0 has no prefetch instruction"; fi
