@@ -62,13 +62,19 @@ static int grow_gen(cu_ctx *c, dbuf *b, size_t need, qw_error *err) {
 }
 #define grow(b, need, err) grow_gen(c, (b), (need), (err))
 
+/* Bytes of one position's K (or V) row in the device cache: the CPU's row. */
+static size_t kv_row_bytes(const cu_ctx *c) {
+    const qw_hparams *hp = &c->dm->hp;
+    return (size_t)hp->n_head_kv * hp->head_dim * (c->dm->kv_f32 ? 4 : 2);
+}
+
 static int kv_reserve(cu_ctx *c, int32_t need, qw_error *err) {
     if (need <= c->kv_cap) return 0;
     int32_t cap = c->kv_cap ? c->kv_cap : 256;
     while (cap < need) cap = cap > c->n_ctx / 2 ? c->n_ctx : cap * 2;
     if (cap > c->n_ctx) cap = c->n_ctx;
     const qw_hparams *hp = &c->dm->hp;
-    const size_t row = (size_t)hp->n_head_kv * hp->head_dim * (c->dm->kv_f32 ? 4 : 2);
+    const size_t row = kv_row_bytes(c);
     for (int il = 0; il < hp->n_layer; il++) {
         if (c->dm->layers[il].recurrent) continue;
         dbuf *kv[2] = {&c->k[il], &c->v[il]};
@@ -225,11 +231,6 @@ int cu_ctx_state_io(void *p, void *buf, int to_device, qw_error *err) {
     }
     CU_TRY(cudaStreamSynchronize(c->s), err);
     return 0;
-}
-
-static size_t kv_row_bytes(const cu_ctx *c) {
-    const qw_hparams *hp = &c->dm->hp;
-    return (size_t)hp->n_head_kv * hp->head_dim * (c->dm->kv_f32 ? 4 : 2);
 }
 
 int cu_ctx_kv_io(void *p, int il, int kv, int32_t n, void *buf, int to_device, qw_error *err) {

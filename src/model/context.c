@@ -338,56 +338,42 @@ int qw_ctx_copy_prefix(qw_ctx *dst, const qw_ctx *src, int32_t n, qw_error *err)
 }
 
 /* Hands fn each attention layer's first n K rows, then V rows, in layer order:
- * the byte stream qw_ctx_kv_export writes and qw_ctx_kv_import reads back. */
-static int kv_walk(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
+ * the byte stream qw_ctx_kv_export writes and qw_ctx_kv_import reads back
+ * (import: fn fills the rows).  A device context's rows pass through one host
+ * buffer, copied from the device before fn (export) or to it after (import). */
+static int kv_walk(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, bool import, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
-    for (int il = 0; il < hp->n_layer; il++) {
-        if (c->m->layers[il].recurrent) continue;
-        int rc = fn(user, c->k[il], bytes);
-        if (!rc) rc = fn(user, c->v[il], bytes);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-/* kv_walk for a device context: each layer's K, then V rows pass through one
- * host buffer, copied from the device before fn (export) or to it after fn
- * has filled the buffer (import). */
-static int kv_walk_dev(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, bool import, qw_error *err) {
-    const qw_hparams *hp = &c->m->hp;
-    const size_t bytes = (size_t)n * hp->n_head_kv * hp->head_dim * c->kv_elt;
-    void *buf = qw_pool_alloc(bytes ? bytes : 1);
-    if (!buf) return qw_fail(err, "out of memory staging %zu bytes of KV", bytes);
+    void *stage = NULL;
+    if (c->dev && !(stage = qw_pool_alloc(bytes ? bytes : 1)))
+        return qw_fail(err, "out of memory staging %zu bytes of KV", bytes);
     int rc = 0;
     for (int il = 0; il < hp->n_layer && !rc; il++) {
         if (c->m->layers[il].recurrent) continue;
         for (int kv = 0; kv < 2 && !rc; kv++) {
-            if (!import) rc = c->m->backend->ctx_kv_io(c->dev, il, kv, n, buf, 0, err);
-            if (!rc) rc = fn(user, buf, bytes);
-            if (!rc && import) rc = c->m->backend->ctx_kv_io(c->dev, il, kv, n, buf, 1, err);
+            void *rows = stage ? stage : kv ? c->v[il] : c->k[il];
+            if (stage && !import) rc = c->m->backend->ctx_kv_io(c->dev, il, kv, n, stage, 0, err);
+            if (!rc) rc = fn(user, rows, bytes);
+            if (!rc && stage && import) rc = c->m->backend->ctx_kv_io(c->dev, il, kv, n, stage, 1, err);
         }
     }
-    qw_pool_free(buf);
+    qw_pool_free(stage);
     return rc;
 }
 
 int qw_ctx_kv_export(const qw_ctx *c, int32_t n, qw_kv_fn fn, void *user) {
     if (n < 0 || n > c->n_past) return -1;
-    if (c->dev) {
-        qw_error err = {0};
-        int rc = kv_walk_dev(c, n, fn, user, false, &err);
-        if (rc && err.msg[0]) qw_log(QW_LOG_ERROR, "KV export: %s", err.msg);
-        return rc;
-    }
-    return kv_walk(c, n, fn, user);
+    qw_error err = {0};
+    int rc = kv_walk(c, n, fn, user, false, &err);
+    if (rc && err.msg[0]) qw_log(QW_LOG_ERROR, "KV export: %s", err.msg);
+    return rc;
 }
 
 int qw_ctx_kv_import(qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, qw_error *err) {
     qw_ctx_truncate(c, 0);
     if (n < 0 || n > c->n_ctx) return qw_fail(err, "kv_import: %d tokens in a context of %d", n, c->n_ctx);
     if (qw_ctx_kv_reserve(c, n, err)) return -1;
-    int rc = c->dev ? kv_walk_dev(c, n, fn, user, true, err) : kv_walk(c, n, fn, user);
+    int rc = kv_walk(c, n, fn, user, true, err);
     if (!rc) c->n_past = n;
     return rc;
 }
