@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 5
+#define QW_BACKEND_ABI 6
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -135,6 +135,14 @@ typedef struct qw_backend_ops {
     int (*ctx_kv_io)(void *dc, int il, int kv, int32_t n, void *buf, int to_device, qw_error *err);
     /* dst's KV holds src's first n positions (same model), copied on the device. */
     int (*ctx_kv_copy)(void *dst, void *src, int32_t n, qw_error *err);
+    /* A copy of the recurrent state kept in device memory (from the device
+     * pool): what a mark holds, so rewinding never crosses the bus.  snap_new:
+     * a snapshot sized for dc's state, NULL + err.  snap_copy: save = 1 copies
+     * dc's state into snap, 0 copies snap back into dc (device to device, on
+     * dc's stream).  0, or -1 + err. */
+    void *(*snap_new)(void *dc, qw_error *err);
+    int (*snap_copy)(void *dc, void *snap, int save, qw_error *err);
+    void (*snap_free)(void *snap);
 } qw_backend_ops;
 
 typedef enum { QW_BACKEND_CPU = 0, QW_BACKEND_CUDA = 1, QW_BACKEND_AUTO = 2 } qw_backend_kind;

@@ -171,13 +171,18 @@ int32_t qw_ctx_n_past(const qw_ctx *c); /* tokens in the KV cache */
  * kept: the caller re-evaluates from there. */
 int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past);
 /* A saved position: n_past and a copy of the recurrent states (malloc'd, not
- * from the pool, so saving does not change what the pool holds).  Restoring
- * rewinds the context to exactly that point — attention KV past n_past is
- * simply overwritten — so one prompt prefix can be re-run many times
- * (`qwisp ab`'s in-process trials).  NULL on OOM. */
+ * from the pool, so saving does not change what the pool holds; on the GPU
+ * backend a device buffer outside the device pool, so a rewind never crosses
+ * the bus).  Restoring rewinds the context to exactly that point — attention
+ * KV past n_past is simply overwritten — so one prompt prefix can be re-run
+ * many times (`qwisp ab`'s in-process trials).  save: NULL on OOM or a failed
+ * device copy.  update re-saves mk at c's current position (no allocation).
+ * update / restore: 0, or -1 (a device copy failed, or mk is another
+ * context's; a failed restore leaves c emptied, never half-loaded). */
 typedef struct qw_ctx_mark qw_ctx_mark;
 qw_ctx_mark *qw_ctx_mark_save(const qw_ctx *c);
-void qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk);
+int qw_ctx_mark_update(const qw_ctx *c, qw_ctx_mark *mk);
+int qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk);
 void qw_ctx_mark_free(qw_ctx_mark *mk);
 /* Gives the buffers that grow with the context (activation conversion,
  * attention scratch, and the KV cache itself when n_past is 0) back to the

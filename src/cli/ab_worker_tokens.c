@@ -87,7 +87,7 @@ int qw_abw_tokens(qw_ctx *c, int32_t decode, int32_t block, int32_t n_vocab, con
     int32_t n_blocks = (decode - 1) / block;
     if (n_blocks < 2) return qw_fail(err, "--pair-tokens %d: %d decode tokens give fewer than 2 blocks (a warm-up + one)",
                                      (int)block, (int)decode);
-    void *saved = malloc((size_t)qw_ctx_state_bytes(c) + 1);
+    qw_ctx_mark *saved = qw_ctx_mark_save(c); /* re-saved at every position; on a GPU it stays in VRAM */
     arm_block *ab = calloc((size_t)n_arms, sizeof *ab);
     int *order = calloc((size_t)n_arms, sizeof *order);
     int rc = -1;
@@ -114,14 +114,14 @@ int qw_abw_tokens(qw_ctx *c, int32_t decode, int32_t block, int32_t n_vocab, con
         for (int32_t k = 0; k < block; k++) {
             int32_t t = b * block + k, n0 = qw_ctx_n_past(c), next = -1;
             h = (h ^ (uint64_t)(uint32_t)id) * 1099511628211ull;
-            if (qw_ctx_state_save(c, saved)) {
+            if (qw_ctx_mark_update(c, saved)) {
                 qw_fail(err, "position %d: saving the recurrent state failed", t);
                 goto done;
             }
             qw_ab_token_order(n_arms, t, order);
             for (int s = 0; s < n_arms; s++) {
                 int a = order[s];
-                if (qw_ctx_state_load(c, saved, n0) != n0) { /* every slot alike, the first too */
+                if (qw_ctx_mark_restore(c, saved) || qw_ctx_n_past(c) != n0) { /* every slot alike, the first too */
                     qw_fail(err, "position %d: loading the recurrent state failed", t);
                     goto done;
                 }
@@ -167,7 +167,7 @@ done:
     for (int a = 0; ab && a < n_arms; a++) free(ab[a].ms);
     free(ab);
     free(order);
-    free(saved);
+    qw_ctx_mark_free(saved);
     free(d0);
     qw_ab_sched_close(&sch);
     return rc;

@@ -141,7 +141,7 @@ typedef struct {
 static int trial(qw_ctx *c, const qw_ctx_mark *mk, const int32_t *tail, int32_t n_tail, int32_t decode,
                  int32_t n_vocab, const inproc_arm *a, int arm, int round, const qw_ab_perf *perf, tok_series *ts,
                  cJSON *arr, qw_error *err) {
-    qw_ctx_mark_restore(c, mk);
+    if (qw_ctx_mark_restore(c, mk)) return qw_fail(err, "rewinding to the saved prompt position failed");
     qw_ctx_release_growth(c); /* regrown under the arm's policy, as in a new process */
     if (apply_arm(a, err)) return -1;
     qw_pool_reset_peak();

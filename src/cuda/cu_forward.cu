@@ -233,6 +233,52 @@ int cu_ctx_state_io(void *p, void *buf, int to_device, qw_error *err) {
     return 0;
 }
 
+/* Device-side snapshots (a mark's state): one buffer holding the state in
+ * cu_ctx_state_io's layout, copied device to device — 63 MB of qwen36-a3b
+ * state take microseconds here, against tens of milliseconds over the bus for
+ * every rewind of `qwisp ab`'s token-paired decode.  Like the host's marks
+ * (malloc'd, model.h) the buffer is outside the pool: a mark is the
+ * instrument's, and must not change what the pool of the arm it measures
+ * holds, hits or evicts. */
+static size_t state_bytes(const cu_ctx *c) {
+    const qw_hparams *hp = &c->dm->hp;
+    size_t n = 0;
+    for (int il = 0; il < hp->n_layer; il++)
+        if (c->dm->layers[il].recurrent) n += cu_conv_state_bytes(hp) + cu_delta_state_bytes(hp);
+    return n;
+}
+
+void *cu_snap_new(void *p, qw_error *err) {
+    const size_t n = state_bytes((cu_ctx *)p);
+    void *s = NULL;
+    const cudaError_t e = cudaMalloc(&s, n ? n : 1);
+    if (e != cudaSuccess) {
+        cu_fail(err, "a %zu-byte state snapshot: %s", n, cudaGetErrorString(e));
+        return NULL;
+    }
+    return s;
+}
+
+int cu_snap_copy(void *p, void *snap, int save, qw_error *err) {
+    cu_ctx *c = (cu_ctx *)p;
+    const qw_hparams *hp = &c->dm->hp;
+    const size_t cb = cu_conv_state_bytes(hp), db = cu_delta_state_bytes(hp);
+    char *b = (char *)snap;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (!c->dm->layers[il].recurrent) continue;
+        void *dev[2] = {c->conv[il].p, c->delta[il].p};
+        const size_t n[2] = {cb, db};
+        for (int i = 0; i < 2; i++) {
+            void *dst = save ? (void *)b : dev[i], *src = save ? dev[i] : (void *)b;
+            CU_TRY(cudaMemcpyAsync(dst, src, n[i], cudaMemcpyDeviceToDevice, c->s), err);
+            b += n[i];
+        }
+    }
+    return 0; /* later work on c->s sees the copies; nothing else reads them */
+}
+
+void cu_snap_free(void *snap) { cudaFree(snap); /* waits for the copies that read it */ }
+
 int cu_ctx_kv_io(void *p, int il, int kv, int32_t n, void *buf, int to_device, qw_error *err) {
     cu_ctx *c = (cu_ctx *)p;
     if (il < 0 || il >= c->dm->hp.n_layer || c->dm->layers[il].recurrent || n < 0 || n > c->n_ctx)

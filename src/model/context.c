@@ -260,35 +260,60 @@ static int state_copy(const qw_ctx *c, char *buf, bool into_ctx) {
 
 struct qw_ctx_mark {
     int32_t n_past;
-    char *state; /* qw_ctx_state_bytes bytes (one byte when there is no state) */
+    const qw_ctx *owner; /* a device snapshot belongs to its context's device */
+    void *dev_state;     /* the state in device memory (backend snap_*), or NULL: */
+    char *state;         /* ... a host copy: qw_ctx_state_bytes bytes (one byte when there is none) */
 };
 
 qw_ctx_mark *qw_ctx_mark_save(const qw_ctx *c) {
     qw_ctx_mark *mk = calloc(1, sizeof *mk);
     if (!mk) return NULL;
-    mk->n_past = c->n_past;
-    mk->state = malloc((size_t)qw_ctx_state_bytes(c) + 1);
-    if (!mk->state) {
+    mk->owner = c;
+    if (c->dev && qw_ctx_state_bytes(c)) { /* on the device, else the host copy below */
+        qw_error err = {0};
+        mk->dev_state = c->m->backend->snap_new(c->dev, &err);
+        if (!mk->dev_state) qw_log(QW_LOG_INFO, "mark: %s; keeping it in host memory", err.msg);
+    }
+    if (!mk->dev_state && !(mk->state = malloc((size_t)qw_ctx_state_bytes(c) + 1))) {
         free(mk);
         return NULL;
     }
-    if (state_copy(c, mk->state, false)) {
+    if (qw_ctx_mark_update(c, mk)) {
         qw_ctx_mark_free(mk);
         return NULL;
     }
     return mk;
 }
 
-void qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk) {
-    if (state_copy(c, mk->state, true)) {
-        qw_ctx_truncate(c, 0); /* the device refused: start over rather than run on a half-loaded state */
-        return;
+int qw_ctx_mark_update(const qw_ctx *c, qw_ctx_mark *mk) {
+    if (mk->owner != c) return -1;
+    mk->n_past = c->n_past;
+    if (!mk->dev_state) return state_copy(c, mk->state, false);
+    qw_error err = {0};
+    if (!c->m->backend->snap_copy(c->dev, mk->dev_state, 1, &err)) return 0;
+    qw_log(QW_LOG_ERROR, "device state snapshot failed: %s", err.msg);
+    return -1;
+}
+
+int qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk) {
+    int rc = -1;
+    if (mk->owner == c && !mk->dev_state) rc = state_copy(c, mk->state, true);
+    else if (mk->owner == c) {
+        qw_error err = {0};
+        rc = c->m->backend->snap_copy(c->dev, mk->dev_state, 0, &err);
+        if (rc) qw_log(QW_LOG_ERROR, "device state restore failed: %s", err.msg);
+    }
+    if (rc) {
+        qw_ctx_truncate(c, 0); /* refused: start over rather than run on a half-loaded state */
+        return -1;
     }
     c->n_past = mk->n_past;
+    return 0;
 }
 
 void qw_ctx_mark_free(qw_ctx_mark *mk) {
     if (!mk) return;
+    if (mk->dev_state) mk->owner->m->backend->snap_free(mk->dev_state);
     free(mk->state);
     free(mk);
 }

@@ -359,10 +359,26 @@ static void test_state_io(void **state) {
     qw_ctx_mark *mk = qw_ctx_mark_save(c);
     assert_non_null(mk);
     eval_or_fail(c, ids, 3); /* somewhere else first */
-    qw_ctx_mark_restore(c, mk);
+    assert_int_equal(qw_ctx_mark_restore(c, mk), 0);
     assert_int_equal(qw_ctx_n_past(c), B);
     eval_or_fail(c, ids + B, N - B);
     assert_memory_equal(qw_ctx_logits(c), want, (size_t)V * sizeof(float));
+    /* the mark re-saved in place at B + 1 (token-paired decode does this at
+     * every position) and restored twice: same logits each time */
+    assert_int_equal(qw_ctx_state_load(c, s_b, B), B);
+    eval_or_fail(c, ids + B, 1);
+    assert_int_equal(qw_ctx_mark_update(c, mk), 0);
+    eval_or_fail(c, ids + B + 1, N - B - 1);
+    memcpy(want, qw_ctx_logits(c), (size_t)V * sizeof(float));
+    for (int rep = 0; rep < 2; rep++) {
+        eval_or_fail(c, ids, 2);
+        assert_int_equal(qw_ctx_mark_restore(c, mk), 0);
+        assert_int_equal(qw_ctx_n_past(c), B + 1);
+        eval_or_fail(c, ids + B + 1, N - B - 1);
+        assert_memory_equal(qw_ctx_logits(c), want, (size_t)V * sizeof(float));
+    }
+    /* a mark belongs to its context */
+    assert_int_equal(qw_ctx_mark_update(b, mk), -1);
     printf("INFO: device state %llu bytes and %zu KV bytes out and back in: same logits\n",
            (unsigned long long)bytes, kb.n);
     qw_ctx_mark_free(mk);

@@ -154,6 +154,43 @@ static void test_truncate_restarts(void **state) {
     qw_model_free(m);
 }
 
+/* Marks (`qwisp ab`'s rewinds): a mark re-saved in place at a later position
+ * and restored twice continues with the same logits bit for bit each time
+ * (same chunks, so the same sums); a mark restores only its own context. */
+static void test_mark_update_restore(void **state) {
+    (void)state;
+    qw_error err = {0};
+    qw_model *m = qw_model_load(g_q8, &err);
+    assert_non_null(m);
+    const int V = m->hp.n_vocab;
+    int32_t ids[40];
+    fill_ids(ids, 40, V, 7, 3);
+    qw_ctx *c = qw_ctx_new_placed(m, 128, 2, &err), *other = qw_ctx_new_placed(m, 128, 2, &err);
+    assert_non_null(c), assert_non_null(other);
+    assert_int_equal(qw_ctx_eval(c, ids, 10, QW_LOGITS_LAST, &err), 0);
+    qw_ctx_mark *mk = qw_ctx_mark_save(c);
+    assert_non_null(mk);
+    assert_int_equal(qw_ctx_eval(c, ids + 10, 5, QW_LOGITS_LAST, &err), 0);
+    assert_int_equal(qw_ctx_mark_update(c, mk), 0); /* now at 15 */
+    assert_int_equal(qw_ctx_eval(c, ids + 15, 1, QW_LOGITS_LAST, &err), 0);
+    float *want = malloc((size_t)V * sizeof(float));
+    memcpy(want, qw_ctx_logits(c), (size_t)V * sizeof(float));
+    for (int rep = 0; rep < 2; rep++) {
+        assert_int_equal(qw_ctx_eval(c, ids + 20, 7, QW_LOGITS_LAST, &err), 0); /* elsewhere first */
+        assert_int_equal(qw_ctx_mark_restore(c, mk), 0);
+        assert_int_equal(qw_ctx_n_past(c), 15);
+        assert_int_equal(qw_ctx_eval(c, ids + 15, 1, QW_LOGITS_LAST, &err), 0);
+        assert_memory_equal(qw_ctx_logits(c), want, (size_t)V * sizeof(float));
+    }
+    assert_int_equal(qw_ctx_mark_update(other, mk), -1);
+    assert_int_equal(qw_ctx_mark_restore(other, mk), -1); /* refused: other starts over */
+    assert_int_equal(qw_ctx_n_past(other), 0);
+    qw_ctx_mark_free(mk);
+    free(want);
+    qw_ctx_free(c), qw_ctx_free(other);
+    qw_model_free(m);
+}
+
 /* The prefix cache's resume points: a state saved at position 16 and loaded
  * back after 30 tokens rewinds the context (the next tokens' logits equal a
  * fresh context's, within test_chunk_sizes' bound: the chunking differs); a prefix copied into another context plus
@@ -268,6 +305,7 @@ int main(void) {
         cmocka_unit_test(test_chunk_sizes_f32),      cmocka_unit_test(test_chunk_sizes_q8),
         cmocka_unit_test(test_prefill_matches_decode), cmocka_unit_test(test_truncate_restarts),
         cmocka_unit_test(test_lanes_keep_own_state), cmocka_unit_test(test_state_snapshot_resume),
+        cmocka_unit_test(test_mark_update_restore),
         cmocka_unit_test(test_bad_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
