@@ -178,9 +178,180 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
         if (di * AT_THREADS + tid < D) o[di * AT_THREADS + tid] = acc[di];
 }
 
+/* ---- one query token over a long cache: the work split over positions ----
+ *
+ * attn_kernel gives each (token, head) one block, so a decode step (one token)
+ * keeps only n_head blocks busy, each walking every cached position with a
+ * few warps whose loads wait on memory one after another: at 16K positions
+ * that was ~5 ms a layer.  The split form computes the same numbers in three
+ * kernels with the work spread over the positions:
+ *   1. scores: a block per (AT_CH positions, head) dots them (score_hw, the
+ *      same bits) into scratch and writes its block's max;
+ *   2. softmax: a block per head takes the max of the block maxima, sums
+ *      exp(s - max) in double in attn_kernel's cached order (thread tid takes
+ *      positions tid, tid + AT_THREADS, ...; the same reductions), and
+ *      replaces each score by its p, rounded as attn_kernel rounds it;
+ *   3. p times V: a block per (AT_PV_DIMS output dims, head); each thread
+ *      keeps one dim's sum and adds p_i * v_i in position order, as the CPU's
+ *      axpy and attn_kernel do (so the chain cannot be split), while the
+ *      block loads the next tile of V and p into registers under the chain of
+ *      the current one (software pipelining through shared memory).
+ * So the output is attn_kernel's, bit for bit.  Scratch: [H][max_pos] scores
+ * then [H][max_pos / AT_CH + 1] block maxima (cu_attention_split_floats).
+ * Under the decode graph the grid is sized for max_pos (the KV capacity; the
+ * graph is recaptured when it grows) and the blocks past the position exit. */
+enum { AT_CH = 128, AT_PV_DIMS = 128, AT_TILE_BYTES = 32768 };
+
+size_t cu_attention_split_floats(int n_head, int max_pos) {
+    return (size_t)n_head * ((size_t)max_pos + (size_t)max_pos / AT_CH + 1);
+}
+
+template <typename KT>
+__global__ void attn_split_scores(const float *q, const KT *K, float *S, int pos0, const int32_t *pos_dev, int H,
+                                  int HKV, int D, float scale, int max_pos) {
+    if (pos_dev) pos0 = *pos_dev;
+    const bool f16 = sizeof(KT) == 2;
+    __shared__ float qs[AT_MAXD];
+    __shared__ float redf[AT_THREADS / 32];
+    const int h = blockIdx.y, tid = threadIdx.x, g = tid >> 4, l = tid & 15;
+    const int npos = pos0 + 1, p0 = blockIdx.x * AT_CH, n_split = max_pos / AT_CH + 1;
+    float *M = S + (size_t)H * max_pos + (size_t)h * n_split;
+    if (p0 >= npos) {
+        if (tid == 0) M[blockIdx.x] = -INFINITY;
+        return;
+    }
+    const size_t kv_row = (size_t)HKV * D;
+    const KT *Kh = K + (size_t)(h / (H / HKV)) * D;
+    const float *qr = q + (size_t)h * D;
+    for (int i = tid; i < D; i += AT_THREADS) qs[i] = f16 ? __half2float(__float2half_rn(qr[i])) : qr[i];
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int i0 = 0; i0 < AT_CH; i0 += AT_GROUPS) {
+        const int p = p0 + i0 + g;
+        const float d = score_hw(qs, Kh + (size_t)p * kv_row, D, l, p < npos);
+        if (p < npos) {
+            const float sv = __fmul_rn(d, scale);
+            mx = fmaxf(mx, sv);
+            if (l == 0) S[(size_t)h * max_pos + p] = sv;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if ((tid & 31) == 0) redf[tid >> 5] = mx;
+    __syncthreads();
+    if (tid == 0) {
+        for (int i = 1; i < AT_THREADS / 32; i++) mx = fmaxf(mx, redf[i]);
+        M[blockIdx.x] = fmaxf(redf[0], mx);
+    }
+}
+
+__global__ void attn_split_softmax(float *S, int pos0, const int32_t *pos_dev, int H, int max_pos, int f16) {
+    if (pos_dev) pos0 = *pos_dev;
+    __shared__ float redf[AT_THREADS / 32];
+    __shared__ double redd[AT_THREADS / 32];
+    const int h = blockIdx.x, tid = threadIdx.x, npos = pos0 + 1, n_split = max_pos / AT_CH + 1;
+    float *sc = S + (size_t)h * max_pos;
+    const float *M = S + (size_t)H * max_pos + (size_t)h * n_split;
+    float mx = -INFINITY;
+    for (int b = tid; b * AT_CH < npos; b += AT_THREADS) mx = fmaxf(mx, M[b]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if ((tid & 31) == 0) redf[tid >> 5] = mx;
+    __syncthreads();
+    mx = redf[0];
+    for (int i = 1; i < AT_THREADS / 32; i++) mx = fmaxf(mx, redf[i]);
+    double sum = 0.0; /* attn_kernel's cached order, so the same double */
+    for (int p = tid; p < npos; p += AT_THREADS) sum += (double)cu_expf(sc[p] - mx);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if ((tid & 31) == 0) redd[tid >> 5] = sum;
+    __syncthreads();
+    sum = 0.0;
+    for (int i = 0; i < AT_THREADS / 32; i++) sum += redd[i];
+    const float inv = (float)(1.0 / sum);
+    for (int p = tid; p < npos; p += AT_THREADS) {
+        float pv = cu_expf(sc[p] - mx) * inv;
+        if (f16) pv = __half2float(__float2half_rn(pv));
+        sc[p] = pv;
+    }
+}
+
+/* TP positions a tile: AT_TILE_BYTES of V rows (AT_PV_DIMS dims each) */
+template <typename KT>
+__global__ void __launch_bounds__(AT_PV_DIMS) attn_split_pv(const float *S, const KT *V, float *out, int pos0,
+                                                            const int32_t *pos_dev, int H, int HKV, int D,
+                                                            int max_pos) {
+    constexpr int TP = AT_TILE_BYTES / (AT_PV_DIMS * (int)sizeof(KT));
+    constexpr int VEC = 16 / (int)sizeof(KT);                 /* elements of one 16-byte load */
+    constexpr int ROW_VECS = AT_PV_DIMS / VEC;                /* 16-byte loads a row */
+    constexpr int LOADS = TP * ROW_VECS / AT_PV_DIMS;         /* a thread's loads a tile */
+    __shared__ __align__(16) KT sv[TP][AT_PV_DIMS];
+    __shared__ float sp[TP];
+    if (pos_dev) pos0 = *pos_dev;
+    const int h = blockIdx.y, tid = threadIdx.x, d0 = blockIdx.x * AT_PV_DIMS, npos = pos0 + 1;
+    const size_t kv_row = (size_t)HKV * D;
+    const KT *Vh = V + (size_t)(h / (H / HKV)) * D + d0;
+    const float *ph = S + (size_t)h * max_pos;
+    const int dims = min(AT_PV_DIMS, D - d0);
+    uint4 reg[LOADS];
+    float preg = 0.0f;
+    auto load = [&](int t0) {
+#pragma unroll
+        for (int j = 0; j < LOADS; j++) {
+            const int e = j * AT_PV_DIMS + tid, r = e / ROW_VECS, cv = e % ROW_VECS;
+            reg[j] = (t0 + r < npos && cv * VEC < dims)
+                         ? *(const uint4 *)(Vh + (size_t)(t0 + r) * kv_row + cv * VEC)
+                         : make_uint4(0, 0, 0, 0);
+        }
+        if (tid < TP) preg = t0 + tid < npos ? ph[t0 + tid] : 0.0f;
+    };
+    auto store = [&]() {
+#pragma unroll
+        for (int j = 0; j < LOADS; j++) {
+            const int e = j * AT_PV_DIMS + tid;
+            *(uint4 *)&sv[e / ROW_VECS][(e % ROW_VECS) * VEC] = reg[j];
+        }
+        if (tid < TP) sp[tid] = preg;
+    };
+    float a = 0.0f;
+    load(0);
+    for (int t0 = 0; t0 < npos; t0 += TP) {
+        __syncthreads(); /* the previous tile's readers are done */
+        store();
+        __syncthreads();
+        if (t0 + TP < npos) load(t0 + TP); /* in flight under this tile's chain */
+        const int tn = min(TP, npos - t0);
+        if (tid < dims) {
+#pragma unroll 8
+            for (int i = 0; i < tn; i++) /* the CPU's axpy order: FMA, position by position */
+                a = __fmaf_rn(sp[i], ld(&sv[i][0], (size_t)tid), a);
+        }
+    }
+    if (tid < dims) out[(size_t)h * D + d0 + tid] = a;
+}
+
+/* 16-byte loads of V rows: head_dim a multiple of 8 (f16) */
+bool cu_attention_split_ok(int head_dim) { return head_dim % 8 == 0 && head_dim <= AT_MAXD; }
+
 void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, bool f32, float *out, int n_tok,
-                  int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale) {
+                  int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale,
+                  float *split, int max_pos) {
     if (n_tok <= 0) return;
+    if (n_tok == 1 && split && cu_attention_split_ok(head_dim)) {
+        const int H = n_head, D = head_dim;
+        dim3 g1(max_pos / AT_CH + 1, H), g3((D + AT_PV_DIMS - 1) / AT_PV_DIMS, H);
+        if (f32) {
+            attn_split_scores<float><<<g1, AT_THREADS, 0, s>>>(q, (const float *)k, split, pos0, pos_dev, H,
+                                                               n_head_kv, D, scale, max_pos);
+            attn_split_softmax<<<H, AT_THREADS, 0, s>>>(split, pos0, pos_dev, H, max_pos, 0);
+            attn_split_pv<float><<<g3, AT_PV_DIMS, 0, s>>>(split, (const float *)v, out, pos0, pos_dev, H,
+                                                           n_head_kv, D, max_pos);
+        } else {
+            attn_split_scores<__half><<<g1, AT_THREADS, 0, s>>>(q, (const __half *)k, split, pos0, pos_dev, H,
+                                                                n_head_kv, D, scale, max_pos);
+            attn_split_softmax<<<H, AT_THREADS, 0, s>>>(split, pos0, pos_dev, H, max_pos, 1);
+            attn_split_pv<__half><<<g3, AT_PV_DIMS, 0, s>>>(split, (const __half *)v, out, pos0, pos_dev, H,
+                                                            n_head_kv, D, max_pos);
+        }
+        return;
+    }
     dim3 grid(n_head, n_tok);
     /* the decode graph reads the position at replay: room for AT_SMAX */
     const int smax = pos_dev ? AT_SMAX : min(pos0 + n_tok, (int)AT_SMAX);

@@ -181,8 +181,14 @@ void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *se
 /* ---- cu_attn.cu ---- */
 void cu_kv_append(cudaStream_t s, void *kc, void *vc, bool f32, const float *k, const float *v, int n_tok,
                   int pos0, const int32_t *pos_dev, int row);
+/* split (may be NULL): scratch of cu_attention_split_floats(n_head, max_pos)
+ * floats, max_pos >= the positions attended (the KV capacity under the decode
+ * graph): a one-token call then spreads its work over the positions (the same
+ * bits as the one-block-per-head kernel; cu_attn.cu says how). */
 void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, bool f32, float *out, int n_tok,
-                  int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale);
+                  int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale,
+                  float *split, int max_pos);
+size_t cu_attention_split_floats(int n_head, int max_pos);
 
 /* ---- cu_delta.cu ---- */
 bool cu_delta_supported(int S);

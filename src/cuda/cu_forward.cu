@@ -38,6 +38,7 @@ typedef struct cu_ctx {
     dbuf tok, x, xn, q, qg, kc, vc, att, router, sel, selw, gate, up, down, tiles;
     dbuf mix, cv, z, beta, alpha, o, sg, su, sd, sgate, logits;
     dbuf q8x, q8d;      /* Q8_0 activations of the largest matmul input */
+    dbuf asc;           /* one-token attention's scores, sized for kv_cap (cu_attention) */
     cu_q8_scratch q8;
     /* decode graph (resident tier, one token with logits): captured once per
      * buffer layout, replayed each step; the position is read from pos */
@@ -90,7 +91,7 @@ static int kv_reserve(cu_ctx *c, int32_t need, qw_error *err) {
         }
     }
     c->kv_cap = cap;
-    return 0;
+    return grow(&c->asc, cu_attention_split_floats(hp->n_head, cap) * sizeof(float), err);
 }
 
 /* Activation buffers for chunks of n rows. */
@@ -137,12 +138,20 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
     return 0;
 }
 
+/* The context's activation buffers (not KV or state): out[] gets them, the count is returned. */
+enum { CTX_ACT_BUFS = 29 };
+static int act_bufs(cu_ctx *c, dbuf **out) {
+    dbuf *all[CTX_ACT_BUFS] = {&c->tok,  &c->x,     &c->xn,  &c->q,  &c->qg,    &c->kc,     &c->vc,  &c->att,
+                               &c->router, &c->sel, &c->selw, &c->gate, &c->up, &c->down,  &c->tiles, &c->mix,
+                               &c->cv,   &c->z,     &c->beta, &c->alpha, &c->o, &c->sg,    &c->su,    &c->sd,
+                               &c->sgate, &c->logits, &c->q8x, &c->q8d, &c->asc};
+    memcpy(out, all, sizeof all);
+    return CTX_ACT_BUFS;
+}
+
 static void ctx_release(cu_ctx *c) {
-    dbuf *all[] = {&c->tok, &c->x,   &c->xn,   &c->q,    &c->qg, &c->kc,  &c->vc,    &c->att,  &c->router,
-                   &c->sel, &c->selw, &c->gate, &c->up,  &c->down, &c->tiles, &c->mix, &c->cv, &c->z,
-                   &c->beta, &c->alpha, &c->o,  &c->sg,  &c->su, &c->sd,    &c->sgate, &c->logits,
-                   &c->q8x, &c->q8d};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) cu_pool_free(all[i]->p);
+    dbuf *all[CTX_ACT_BUFS];
+    for (int i = 0, n = act_bufs(c, all); i < n; i++) cu_pool_free(all[i]->p);
     for (int il = 0; c->k && il < c->dm->hp.n_layer; il++) {
         cu_pool_free(c->k[il].p);
         cu_pool_free(c->v[il].p);
@@ -313,10 +322,8 @@ uint64_t cu_ctx_bytes(void *p) {
     cu_ctx *c = (cu_ctx *)p;
     uint64_t n = 0;
     for (int il = 0; il < c->dm->hp.n_layer; il++) n += c->k[il].cap + c->v[il].cap + c->conv[il].cap + c->delta[il].cap;
-    const dbuf *all[] = {&c->tok, &c->x,   &c->xn,   &c->q,    &c->qg, &c->kc,  &c->vc,    &c->att,  &c->router,
-                         &c->sel, &c->selw, &c->gate, &c->up,  &c->down, &c->tiles, &c->mix, &c->cv, &c->z,
-                         &c->beta, &c->alpha, &c->o,  &c->sg,  &c->su, &c->sd,    &c->sgate, &c->logits};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) n += all[i]->cap;
+    dbuf *all[CTX_ACT_BUFS];
+    for (int i = 0, k = act_bufs(c, all); i < k; i++) n += all[i]->cap;
     return n;
 }
 
@@ -338,7 +345,7 @@ static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos
     cu_rope(s, P(c->kc), n, HKV, D, hp->n_rot, pos0, pos_dev, hp->rope_base);
     cu_kv_append(s, c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->kc), P(c->vc), n, pos0, pos_dev, HKV * D);
     cu_attention(s, P(c->q), c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->att), n, pos0, pos_dev, H, HKV, D,
-                 1.0f / sqrtf((float)D));
+                 1.0f / sqrtf((float)D), P(c->asc), pos_dev ? c->kv_cap : pos0 + n);
     if (L->gated) cu_sigmoid_mul(s, P(c->att), P(c->qg) + D, n, H, D, 2 * D);
     cu_matmul(s, &L->wo, NULL, P(c->att), H * D, 1, NULL, 0, n, P(c->x), E, true);
 }

@@ -249,6 +249,43 @@ static void test_gpu_vs_cpu(void **state) {
     compare_one((const char *)*state);
 }
 
+/* Decode far past one block and one V tile of the one-token attention
+ * (cu_attn.cu splits a step's positions into blocks of 128) and past the KV's
+ * first 256 rows: each decode step's logits equal the same position's row of
+ * one prefill chunk, bit for bit (the split kernels and the one-block-per-head
+ * kernel compute the same numbers), and the CPU's top-1 at every row. */
+static void test_long_decode(void **state) {
+    if (!gpu_or_skip("long-context decode")) return;
+    const char *path = (const char *)*state;
+    enum { L = 700, T = 5, CTX = 1024 };
+    qw_model *mg = load_on(path, "cuda", NULL), *mc = load_on(path, "cpu", NULL);
+    assert_non_null(mg->dev);
+    qw_error err = {{0}};
+    const int V = mg->hp.n_vocab;
+    int32_t ids[L + T];
+    for (int i = 0; i < L + T; i++) ids[i] = (int32_t)((1000 + 7919 * i) % (V > 300 ? 300 : V));
+    qw_ctx *chunk = qw_ctx_new(mg, CTX, 2, &err), *dec = qw_ctx_new(mg, CTX, 2, &err), *cpu = qw_ctx_new(mc, CTX, 2, &err);
+    assert_non_null(chunk), assert_non_null(dec), assert_non_null(cpu);
+    assert_int_equal(qw_ctx_eval(chunk, ids, L + T, QW_LOGITS_ALL, &err), 0);
+    assert_int_equal(qw_ctx_eval(cpu, ids, L + T, QW_LOGITS_ALL, &err), 0);
+    const float *rows = qw_ctx_logits(chunk), *crows = qw_ctx_logits(cpu);
+    assert_int_equal(qw_ctx_eval(dec, ids, L, QW_LOGITS_LAST, &err), 0);
+    double maxd = 0;
+    for (int i = 0;; i++) {
+        const float *want = rows + (size_t)(L - 1 + i) * V, *c = crows + (size_t)(L - 1 + i) * V;
+        if (memcmp(qw_ctx_logits(dec), want, (size_t)V * sizeof(float)))
+            fail_msg("%s: decode at position %d differs from the prefill chunk's row", path, L - 1 + i);
+        assert_int_equal(argmax(want, V), argmax(c, V));
+        for (int j = 0; j < V; j++) maxd = fmax(maxd, fabs((double)want[j] - c[j]));
+        if (i == T) break;
+        assert_int_equal(qw_ctx_eval(dec, ids + L + i, 1, QW_LOGITS_LAST, &err), 0);
+    }
+    printf("INFO: %s: decode at positions %d..%d equals the prefill chunk bit for bit; vs CPU max|d| %.3g, same top-1\n",
+           path, L - 1, L - 1 + T, maxd);
+    qw_ctx_free(chunk), qw_ctx_free(dec), qw_ctx_free(cpu);
+    qw_model_free(mg), qw_model_free(mc);
+}
+
 /* The device pool keeps its cache within the limit throughout a long
  * prefill: the pool's cache high-water mark (sampled after every free,
  * restarted when the limit changes) must stay <= the limit, and the cache
@@ -416,15 +453,17 @@ int main(void) {
     static char buf[8192];
     snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
     enum { MAX_MODELS = 64 };
-    struct CMUnitTest tests[5 + MAX_MODELS] = {
+    struct CMUnitTest tests[7 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
         cmocka_unit_test(test_pool_limit),
         cmocka_unit_test(test_state_io),
+        {"test_long_decode(default)", test_long_decode, NULL, NULL, (void *)"models/default.gguf"},
+        {"test_long_decode(qwen35moe)", test_long_decode, NULL, NULL, (void *)"models/qwen35moe.gguf"},
     };
-    size_t n = 5;
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 5 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
+    size_t n = 7;
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 7 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
         tests[n++] = (struct CMUnitTest){p, test_gpu_vs_cpu, NULL, NULL, p};
         if (!g_ops) break; /* no GPU: one SKIP line, not one a model */
     }
