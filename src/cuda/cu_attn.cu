@@ -80,6 +80,27 @@ __device__ __forceinline__ float score_hw(const float *qs, const KT *kr, int D, 
     return __shfl_sync(0xffffffffu, v, 0, 16);
 }
 
+/* The block's max of every thread's mx (every thread gets it), and the
+ * block's double sum in one fixed order (warp xor-tree, then the warps in
+ * order): attn_kernel and the split softmax share them, so their p agree. */
+__device__ __forceinline__ float block_max(float mx, float *redf) {
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if ((threadIdx.x & 31) == 0) redf[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    mx = redf[0];
+    for (int i = 1; i < AT_THREADS / 32; i++) mx = fmaxf(mx, redf[i]);
+    return mx;
+}
+
+__device__ __forceinline__ double block_sum(double sum, double *redd) {
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if ((threadIdx.x & 31) == 0) redd[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    sum = 0.0;
+    for (int i = 0; i < AT_THREADS / 32; i++) sum += redd[i];
+    return sum;
+}
+
 /* The CPU's softmax (kernels/attention.c): 1) the max score; 2) the sum of
  * exp(s - max) in double; 3) p = exp(s - max) * (1 / sum), rounded to f16 for
  * an f16 cache as the CPU rounds it, accumulated into p * v in position order.
@@ -117,11 +138,7 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
             if (cached && l == 0) sc[p] = s;
         }
     }
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if ((tid & 31) == 0) redf[tid >> 5] = mx;
-    __syncthreads();
-    mx = redf[0];
-    for (int i = 1; i < AT_THREADS / 32; i++) mx = fmaxf(mx, redf[i]);
+    mx = block_max(mx, redf);
     /* pass 2: the sum in double */
     double sum = 0.0;
     if (cached) {
@@ -133,11 +150,7 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
             if (p < npos && l == 0) sum += (double)cu_expf(__fmul_rn(d, scale) - mx);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if ((tid & 31) == 0) redd[tid >> 5] = sum;
-    __syncthreads();
-    sum = 0.0;
-    for (int i = 0; i < AT_THREADS / 32; i++) sum += redd[i];
+    sum = block_sum(sum, redd);
     const float inv = (float)(1.0 / sum);
     /* pass 3: p (rounded like the CPU's) times v, tiles of smax positions */
     float acc[AT_MAXD / AT_THREADS];
@@ -253,18 +266,10 @@ __global__ void attn_split_softmax(float *S, int pos0, const int32_t *pos_dev, i
     const float *M = S + (size_t)H * max_pos + (size_t)h * n_split;
     float mx = -INFINITY;
     for (int b = tid; b * AT_CH < npos; b += AT_THREADS) mx = fmaxf(mx, M[b]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if ((tid & 31) == 0) redf[tid >> 5] = mx;
-    __syncthreads();
-    mx = redf[0];
-    for (int i = 1; i < AT_THREADS / 32; i++) mx = fmaxf(mx, redf[i]);
+    mx = block_max(mx, redf);
     double sum = 0.0; /* attn_kernel's cached order, so the same double */
     for (int p = tid; p < npos; p += AT_THREADS) sum += (double)cu_expf(sc[p] - mx);
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if ((tid & 31) == 0) redd[tid >> 5] = sum;
-    __syncthreads();
-    sum = 0.0;
-    for (int i = 0; i < AT_THREADS / 32; i++) sum += redd[i];
+    sum = block_sum(sum, redd);
     const float inv = (float)(1.0 / sum);
     for (int p = tid; p < npos; p += AT_THREADS) {
         float pv = cu_expf(sc[p] - mx) * inv;

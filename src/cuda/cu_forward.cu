@@ -223,22 +223,33 @@ void *cu_ctx_new(void *p, int32_t n_ctx, qw_error *err) {
 /* ---- state and KV in and out: the prefix cache, `qwisp ab`'s rewinds and
  * the KV files work on a device context through these (backend.h) ---- */
 
-int cu_ctx_state_io(void *p, void *buf, int to_device, qw_error *err) {
-    cu_ctx *c = (cu_ctx *)p;
+/* The recurrent state between the context and one flat buffer, conv then
+ * delta of each recurrent layer in layer order (qw_ctx_state_save's layout):
+ * into_ctx or out of it; the buffer in host memory or (a mark's snapshot) on
+ * the device.  Queued on c->s. */
+static int state_copy(cu_ctx *c, char *b, bool into_ctx, bool buf_on_device, qw_error *err) {
     const qw_hparams *hp = &c->dm->hp;
     const size_t cb = cu_conv_state_bytes(hp), db = cu_delta_state_bytes(hp);
-    char *b = (char *)buf;
+    const cudaMemcpyKind kind = buf_on_device ? cudaMemcpyDeviceToDevice
+                                : into_ctx    ? cudaMemcpyHostToDevice
+                                              : cudaMemcpyDeviceToHost;
     for (int il = 0; il < hp->n_layer; il++) {
         if (!c->dm->layers[il].recurrent) continue;
         void *dev[2] = {c->conv[il].p, c->delta[il].p};
         const size_t n[2] = {cb, db};
         for (int i = 0; i < 2; i++) {
-            if (to_device) CU_TRY(cudaMemcpyAsync(dev[i], b, n[i], cudaMemcpyHostToDevice, c->s), err);
-            else CU_TRY(cudaMemcpyAsync(b, dev[i], n[i], cudaMemcpyDeviceToHost, c->s), err);
+            void *dst = into_ctx ? dev[i] : (void *)b, *src = into_ctx ? (void *)b : dev[i];
+            CU_TRY(cudaMemcpyAsync(dst, src, n[i], kind, c->s), err);
             b += n[i];
         }
     }
-    CU_TRY(cudaStreamSynchronize(c->s), err);
+    return 0;
+}
+
+int cu_ctx_state_io(void *p, void *buf, int to_device, qw_error *err) {
+    cu_ctx *c = (cu_ctx *)p;
+    if (state_copy(c, (char *)buf, to_device, false, err)) return -1;
+    CU_TRY(cudaStreamSynchronize(c->s), err); /* the host buffer is read or written by now */
     return 0;
 }
 
@@ -268,22 +279,9 @@ void *cu_snap_new(void *p, qw_error *err) {
     return s;
 }
 
+/* later work on c->s sees the copies; nothing else reads them: no sync */
 int cu_snap_copy(void *p, void *snap, int save, qw_error *err) {
-    cu_ctx *c = (cu_ctx *)p;
-    const qw_hparams *hp = &c->dm->hp;
-    const size_t cb = cu_conv_state_bytes(hp), db = cu_delta_state_bytes(hp);
-    char *b = (char *)snap;
-    for (int il = 0; il < hp->n_layer; il++) {
-        if (!c->dm->layers[il].recurrent) continue;
-        void *dev[2] = {c->conv[il].p, c->delta[il].p};
-        const size_t n[2] = {cb, db};
-        for (int i = 0; i < 2; i++) {
-            void *dst = save ? (void *)b : dev[i], *src = save ? dev[i] : (void *)b;
-            CU_TRY(cudaMemcpyAsync(dst, src, n[i], cudaMemcpyDeviceToDevice, c->s), err);
-            b += n[i];
-        }
-    }
-    return 0; /* later work on c->s sees the copies; nothing else reads them */
+    return state_copy((cu_ctx *)p, (char *)snap, !save, true, err);
 }
 
 void cu_snap_free(void *snap) { cudaFree(snap); /* waits for the copies that read it */ }
