@@ -167,8 +167,6 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
                 accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(d8x[g][i], _mm512_set1_ps(dmin)),
                                           _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, pairs[g][i])), accm[g]);
             __m512i s[Q4K_WIDE];
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 const __m512i q = q4k_chunk_zmm(b, j);
@@ -176,7 +174,10 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++) {
                     const __m512i yv = _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * j));
-                    s[t] = _mm512_dpwssd_epi32(s[t], _mm512_maddubs_epi16(q, yv), sc);
+                    const __m512i p = _mm512_maddubs_epi16(q, yv);
+                    /* chunk 0 starts the sums (madd = dpwssd into zero, the same
+                     * integers) instead of zeroing eight registers a block */
+                    s[t] = j ? _mm512_dpwssd_epi32(s[t], p, sc) : _mm512_madd_epi16(p, sc);
                 }
             }
 #pragma GCC unroll 8
@@ -309,14 +310,13 @@ static inline __attribute__((always_inline)) void q6k_tile(int64_t n, const void
             q6k_levels_zmm(b, q);
             const __m512i sc16x2 = _mm512_broadcast_i64x4(q6k_scales_zmm(b, sc));
             __m512i s[Q4K_WIDE];
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int z = 0; z < 4; z++)
 #pragma GCC unroll 8
-                for (int t = 0; t < nt; t++)
-                    s[t] = _mm512_dpwssd_epi32(
-                        s[t], _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * z))), sc[z]);
+                for (int t = 0; t < nt; t++) {
+                    const __m512i p = _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * z)));
+                    s[t] = z ? _mm512_dpwssd_epi32(s[t], p, sc[z]) : _mm512_madd_epi16(p, sc[z]); /* as q4k_tile */
+                }
             const __m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(d8v[i], _mm256_set1_ps(_cvtsh_ss(b->d))));
 #pragma GCC unroll 4
             for (int p = 0; p < nt / 2; p++) {
@@ -504,16 +504,15 @@ static inline __attribute__((always_inline)) void q5k_tile(int64_t n, const void
             const __m512i mins = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)));
             const __m512i qh2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
             __m512i s[Q4K_WIDE];
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 const __m512i q = q5k_chunk_zmm(b, qh2, j);
                 const __m512i sc = _mm512_shuffle_epi8(scales, q4k_pick_zmm(j));
 #pragma GCC unroll 8
-                for (int t = 0; t < nt; t++)
-                    s[t] = _mm512_dpwssd_epi32(
-                        s[t], _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * j))), sc);
+                for (int t = 0; t < nt; t++) {
+                    const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * j)));
+                    s[t] = j ? _mm512_dpwssd_epi32(s[t], p, sc) : _mm512_madd_epi16(p, sc); /* as q4k_tile */
+                }
             }
             __m128i si[Q4K_WIDE / 4], mi[Q4K_WIDE / 4];
 #pragma GCC unroll 2
