@@ -37,6 +37,8 @@ MODELS=(
     "q35-q4_0|--arch qwen35moe --preset tiny --tokenizer bytes --type q4_0 --seed 18 --n-layer 2 --attn-interval 2 --untied $QKQ"
     "q35-q4_K|--arch qwen35moe --preset tiny --tokenizer bytes --type q4_K --seed 5 --n-layer 2 --attn-interval 2 --untied $QKQ"
     "q35-q6_K|--arch qwen35moe --preset tiny --tokenizer bytes --type q6_K --seed 6 --n-layer 3 --attn-interval 3 --tied $QKQ"
+    "q3-gqa4|--preset tiny --tokenizer bytes --type q8_0 --n-embd 256 --n-head 8 --n-head-kv 2 --head-dim 64 --n-expert 8 --n-expert-used 2 --n-ff-exp 64 --n-layer 2 --untied --seed 31"
+    "q35-gqa8|--arch qwen35moe --preset tiny --tokenizer bytes --type q4_K --seed 32 --n-layer 2 --attn-interval 2 --untied --n-embd 256 --n-head 8 --n-head-kv 1 --head-dim 128 --n-rot 32 --n-expert 8 --n-expert-used 2 --n-ff-exp 256 --n-ff-shexp 256 --ssm-state 64 --ssm-groups 2 --ssm-vheads 4"
 )
 PROMPT="Once upon a time, in a small village by the sea, there lived an old fisherman and his wife. Every morning he went out in his little boat before the sun came up."
 levels="scalar avx2 avx512 avx512-novbmi avx512-nobf16 avx512-novbmi-nobf16 avx512-amx"

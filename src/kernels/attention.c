@@ -25,10 +25,14 @@
 #include <stdbool.h>
 #include <string.h>
 
+enum { QUAD = 4 }; /* query heads a work item takes when four share a KV head */
+
 size_t qw_attention_scratch_bytes(int n_threads, int64_t n_pos, int64_t head_dim) {
-    /* per thread: scores [n_pos] f32, the probabilities as f16 [n_pos], q as f16
-     * [head_dim], acc [head_dim] f32 (64-aligned) */
-    size_t per = (size_t)n_pos * (sizeof(float) + sizeof(uint16_t)) + (size_t)head_dim * 6 + 128;
+    /* per thread, per head of a work item (QUAD at most): scores [n_pos] f32,
+     * the probabilities as f16 [n_pos], q as f16 [head_dim]; then acc
+     * [head_dim] f32 (64-aligned) */
+    size_t per = QUAD * ((size_t)n_pos * (sizeof(float) + sizeof(uint16_t)) + (size_t)head_dim * 2) +
+                 (size_t)head_dim * 4 + 128;
     per = (per + 63) & ~(size_t)63; /* each thread's slice starts 64-byte aligned */
     return per * (size_t)n_threads;
 }
@@ -43,7 +47,53 @@ typedef struct {
     float scale;
     char *scratch;
     size_t per_thread;
+    int heads; /* per work item: 1, or QUAD heads of one KV head (the level's *4 loops) */
 } attn_job;
+
+/* scores (already times scale, their max mx) -> the softmax's p in place,
+ * rounded to f16 with an f16 cache (p16: that row's room) */
+static void softmax_row(float *scores, uint16_t *p16, int64_t n_pos, float mx, bool f32) {
+    double sum = 0.0;
+    for (int64_t s = 0; s < n_pos; s++) {
+        scores[s] = expf(scores[s] - mx);
+        sum += (double)scores[s];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t s = 0; s < n_pos; s++) scores[s] *= inv;
+    if (!f32) { /* p rounded to f16, a whole row per conversion */
+        qw_quantize_row(QW_TYPE_F16, scores, p16, n_pos);
+        qw_dequantize_row(QW_TYPE_F16, p16, scores, n_pos);
+    }
+}
+
+/* scores[s] *= scale, returning their max (after a level's score loop) */
+static float scale_max(float *scores, int64_t n_pos, float scale) {
+    float mx = -INFINITY;
+    for (int64_t s = 0; s < n_pos; s++) {
+        scores[s] *= scale;
+        mx = scores[s] > mx ? scores[s] : mx;
+    }
+    return mx;
+}
+
+/* A work item of QUAD heads h0.. sharing KV head hkv, for token t: the
+ * level's four-row loops, each head's softmax between them. */
+static void attend_quad(const attn_job *j, const qw_kernel_table *kt, int64_t t, int64_t h0, char *mine) {
+    const int64_t D = j->head_dim, n_pos = j->pos0 + t + 1, hkv = h0 / (j->n_head / j->n_head_kv);
+    const size_t kv_stride = (size_t)(j->n_head_kv * D) * sizeof(uint16_t), head_off = (size_t)(hkv * D) * sizeof(uint16_t);
+    float *scores[QUAD], *out[QUAD];
+    uint16_t *p16[QUAD], *q16[QUAD];
+    for (int i = 0; i < QUAD; i++) {
+        scores[i] = (float *)mine + (size_t)i * j->n_pos_max;
+        p16[i] = (uint16_t *)((float *)mine + (size_t)QUAD * j->n_pos_max) + (size_t)i * j->n_pos_max;
+        q16[i] = (uint16_t *)((float *)mine + (size_t)QUAD * j->n_pos_max) + (size_t)QUAD * j->n_pos_max + (size_t)i * D;
+        qw_quantize_row(QW_TYPE_F16, j->q + (t * j->n_head + h0 + i) * D, q16[i], D);
+        out[i] = j->out + (t * j->n_head + h0 + i) * D;
+    }
+    kt->attn_scores4_f16((const uint16_t *const *)q16, j->k + head_off, kv_stride, n_pos, D, scores);
+    for (int i = 0; i < QUAD; i++) softmax_row(scores[i], p16[i], n_pos, scale_max(scores[i], n_pos, j->scale), false);
+    kt->attn_values4_f16((const float *const *)scores, j->v + head_off, kv_stride, n_pos, D, out);
+}
 
 static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
     attn_job *j = p;
@@ -55,10 +105,15 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
     float *scores = (float *)mine;
     uint16_t *p16 = (uint16_t *)(scores + j->n_pos_max);
     uint16_t *q16 = p16 + j->n_pos_max;
-    float *acc = (float *)(((uintptr_t)(q16 + D) + 63) & ~(uintptr_t)63);
+    float *acc = (float *)(((uintptr_t)(mine + j->per_thread - (size_t)D * 4 - 64) + 63) & ~(uintptr_t)63);
 
     const qw_vec_dot_fn dot16 = qw_vec_dot_get(QW_TYPE_F16);
     const qw_kernel_table *kt = qw_kernels_active();
+    if (j->heads == QUAD) {
+        const int64_t per_tok = j->n_head / QUAD;
+        for (int64_t item = i0; item < i1; item++) attend_quad(j, kt, item / per_tok, item % per_tok * QUAD, mine);
+        return;
+    }
     /* the level's specialised loops, NULL where it has none (f32 cache: never) */
     const __typeof__(kt->attn_scores_f16) loop_scores = f32 ? NULL : kt->attn_scores_f16;
     const __typeof__(kt->attn_values_f16) loop_values = f32 ? NULL : kt->attn_values_f16;
@@ -71,10 +126,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
 
         float mx = -INFINITY;
         if (loop_scores && loop_scores(q16, j->k + head_off, kv_stride, n_pos, D, scores)) {
-            for (int64_t s = 0; s < n_pos; s++) {
-                scores[s] *= j->scale;
-                mx = scores[s] > mx ? scores[s] : mx;
-            }
+            mx = scale_max(scores, n_pos, j->scale);
         } else {
             for (int64_t s = 0; s < n_pos; s++) {
                 const char *kr = j->k + (size_t)s * kv_stride + head_off;
@@ -86,17 +138,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
                 mx = d > mx ? d : mx;
             }
         }
-        double sum = 0.0;
-        for (int64_t s = 0; s < n_pos; s++) {
-            scores[s] = expf(scores[s] - mx);
-            sum += (double)scores[s];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (int64_t s = 0; s < n_pos; s++) scores[s] *= inv;
-        if (!f32) { /* p rounded to f16, a whole row per conversion */
-            qw_quantize_row(QW_TYPE_F16, scores, p16, n_pos);
-            qw_dequantize_row(QW_TYPE_F16, p16, scores, n_pos);
-        }
+        softmax_row(scores, p16, n_pos, mx, f32);
         float *out = j->out + (t * j->n_head + h) * D;
         if (loop_values && loop_values(scores, j->v + head_off, kv_stride, n_pos, D, out)) continue;
         memset(acc, 0, (size_t)D * sizeof(float));
@@ -118,7 +160,11 @@ void qw_attention(qw_threadpool *tp, const float *q, const void *k, const void *
                   int64_t head_dim, float scale, void *scratch) {
     const int n_threads = qw_threadpool_size(tp);
     const int64_t n_pos_max = pos0 + n_tok;
+    const qw_kernel_table *kt = qw_kernels_active();
+    /* four heads an item where four share a KV head and the level has the loops */
+    const bool quad = kv_type == QW_TYPE_F16 && kt->attn_scores4_f16 && kt->attn_values4_f16 &&
+                      (n_head / n_head_kv) % QUAD == 0 && (head_dim == 64 || head_dim == 128 || head_dim == 256);
     attn_job j = {q, k, v, kv_type, out, n_head, n_head_kv, head_dim, n_pos_max, pos0, scale, scratch,
-                  qw_attention_scratch_bytes(n_threads, n_pos_max, head_dim) / (size_t)n_threads};
-    qw_parallel_for(tp, n_tok * n_head, 1, attend_items, &j);
+                  qw_attention_scratch_bytes(n_threads, n_pos_max, head_dim) / (size_t)n_threads, quad ? QUAD : 1};
+    qw_parallel_for(tp, n_tok * n_head / j.heads, 1, attend_items, &j);
 }

@@ -262,5 +262,7 @@ const qw_kernel_table qw_kernels_avx512 = {
     .kq = &qw_kq_dots_avx512,
     .attn_scores_f16 = qw_avx512_attn_scores_f16,
     .attn_values_f16 = qw_avx512_attn_values_f16,
+    .attn_scores4_f16 = qw_avx512_attn_scores4_f16,
+    .attn_values4_f16 = qw_avx512_attn_values4_f16,
     .delta_step = qw_avx512_delta_step,
 };

@@ -68,6 +68,12 @@ typedef struct qw_kernel_table {
     bool (*attn_scores_f16)(const uint16_t *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
                             float *scores);
     bool (*attn_values_f16)(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D, float *out);
+    /* the same for four query rows sharing one KV head (each row's bits as
+     * above); NULL = run the heads one by one */
+    bool (*attn_scores4_f16)(const uint16_t *const *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
+                             float *const *scores);
+    bool (*attn_values4_f16)(const float *const *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
+                             float *const *out);
     /* one token of the gated delta rule for one head (delta.c, ops.h) */
     void (*delta_step)(float *M, const float *q, const float *k, const float *v, float decay, float beta,
                        float scale, int64_t S, float *o);
@@ -89,6 +95,10 @@ bool qw_avx512_attn_scores_f16(const uint16_t *q16, const char *k, size_t kv_str
                                float *scores);
 bool qw_avx512_attn_values_f16(const float *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
                                float *out);
+bool qw_avx512_attn_scores4_f16(const uint16_t *const *q16, const char *k, size_t kv_stride, int64_t n_pos, int64_t D,
+                                float *const *scores);
+bool qw_avx512_attn_values4_f16(const float *const *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
+                                float *const *out);
 void qw_avx512_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta,
                           float scale, int64_t S, float *o);
 
