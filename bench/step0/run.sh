@@ -74,6 +74,8 @@ for fit in ${FITS:-exact classes}; do
             --prompt-tokens "$N_PROMPT" --decode "$N_GEN" --speed tokens --decode-threads "$DECODE_THREADS" \
             --footprint-reps "$FP_REPS" --footprint-decode "$FP_DECODE" "${extra[@]}" "${ARMS[@]}" --out "$out" \
             | sed "s/^/[$tier-$fit] /"
+        w="$out/trials/speed-worker.stderr"   # the worker's progress: its prefix, its blocks
+        [ -s "$w" ] && tail -n 3 "$w" | sed "s/^/[$tier-$fit worker] /"
         rm -f "$out"/trials/[0-9]*.json   # per-trial stdout (prompt ids); the report keeps the numbers
     done
 done

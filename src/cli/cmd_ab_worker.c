@@ -136,6 +136,22 @@ typedef struct {
     int n;
 } tok_series;
 
+/* The shared prefix's progress on stderr (speed-worker.stderr, which
+ * bench/step0/run.sh tails): a line at every tenth of the prompt, so a slow
+ * or stuck prefill shows where it is. */
+typedef struct {
+    double t0;
+    int32_t next;
+} prefix_progress;
+
+static void prefix_progress_cb(void *user, const qw_ctx *c, int32_t n_done, int32_t n_total) {
+    (void)c;
+    prefix_progress *pp = user;
+    if (n_done < pp->next && n_done < n_total) return;
+    fprintf(stderr, "[ab-worker] prefix %d/%d tokens, %.1f s\n", (int)n_done, (int)n_total, mono_s() - pp->t0);
+    pp->next = n_done + (n_total + 9) / 10;
+}
+
 /* One trial: rewind, the arm's pool state, replay, timed decode.  Adds its
  * object to `arr`.  -1 + err when the model fails (the run ends). */
 static int trial(qw_ctx *c, const qw_ctx_mark *mk, const int32_t *tail, int32_t n_tail, int32_t decode,
@@ -282,10 +298,13 @@ int qw_cmd_ab_worker(int argc, char **argv) {
     /* the shared prefix, once, under the baseline's policy */
     int32_t n_pre = (int32_t)(prompt - replay);
     double t0 = mono_s();
+    prefix_progress pp = {t0, 0};
+    qw_ctx_set_chunk_cb(c, prefix_progress_cb, &pp);
     if (n_pre > 0 && qw_ctx_eval(c, ids, n_pre, QW_LOGITS_LAST, &err)) {
         fprintf(stderr, "qwisp ab-worker: prefix: %s\n", err.msg);
         goto done;
     }
+    qw_ctx_set_chunk_cb(c, NULL, NULL);
     double prefix_s = mono_s() - t0;
     mk = qw_ctx_mark_save(c);
     if (!mk) {
