@@ -52,8 +52,13 @@ static double device_evicted(void) {
 
 static void emit(cJSON *arr, const inproc_arm *a, int arm, int round, const arm_block *b, int32_t n, uint64_t hash,
                  const qw_ab_perf *perf) {
+    /* a step cannot have waited longer than it lasted: schedstat charges a
+     * delay at the next switch, so a wait that began before the step can be
+     * counted in it; clamped, and a block left with no time at all reports
+     * no rate (null) rather than 0 tok/s */
     double total = 0, wall = 0;
-    for (int i = 0; i < n; i++) total += b->ms[i] - b->wait[i], wall += b->ms[i];
+    for (int i = 0; i < n; i++) total += b->ms[i] - fmin(b->wait[i], b->ms[i]), wall += b->ms[i];
+    if (!(total > 0)) total = NAN;
     qw_ab_tokstats w = qw_ab_token_stats(b->ms, n), cp = qw_ab_token_stats(b->cpu_ms, n), cy = qw_ab_token_stats(b->mcyc, n);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "arm_name", a->name);
@@ -61,7 +66,7 @@ static void emit(cJSON *arr, const inproc_arm *a, int arm, int round, const arm_
     cJSON_AddNumberToObject(o, "round", round);
     cJSON_AddNumberToObject(o, "decode_tokens", n);
     /* the verdict's metric: tokens / (wall − the time other processes held the step's thread) */
-    cJSON_AddNumberToObject(o, "decode_tok_s", total > 0 ? n * 1e3 / total : 0);
+    cJSON_AddNumberToObject(o, "decode_tok_s", n * 1e3 / total);
     cJSON_AddNumberToObject(o, "decode_tok_s_wall", wall > 0 ? n * 1e3 / wall : 0);
     cJSON_AddNumberToObject(o, "decode_tok_s_trim", w.trimmed_mean > 0 ? 1e3 / w.trimmed_mean : 0);
     cJSON_AddNumberToObject(o, "decode_ms_median", w.median);
