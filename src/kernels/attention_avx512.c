@@ -108,9 +108,9 @@ static inline __attribute__((always_inline)) void values4_d(const float *const *
             const __m512 v0 = f16x16(vr), v1 = f16x16(vr + 16), v2 = f16x16(vr + 32), v3 = f16x16(vr + 48);
 #pragma GCC unroll 4
             for (int h = 0; h < 4; h++) {
-                const float ps = p[h][s];
-                const __mmask16 m = ps != 0.0f ? (__mmask16)0xFFFF : 0; /* the single loop's skip */
-                const __m512 a = _mm512_set1_ps(ps);
+                const __m512 a = _mm512_set1_ps(p[h][s]);
+                /* the single loop's skip (p == 0); NaN compares unequal there too */
+                const __mmask16 m = _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_NEQ_UQ);
                 acc[h][0] = _mm512_mask_add_ps(acc[h][0], m, acc[h][0], _mm512_mul_ps(a, v0));
                 acc[h][1] = _mm512_mask_add_ps(acc[h][1], m, acc[h][1], _mm512_mul_ps(a, v1));
                 acc[h][2] = _mm512_mask_add_ps(acc[h][2], m, acc[h][2], _mm512_mul_ps(a, v2));
