@@ -332,6 +332,16 @@ __global__ void __launch_bounds__(AT_PV_DIMS) attn_split_pv(const float *S, cons
     if (tid < dims) out[(size_t)h * D + d0 + tid] = a;
 }
 
+/* The split form's three launches for a cache of KT. */
+template <typename KT>
+static void attention_split(cudaStream_t s, const float *q, const void *k, const void *v, float *out, int pos0,
+                            const int32_t *pos_dev, int H, int HKV, int D, float scale, float *split, int max_pos) {
+    const dim3 g1(max_pos / AT_CH + 1, H), g3((D + AT_PV_DIMS - 1) / AT_PV_DIMS, H);
+    attn_split_scores<KT><<<g1, AT_THREADS, 0, s>>>(q, (const KT *)k, split, pos0, pos_dev, H, HKV, D, scale, max_pos);
+    attn_split_softmax<<<H, AT_THREADS, 0, s>>>(split, pos0, pos_dev, H, max_pos, sizeof(KT) == 2);
+    attn_split_pv<KT><<<g3, AT_PV_DIMS, 0, s>>>(split, (const KT *)v, out, pos0, pos_dev, H, HKV, D, max_pos);
+}
+
 /* 16-byte loads of V rows: head_dim a multiple of 8 (f16) */
 bool cu_attention_split_ok(int head_dim) { return head_dim % 8 == 0 && head_dim <= AT_MAXD; }
 
@@ -340,21 +350,8 @@ void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, 
                   float *split, int max_pos) {
     if (n_tok <= 0) return;
     if (n_tok == 1 && split && cu_attention_split_ok(head_dim)) {
-        const int H = n_head, D = head_dim;
-        dim3 g1(max_pos / AT_CH + 1, H), g3((D + AT_PV_DIMS - 1) / AT_PV_DIMS, H);
-        if (f32) {
-            attn_split_scores<float><<<g1, AT_THREADS, 0, s>>>(q, (const float *)k, split, pos0, pos_dev, H,
-                                                               n_head_kv, D, scale, max_pos);
-            attn_split_softmax<<<H, AT_THREADS, 0, s>>>(split, pos0, pos_dev, H, max_pos, 0);
-            attn_split_pv<float><<<g3, AT_PV_DIMS, 0, s>>>(split, (const float *)v, out, pos0, pos_dev, H,
-                                                           n_head_kv, D, max_pos);
-        } else {
-            attn_split_scores<__half><<<g1, AT_THREADS, 0, s>>>(q, (const __half *)k, split, pos0, pos_dev, H,
-                                                                n_head_kv, D, scale, max_pos);
-            attn_split_softmax<<<H, AT_THREADS, 0, s>>>(split, pos0, pos_dev, H, max_pos, 1);
-            attn_split_pv<__half><<<g3, AT_PV_DIMS, 0, s>>>(split, (const __half *)v, out, pos0, pos_dev, H,
-                                                            n_head_kv, D, max_pos);
-        }
+        (f32 ? attention_split<float> : attention_split<__half>)(s, q, k, v, out, pos0, pos_dev, n_head, n_head_kv,
+                                                                  head_dim, scale, split, max_pos);
         return;
     }
     dim3 grid(n_head, n_tok);

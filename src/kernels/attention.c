@@ -80,13 +80,18 @@ static float scale_max(float *scores, int64_t n_pos, float scale) {
  * level's four-row loops, each head's softmax between them. */
 static void attend_quad(const attn_job *j, const qw_kernel_table *kt, int64_t t, int64_t h0, char *mine) {
     const int64_t D = j->head_dim, n_pos = j->pos0 + t + 1, hkv = h0 / (j->n_head / j->n_head_kv);
-    const size_t kv_stride = (size_t)(j->n_head_kv * D) * sizeof(uint16_t), head_off = (size_t)(hkv * D) * sizeof(uint16_t);
+    const size_t kv_stride = (size_t)(j->n_head_kv * D) * sizeof(uint16_t);
+    const size_t head_off = (size_t)(hkv * D) * sizeof(uint16_t);
+    /* the slice: QUAD score rows, QUAD f16 p rows, QUAD f16 queries (qw_attention_scratch_bytes) */
+    float *const sc = (float *)mine;
+    uint16_t *const p16_rows = (uint16_t *)(sc + (size_t)QUAD * j->n_pos_max);
+    uint16_t *const q16_rows = p16_rows + (size_t)QUAD * j->n_pos_max;
     float *scores[QUAD], *out[QUAD];
     uint16_t *p16[QUAD], *q16[QUAD];
     for (int i = 0; i < QUAD; i++) {
-        scores[i] = (float *)mine + (size_t)i * j->n_pos_max;
-        p16[i] = (uint16_t *)((float *)mine + (size_t)QUAD * j->n_pos_max) + (size_t)i * j->n_pos_max;
-        q16[i] = (uint16_t *)((float *)mine + (size_t)QUAD * j->n_pos_max) + (size_t)QUAD * j->n_pos_max + (size_t)i * D;
+        scores[i] = sc + (size_t)i * j->n_pos_max;
+        p16[i] = p16_rows + (size_t)i * j->n_pos_max;
+        q16[i] = q16_rows + (size_t)i * D;
         qw_quantize_row(QW_TYPE_F16, j->q + (t * j->n_head + h0 + i) * D, q16[i], D);
         out[i] = j->out + (t * j->n_head + h0 + i) * D;
     }

@@ -285,25 +285,25 @@ qw_ctx_mark *qw_ctx_mark_save(const qw_ctx *c) {
     return mk;
 }
 
-int qw_ctx_mark_update(const qw_ctx *c, qw_ctx_mark *mk) {
+/* c's state into mk (into_ctx false) or back: mk's host copy or its device
+ * snapshot.  0, or -1 (another context's mark, or a device copy failed). */
+static int mark_copy(const qw_ctx *c, const qw_ctx_mark *mk, bool into_ctx) {
     if (mk->owner != c) return -1;
-    mk->n_past = c->n_past;
-    if (!mk->dev_state) return state_copy(c, mk->state, false);
+    if (!mk->dev_state) return state_copy(c, mk->state, into_ctx);
     qw_error err = {0};
-    if (!c->m->backend->snap_copy(c->dev, mk->dev_state, 1, &err)) return 0;
-    qw_log(QW_LOG_ERROR, "device state snapshot failed: %s", err.msg);
+    if (!c->m->backend->snap_copy(c->dev, mk->dev_state, !into_ctx, &err)) return 0;
+    qw_log(QW_LOG_ERROR, "device state %s failed: %s", into_ctx ? "restore" : "snapshot", err.msg);
     return -1;
 }
 
+int qw_ctx_mark_update(const qw_ctx *c, qw_ctx_mark *mk) {
+    if (mark_copy(c, mk, false)) return -1;
+    mk->n_past = c->n_past;
+    return 0;
+}
+
 int qw_ctx_mark_restore(qw_ctx *c, const qw_ctx_mark *mk) {
-    int rc = -1;
-    if (mk->owner == c && !mk->dev_state) rc = state_copy(c, mk->state, true);
-    else if (mk->owner == c) {
-        qw_error err = {0};
-        rc = c->m->backend->snap_copy(c->dev, mk->dev_state, 0, &err);
-        if (rc) qw_log(QW_LOG_ERROR, "device state restore failed: %s", err.msg);
-    }
-    if (rc) {
+    if (mark_copy(c, mk, true)) {
         qw_ctx_truncate(c, 0); /* refused: start over rather than run on a half-loaded state */
         return -1;
     }
