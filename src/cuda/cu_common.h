@@ -5,6 +5,7 @@
  *   cu_quant.cuh    dequantizing a 32-element sub-block of any weight type
  *   cu_matmul.cu    y = x W^T: dense rows and expert tiles (prefill + decode)
  *   cu_ops.cu       norms, RoPE, routing, SwiGLU, residual / MoE combine
+ *   cu_q8act.cuh    activations to int8 blocks (the converters and fused steps)
  *   cu_attn.cu      KV append + causal attention over the device KV cache
  *   cu_delta.cu     Gated DeltaNet: gates, causal conv, L2 norm, delta rule
  *   cu_pool.cu      the device buffer pool (size classes, cache limit, stats)
@@ -108,13 +109,68 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
 bool cu_matmul_mma_kq(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,
                       const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles,
                       int n_tiles, int n_tok, float *y, int ldy, bool acc);
+
+/* The outputs of one GEMV launch: up to CU_MM_SET weights of one type and
+ * width that read the same x (wq/wk/wv, gate/up, …), each with its own y.
+ * Blocks [blk_end[i-1], blk_end[i]) of the grid's x dimension serve weight
+ * i, CU_MM_WARPS rows a block, a warp a row — so siblings cost one launch. */
+enum { CU_MM_SET = 4, CU_MM_WARPS = 4 };
+typedef struct cu_mm_dst {
+    int n, acc;
+    int blk_end[CU_MM_SET];
+    int rows[CU_MM_SET];
+    int ldy[CU_MM_SET];
+    const uint8_t *W[CU_MM_SET];
+    size_t mat_bytes[CU_MM_SET], row_bytes[CU_MM_SET];
+    float *y[CU_MM_SET];
+} cu_mm_dst;
+#ifdef __CUDACC__
+/* This warp's weight, row and output: false when the row is past the
+ * weight's last (the grid's blocks are rounded up).  Selected by unrolled
+ * compares: indexing a parameter array by a variable would copy it out. */
+struct cu_mm_pick {
+    const uint8_t *W;
+    size_t mat_bytes, row_bytes;
+    float *y;
+    int ldy, r;
+};
+__device__ __forceinline__ bool cu_mm_row(const cu_mm_dst &D, cu_mm_pick *p) {
+    int b0 = 0;
+    p->r = -1;
+#pragma unroll
+    for (int i = 0; i < CU_MM_SET; i++) {
+        if (i < D.n && p->r < 0 && (int)blockIdx.x < D.blk_end[i]) {
+            p->r = ((int)blockIdx.x - b0) * CU_MM_WARPS + (int)(threadIdx.x >> 5);
+            if (p->r >= D.rows[i]) return false;
+            p->W = D.W[i], p->mat_bytes = D.mat_bytes[i], p->row_bytes = D.row_bytes[i];
+            p->y = D.y[i], p->ldy = D.ldy[i];
+        }
+        if (i < D.n) b0 = D.blk_end[i];
+    }
+    return p->r >= 0;
+}
+#endif
+
 /* K-quant weights with Q8_K activations and the CPU's integer block dots
- * (cu_matmul_kq.cu); false (nothing launched) where that path does not
- * apply: another type, rows not packed (ldx != k), k % 256, or a scratch too
- * small — the caller then takes the f32 path. */
-bool cu_matmul_kq(cudaStream_t s, const cu_tensor *w, const uint8_t *W, const float *x, int ldx, int xdiv,
-                  const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc, cu_q8_scratch *sc,
-                  bool reuse);
+ * (cu_matmul_kq.cu), for D's weights (one type, width k, blocks D.blk_end
+ * [D.n - 1]); false (nothing launched) where that path does not apply:
+ * another type, rows not packed (ldx != k), k % 256, or a scratch too small
+ * — the caller then takes the f32 path.  The tensor cores take a one-weight
+ * D only. */
+bool cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const float *x, int ldx, int xdiv,
+                  const cu_tile *tiles, int n_tiles, int n_tok, cu_q8_scratch *sc, bool reuse);
+/* The Q8_K scratch's 16-element sums: after the int8 values (cap bytes,
+ * rounded to 16). */
+static inline int32_t *cu_q8k_bsums(const cu_q8_scratch *sc) {
+    return (int32_t *)((int8_t *)sc->xq + ((sc->cap + 15) & ~(size_t)15));
+}
+/* Which int8 form (CU_Q8_0 / CU_Q8_K, 0 = none: f32 activations) a matmul
+ * of w over n_tok packed rows (ldx) takes from the thread's scratch; its
+ * scratch, or NULL when 0.  The matmuls and the steps that convert their
+ * output ahead (cu_ops.cu) ask the same question here. */
+int cu_q8_plan(const cu_tensor *w, int ldx, int n_tok, cu_q8_scratch **sc);
+/* Drops the scratch's record of what it holds (its x is being rewritten). */
+void cu_q8_forget(void);
 /* Whether the scratch already holds x's int8 form of this kind and size
  * (reuse: the caller vouches x is unchanged since it was made); records
  * what the caller is about to make otherwise. */
@@ -153,10 +209,19 @@ void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const f
  * scratch still holds them — one conversion kernel fewer, the same bits. */
 void cu_matmul_again(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
                      const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc);
-/* Expert tiles for single-token steps built on the device: tile a = (sel[a], 1, {a}). */
-void cu_tiles_from_sel(cudaStream_t s, const int32_t *sel, int n, cu_tile *tiles);
-/* Like cu_tiles_from_sel but e is slot_of[sel[a]] (the streaming tier's slots). */
-void cu_tiles_from_slots(cudaStream_t s, const int32_t *sel, const int32_t *slot_of, int n, cu_tile *tiles);
+/* Sibling matmuls of one x (none accumulating): y_i = x W_i^T for the n
+ * outputs, those of one type and width in one launch where the dp4a / f32
+ * kernels serve them (the tensor cores take one weight a launch).  again:
+ * x is unchanged since an earlier matmul or conversion (cu_matmul_again). */
+typedef struct cu_mm_out {
+    const cu_tensor *w;
+    const uint8_t *wbase; /* NULL: w->data (else the streaming tier's slots) */
+    float *y;
+    int ldy;
+} cu_mm_out;
+enum { CU_MM_OUTS_MAX = 8 };
+void cu_matmul_set(cudaStream_t s, const cu_mm_out *outs, int n, const float *x, int ldx, int xdiv,
+                   const cu_tile *tiles, int n_tiles, int n_tok, bool again);
 /* rows tokens[t] of an embedding table into out [n][n_embd] f32. */
 void cu_get_rows(cudaStream_t s, const cu_tensor *w, const int32_t *tokens, int n, float *out);
 
@@ -167,8 +232,9 @@ void cu_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int 
  * kernel so that a captured decode graph serves every position. */
 void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
              const int32_t *pos_dev, float base);
+/* tiles (may be NULL): also cu_tiles_from_sel's tiles, one per assignment. */
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
-              int32_t *sel, float *selw);
+              int32_t *sel, float *selw, cu_tile *tiles);
 void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n);
 /* g[a] = silu(g[a]) * u[a] for the rows a of the tiles (rows of f). */
 void cu_swiglu_tiles(cudaStream_t s, float *g, const float *u, const cu_tile *tiles, int n_tiles, int f);
@@ -177,6 +243,16 @@ void cu_split_q(cudaStream_t s, const float *qg, float *q, int n_tok, int n_head
 /* x[t] += sum_s down[t*k+s]*selw[t*k+s] (top-k order) [+ sd[t]*sigmoid(sgate[t])]. */
 void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *selw, const float *sd,
                     const float *sgate, int n_tok, int k, int n_embd);
+
+/* Steps that also convert their output to the int8 form the next matmul
+ * (of `next`) takes, so that it skips its converter: the converter's bytes
+ * (cu_q8act.cuh), recorded as held in the scratch.  Where next takes no
+ * int8 form, the plain step runs. */
+/* cu_rmsnorm over rows of n (packed: ld n), then out's int8 form. */
+void cu_rmsnorm_q8(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, float eps,
+                   const cu_tensor *next);
+/* g = silu(g) * u over rows x f packed, then g's int8 form. */
+void cu_swiglu_q8(cudaStream_t s, float *g, const float *u, int rows, int f, const cu_tensor *next);
 
 /* ---- cu_attn.cu ---- */
 void cu_kv_append(cudaStream_t s, void *kc, void *vc, bool f32, const float *k, const float *v, int n_tok,

@@ -331,11 +331,12 @@ static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos
     const qw_hparams *hp = &c->dm->hp;
     const int E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
     cudaStream_t s = c->s;
-    cu_rmsnorm(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, E, E, hp->rms_eps);
+    cu_rmsnorm_q8(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, hp->rms_eps, &L->wq);
     float *qout = L->gated ? P(c->qg) : P(c->q);
-    cu_matmul(s, &L->wq, NULL, P(c->xn), E, 1, NULL, 0, n, qout, (int)L->wq.ne1, false);
-    cu_matmul_again(s, &L->wk, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->kc), (int)L->wk.ne1, false);
-    cu_matmul_again(s, &L->wv, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->vc), (int)L->wv.ne1, false);
+    const cu_mm_out qkv[] = {{&L->wq, NULL, qout, (int)L->wq.ne1},
+                             {&L->wk, NULL, P(c->kc), (int)L->wk.ne1},
+                             {&L->wv, NULL, P(c->vc), (int)L->wv.ne1}};
+    cu_matmul_set(s, qkv, 3, P(c->xn), E, 1, NULL, 0, n, true);
     if (L->gated) cu_split_q(s, P(c->qg), P(c->q), n, H, D);
     cu_rmsnorm(s, P(c->q), P(c->q), (const float *)L->q_norm.data, D, n * H, D, D, hp->rms_eps);
     cu_rmsnorm(s, P(c->kc), P(c->kc), (const float *)L->k_norm.data, D, n * HKV, D, D, hp->rms_eps);
@@ -353,11 +354,12 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n) {
     const int E = hp->n_embd, S = hp->ssm_state, HK = hp->ssm_groups, HV = hp->ssm_vheads;
     const int VD = S * HV, C = (int)L->conv1d.ne1, KC = (int)L->conv1d.ne0;
     cudaStream_t s = c->s;
-    cu_rmsnorm(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, E, E, hp->rms_eps);
-    cu_matmul(s, &L->wqkv, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->mix), (int)L->wqkv.ne1, false);
-    cu_matmul_again(s, &L->wz, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->z), (int)L->wz.ne1, false);
-    cu_matmul_again(s, &L->w_beta, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->beta), (int)L->w_beta.ne1, false);
-    cu_matmul_again(s, &L->w_alpha, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->alpha), (int)L->w_alpha.ne1, false);
+    cu_rmsnorm_q8(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, hp->rms_eps, &L->wqkv);
+    const cu_mm_out in[] = {{&L->wqkv, NULL, P(c->mix), (int)L->wqkv.ne1},
+                            {&L->wz, NULL, P(c->z), (int)L->wz.ne1},
+                            {&L->w_beta, NULL, P(c->beta), (int)L->w_beta.ne1},
+                            {&L->w_alpha, NULL, P(c->alpha), (int)L->w_alpha.ne1}};
+    cu_matmul_set(s, in, 4, P(c->xn), E, 1, NULL, 0, n, true);
     cu_dn_gates(s, P(c->beta), P(c->alpha), (const float *)L->dt_bias.data, (const float *)L->ssm_a.data, n, HV);
     cu_conv(s, P(c->mix), P(c->cv), P(c->conv[il]), (const float *)L->conv1d.data, n, C, KC);
     cu_l2norm_qk(s, P(c->cv), n, C, 2 * HK, S, hp->rms_eps);
@@ -366,17 +368,43 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n) {
     cu_matmul(s, &L->ssm_out, NULL, P(c->o), VD, 1, NULL, 0, n, P(c->x), E, true);
 }
 
+/* The shared expert: gate/up of xn (its gate's f32 dot, if any, runs with
+ * the router), then SwiGLU and down.  Split so that gate/up can run while
+ * the scratch holds xn's int8 form. */
+static void shexp_gate_up(cu_ctx *c, const cu_layer *L, int n) {
+    const int E = c->dm->hp.n_embd, FS = c->dm->hp.n_ff_shexp;
+    const cu_mm_out gu[] = {{&L->gate_shexp, NULL, P(c->sg), FS}, {&L->up_shexp, NULL, P(c->su), FS}};
+    cu_matmul_set(c->s, gu, 2, P(c->xn), E, 1, NULL, 0, n, true);
+}
+
+static void shexp_down(cu_ctx *c, const cu_layer *L, int n) {
+    const int E = c->dm->hp.n_embd, FS = c->dm->hp.n_ff_shexp;
+    cu_swiglu_q8(c->s, P(c->sg), P(c->su), n, FS, &L->down_shexp);
+    cu_matmul_again(c->s, &L->down_shexp, NULL, P(c->sg), FS, 1, NULL, 0, n, P(c->sd), E, false);
+}
+
 /* gate/up -> SwiGLU -> down over n_tiles tiles (weights at the expert tensors
- * or, streaming, at the layer's slots). */
-static void expert_tiles(cu_ctx *c, const cu_layer *L, const cu_tile *tiles, int n_tiles, bool slots, int n) {
+ * or, streaming, at the layer's slots).  all_rows: the tiles hold every
+ * assignment (resident), so SwiGLU runs over the rows in one pass that
+ * also converts them for down.  shexp: the shared expert's gate/up, run
+ * between, while the scratch still holds xn's int8 form. */
+static void expert_tiles(cu_ctx *c, const cu_layer *L, const cu_tile *tiles, int n_tiles, bool slots, int n,
+                         bool all_rows, bool shexp) {
     const qw_hparams *hp = &c->dm->hp;
     const int E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used;
     cudaStream_t s = c->s;
-    cu_matmul(s, &L->gate_exps, slots ? L->slot_g : NULL, P(c->xn), E, K, tiles, n_tiles, n, P(c->gate), F, false);
-    cu_matmul_again(s, &L->up_exps, slots ? L->slot_u : NULL, P(c->xn), E, K, tiles, n_tiles, n, P(c->up), F, false);
-    cu_swiglu_tiles(s, P(c->gate), P(c->up), tiles, n_tiles, F);
-    cu_matmul(s, &L->down_exps, slots ? L->slot_d : NULL, P(c->gate), F, 1, tiles, n_tiles, n * K, P(c->down), E,
-              false);
+    const cu_mm_out gu[] = {{&L->gate_exps, slots ? L->slot_g : NULL, P(c->gate), F},
+                            {&L->up_exps, slots ? L->slot_u : NULL, P(c->up), F}};
+    cu_matmul_set(s, gu, 2, P(c->xn), E, K, tiles, n_tiles, n, true);
+    if (shexp) shexp_gate_up(c, L, n);
+    const uint8_t *wd = slots ? L->slot_d : NULL;
+    if (all_rows) {
+        cu_swiglu_q8(s, P(c->gate), P(c->up), n * K, F, &L->down_exps);
+        cu_matmul_again(s, &L->down_exps, wd, P(c->gate), F, 1, tiles, n_tiles, n * K, P(c->down), E, false);
+    } else {
+        cu_swiglu_tiles(s, P(c->gate), P(c->up), tiles, n_tiles, F);
+        cu_matmul(s, &L->down_exps, wd, P(c->gate), F, 1, tiles, n_tiles, n * K, P(c->down), E, false);
+    }
 }
 
 /* Host grouping: assignments sorted by expert, tiles of <= CU_MM_NT of one
@@ -401,13 +429,19 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
     const qw_hparams *hp = &dm->hp;
     const int E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used, nk = n * K;
     cudaStream_t s = c->s;
-    cu_rmsnorm(s, P(c->xn), P(c->x), (const float *)L->ffn_norm.data, E, n, E, E, hp->rms_eps);
-    cu_matmul(s, &L->gate_inp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->router), X, false);
-    cu_route(s, P(c->router), n, X, K, hp->norm_topk, hp->expert_weights_scale, (int32_t *)c->sel.p, P(c->selw));
+    const bool shexp = L->gate_shexp.data != NULL;
+    bool shexp_done = false; /* its gate/up, run with the routed experts' */
+    cu_rmsnorm_q8(s, P(c->xn), P(c->x), (const float *)L->ffn_norm.data, E, n, hp->rms_eps, &L->gate_exps);
+    /* the router's logits, and the shared expert's gate dot beside them (both f32 in the usual files) */
+    const cu_mm_out rt[] = {{&L->gate_inp, NULL, P(c->router), X}, {&L->shexp_gate, NULL, P(c->sgate), 1}};
+    cu_matmul_set(s, rt, shexp ? 2 : 1, P(c->xn), E, 1, NULL, 0, n, true);
     cu_tile *d_tiles = (cu_tile *)c->tiles.p;
-    if (n == 1 && !dm->streaming) {
-        cu_tiles_from_sel(s, (const int32_t *)c->sel.p, nk, d_tiles);
-        expert_tiles(c, L, d_tiles, nk, false, n);
+    const bool on_device = n == 1 && !dm->streaming; /* routing never read back: the decode graph's path */
+    cu_route(s, P(c->router), n, X, K, hp->norm_topk, hp->expert_weights_scale, (int32_t *)c->sel.p, P(c->selw),
+             on_device ? d_tiles : NULL);
+    if (on_device) {
+        expert_tiles(c, L, d_tiles, nk, false, n, true, shexp);
+        shexp_done = shexp;
     } else {
         CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
         CU_TRY(cudaStreamSynchronize(s), err);
@@ -423,7 +457,8 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
         if (!dm->streaming) {
             const int nt = build_tiles(c, nk, 0, X, NULL);
             CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice, s), err);
-            expert_tiles(c, L, d_tiles, nt, false, n);
+            expert_tiles(c, L, d_tiles, nt, false, n, true, shexp);
+            shexp_done = shexp;
             CU_TRY(cudaStreamSynchronize(s), err); /* h_tiles is reused by the next layer */
         } else {
             /* groups of at most `slots` used experts */
@@ -440,7 +475,7 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
                     const int nt = build_tiles(c, nk, e, e1, L->slot_of);
                     CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice,
                                            s), err);
-                    expert_tiles(c, L, d_tiles, nt, true, n);
+                    expert_tiles(c, L, d_tiles, nt, true, n, false, false);
                     CU_TRY(cudaStreamSynchronize(s), err);
                 }
                 e = e1;
@@ -448,14 +483,9 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
         }
     }
     const float *sd = NULL;
-    if (L->gate_shexp.data) {
-        const int FS = hp->n_ff_shexp;
-        cu_matmul(s, &L->gate_shexp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->sg), FS, false);
-        cu_matmul_again(s, &L->up_shexp, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->su), FS, false);
-        /* the gate's dot before the down projection re-converts the scratch */
-        cu_matmul_again(s, &L->shexp_gate, NULL, P(c->xn), E, 1, NULL, 0, n, P(c->sgate), 1, false);
-        cu_swiglu(s, P(c->sg), P(c->su), (size_t)n * FS);
-        cu_matmul(s, &L->down_shexp, NULL, P(c->sg), FS, 1, NULL, 0, n, P(c->sd), E, false);
+    if (shexp) {
+        if (!shexp_done) shexp_gate_up(c, L, n);
+        shexp_down(c, L, n);
         sd = P(c->sd);
     }
     cu_moe_combine(s, P(c->x), P(c->down), P(c->selw), sd, sd ? P(c->sgate) : NULL, n, K, E);
@@ -481,8 +511,8 @@ static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool lo
     if (logits) {
         const int rows = all ? n : 1;
         const float *xin = P(c->x) + (size_t)(all ? 0 : n - 1) * E;
-        cu_rmsnorm(s, P(c->xn), xin, (const float *)dm->output_norm.data, E, rows, E, E, hp->rms_eps);
-        cu_matmul(s, &dm->output, NULL, P(c->xn), E, 1, NULL, 0, rows, P(c->logits), V, false);
+        cu_rmsnorm_q8(s, P(c->xn), xin, (const float *)dm->output_norm.data, E, rows, hp->rms_eps, &dm->output);
+        cu_matmul_again(s, &dm->output, NULL, P(c->xn), E, 1, NULL, 0, rows, P(c->logits), V, false);
     }
     return 0;
 }

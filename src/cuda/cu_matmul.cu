@@ -17,28 +17,15 @@
  * a warp tree, with f32 activations, and agree to rounding (tests/gpu/).
  */
 #include "cu_common.h"
+#include "cu_q8act.cuh"
 #include "cu_quant.cuh"
 
-enum { MM_WARPS = 4 };
+enum { MM_WARPS = CU_MM_WARPS };
 
-/* Q8_0 activations, as the CPU makes them (quant_ref.c): per 32-block amax,
- * d = fp16(amax / 127), q = round-half-even(x * 127 / amax) clamped to int8;
- * the int8 values beside one d per block. */
+/* Q8_0 activations, as the CPU makes them (quant_ref.c): cu_q8act.cuh. */
 __global__ void quant_q8_kernel(const float *x, int n_blocks, int8_t *xq, float *xd) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= n_blocks) return;
-    const float *xb = x + (size_t)b * 32;
-    float amax = 0.0f;
-    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
-    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    xd[b] = __half2float(__float2half_rn(d));
-    int32_t *qw = (int32_t *)(xq + (size_t)b * 32);
-    for (int c = 0; c < 8; c++) {
-        int e[4];
-        for (int i = 0; i < 4; i++) e[i] = (int)fminf(fmaxf(rintf(__fmul_rn(xb[4 * c + i], id)), -128.0f), 127.0f);
-        qw[c] = (int32_t)((uint32_t)(uint8_t)e[0] | ((uint32_t)(uint8_t)e[1] << 8) | ((uint32_t)(uint8_t)e[2] << 16) |
-                          ((uint32_t)(uint8_t)e[3] << 24));
-    }
+    if (b < n_blocks) cu_q8_0_block(x + (size_t)b * 32, xq + (size_t)b * 32, &xd[b]);
 }
 
 /* The weight's 32 integer values of sub-block j as int8, four to a word,
@@ -65,14 +52,15 @@ template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *
  * (dp4a) times (d_w * d_x), each float operation rounded on its own, summed
  * block by block in order. */
 template <int T>
-__global__ void mm_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
-                             const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r = blockIdx.x * MM_WARPS + warp;
-    if (r >= rows) return;
+__global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles,
+                             int n_tok) {
+    const int lane = threadIdx.x & 31;
+    cu_mm_pick P;
+    if (!cu_mm_row(D, &P)) return;
+    const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
-    const uint8_t *wr = W + (size_t)e * mat_bytes + (size_t)r * row_bytes;
+    const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
     const int nsb = k >> 5;
     float s[CU_MM_NT];
 #pragma unroll
@@ -103,8 +91,8 @@ __global__ void mm_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byte
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) {
         if (lane == 0 && i < nt) {
-            float *dst = y + (size_t)a[i] * ldy + r;
-            *dst = acc ? *dst + s[i] : s[i];
+            float *dst = P.y + (size_t)a[i] * P.ldy + r;
+            *dst = D.acc ? *dst + s[i] : s[i];
         }
     }
 }
@@ -130,14 +118,14 @@ template <> __device__ __forceinline__ float cu_act<QW_TYPE_BF16>(float v) {
 }
 
 template <int T>
-__global__ void mm_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const float *x,
-                          int ldx, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r = blockIdx.x * MM_WARPS + warp;
-    if (r >= rows) return;
+__global__ void mm_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int xdiv, const cu_tile *tiles, int n_tok) {
+    const int lane = threadIdx.x & 31;
+    cu_mm_pick P;
+    if (!cu_mm_row(D, &P)) return;
+    const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
-    const uint8_t *wr = W + (size_t)e * mat_bytes + (size_t)r * row_bytes;
+    const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
     float s[CU_MM_NT];
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) s[i] = 0.0f;
@@ -165,8 +153,8 @@ __global__ void mm_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, 
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (lane == 0 && i < nt) {
-            float *dst = y + (size_t)a[i] * ldy + r;
-            *dst = acc ? *dst + v : v;
+            float *dst = P.y + (size_t)a[i] * P.ldy + r;
+            *dst = D.acc ? *dst + v : v;
         }
     }
 }
@@ -177,14 +165,15 @@ __global__ void mm_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, 
  * remainder into a0, the last < 16 into a1) live two per lane: lane L holds
  * partial L (a0/a1) and L + 32 (a2/a3).  Then (a0 + a1) + (a2 + a3) and the
  * 16-lane tree 8, 4, 2, 1 of _mm512_reduce_add_ps — xor-shuffles here. */
-__global__ void mm_f32_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const float *x,
-                              int ldx, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r = blockIdx.x * MM_WARPS + warp;
-    if (r >= rows) return;
+__global__ void mm_f32_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int xdiv, const cu_tile *tiles,
+                              int n_tok) {
+    const int lane = threadIdx.x & 31;
+    cu_mm_pick P;
+    if (!cu_mm_row(D, &P)) return;
+    const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
-    const float *w = (const float *)(W + (size_t)e * mat_bytes + (size_t)r * row_bytes);
+    const float *w = (const float *)(P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes);
     const int k64 = k & ~63, k16 = k & ~15;
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) {
@@ -208,8 +197,8 @@ __global__ void mm_f32_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
 #pragma unroll
         for (int o = 8; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
         if (lane == 0) {
-            float *dst = y + (size_t)a[i] * ldy + r;
-            *dst = acc ? *dst + v : v;
+            float *dst = P.y + (size_t)a[i] * P.ldy + r;
+            *dst = D.acc ? *dst + v : v;
         }
     }
 }
@@ -222,48 +211,85 @@ bool cu_type_ok(int type) {
     }
 }
 
-static void matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
-                   const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc, bool reuse) {
-    const uint8_t *W = wbase ? wbase : w->data;
-    const int rows = (int)w->ne1, k = (int)w->ne0;
-    dim3 grid((rows + MM_WARPS - 1) / MM_WARPS, tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
-    if (grid.y == 0) return;
+void cu_q8_forget(void) {
+    if (t_q8) t_q8->held_kind = 0;
+}
+
+int cu_q8_plan(const cu_tensor *w, int ldx, int n_tok, cu_q8_scratch **sc) {
+    const int k = (int)w->ne0;
+    *sc = NULL;
+    if (!t_q8 || ldx != k || n_tok <= 0 || (size_t)n_tok * k > t_q8->cap) return 0;
+    int kind = 0;
+    switch (w->type) {
+    case QW_TYPE_Q8_0: case QW_TYPE_Q4_0: kind = CU_Q8_0; break;
+    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
+        kind = k % 256 ? 0 : CU_Q8_K;
+        break;
+    default: break;
+    }
+    if (kind) *sc = t_q8;
+    return kind;
+}
+
+/* One launch for D's weights (of w's type and width; more than one only
+ * where the tensor cores are not wanted: cu_matmul_set sees to it). */
+static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, const float *x, int ldx, int xdiv,
+                       const cu_tile *tiles, int n_tiles, int n_tok, bool reuse) {
+    const int k = (int)w->ne0;
+    dim3 grid(D.blk_end[D.n - 1], tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
+    if (grid.y == 0 || grid.x == 0) return;
+    cu_q8_scratch *sc;
+    const int kind = cu_q8_plan(w, ldx, n_tok, &sc);
     /* Q8_0 / Q4_0 weights: the CPU's Q8_0 activations and integer block dots
-     * (x rows: n_tok, for tiles too); ldx must be k (packed rows) */
-    if ((w->type == QW_TYPE_Q8_0 || w->type == QW_TYPE_Q4_0) && t_q8 && ldx == k && n_tok > 0 &&
-        (size_t)n_tok * k <= t_q8->cap) {
+     * (x rows: n_tok, for tiles too) */
+    if (kind == CU_Q8_0) {
         const int nb = n_tok * (k / 32);
-        if (!cu_q8_held(t_q8, reuse, x, (size_t)n_tok * k, CU_Q8_0))
-            quant_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(x, nb, (int8_t *)t_q8->xq, t_q8->xd);
-        if (cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
-            cu_matmul_mma_q8(s, w->type, W, w->matrix_bytes, w->row_bytes, rows, k, (const int8_t *)t_q8->xq, t_q8->xd,
-                             xdiv, tiles, n_tiles, n_tok, y, ldy, acc))
+        if (!cu_q8_held(sc, reuse, x, (size_t)n_tok * k, CU_Q8_0))
+            quant_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(x, nb, (int8_t *)sc->xq, sc->xd);
+        if (D.n == 1 && cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
+            cu_matmul_mma_q8(s, w->type, D.W[0], D.mat_bytes[0], D.row_bytes[0], D.rows[0], k, (const int8_t *)sc->xq,
+                             sc->xd, xdiv, tiles, n_tiles, n_tok, D.y[0], D.ldy[0], D.acc))
             return;
         if (w->type == QW_TYPE_Q8_0)
-            mm_q8_kernel<QW_TYPE_Q8_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, (const int8_t *)t_q8->xq,
-                                                                     t_q8->xd, xdiv, tiles, n_tok, y, ldy, acc);
+            mm_q8_kernel<QW_TYPE_Q8_0><<<grid, MM_WARPS * 32, 0, s>>>(D, k, (const int8_t *)sc->xq, sc->xd, xdiv, tiles,
+                                                                     n_tok);
         else
-            mm_q8_kernel<QW_TYPE_Q4_0><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, (const int8_t *)t_q8->xq,
-                                                                     t_q8->xd, xdiv, tiles, n_tok, y, ldy, acc);
+            mm_q8_kernel<QW_TYPE_Q4_0><<<grid, MM_WARPS * 32, 0, s>>>(D, k, (const int8_t *)sc->xq, sc->xd, xdiv, tiles,
+                                                                     n_tok);
         return;
     }
-    if (cu_matmul_kq(s, w, W, x, ldx, xdiv, tiles, n_tiles, n_tok, y, ldy, acc, t_q8, reuse)) return;
+    if (kind == CU_Q8_K && cu_matmul_kq(s, w->type, k, &D, x, ldx, xdiv, tiles, n_tiles, n_tok, sc, reuse)) return;
     if (w->type == QW_TYPE_F32) {
-        mm_f32_kernel<<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, x, ldx, xdiv, tiles, n_tok,
-                                                     y, ldy, acc);
+        mm_f32_kernel<<<grid, MM_WARPS * 32, 0, s>>>(D, k, x, ldx, xdiv, tiles, n_tok);
         return;
     }
-#define MM(T)                                                                                                  \
-    case T:                                                                                                    \
-        mm_kernel<T><<<grid, MM_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, x, ldx, xdiv, tiles, \
-                                                    n_tok, y, ldy, acc);                                       \
-        break;
+#define MM(T)                                                                                  \
+    case T: mm_kernel<T><<<grid, MM_WARPS * 32, 0, s>>>(D, k, x, ldx, xdiv, tiles, n_tok); break;
     switch (w->type) {
         MM(QW_TYPE_F16) MM(QW_TYPE_BF16) MM(QW_TYPE_Q8_0) MM(QW_TYPE_Q4_0) MM(QW_TYPE_Q2_K)
         MM(QW_TYPE_Q3_K) MM(QW_TYPE_Q4_K) MM(QW_TYPE_Q5_K) MM(QW_TYPE_Q6_K)
     default: break; /* refused at upload (cu_type_ok) */
     }
 #undef MM
+}
+
+static void dst_add(cu_mm_dst *D, const cu_tensor *w, const uint8_t *wbase, float *y, int ldy) {
+    const int i = D->n++;
+    D->W[i] = wbase ? wbase : w->data;
+    D->mat_bytes[i] = w->matrix_bytes;
+    D->row_bytes[i] = w->row_bytes;
+    D->rows[i] = (int)w->ne1;
+    D->y[i] = y;
+    D->ldy[i] = ldy;
+    D->blk_end[i] = (i ? D->blk_end[i - 1] : 0) + (D->rows[i] + MM_WARPS - 1) / MM_WARPS;
+}
+
+static void matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
+                   const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc, bool reuse) {
+    cu_mm_dst D = {};
+    D.acc = acc;
+    dst_add(&D, w, wbase, y, ldy);
+    matmul_dst(s, w, D, x, ldx, xdiv, tiles, n_tiles, n_tok, reuse);
 }
 
 void cu_matmul(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, const float *x, int ldx, int xdiv,
@@ -276,23 +302,25 @@ void cu_matmul_again(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, c
     matmul(s, w, wbase, x, ldx, xdiv, tiles, n_tiles, n_tok, y, ldy, acc, true);
 }
 
-__global__ void tiles_kernel(const int32_t *sel, const int32_t *slot_of, int n, cu_tile *tiles) {
-    const int a = blockIdx.x * blockDim.x + threadIdx.x;
-    if (a >= n) return;
-    cu_tile t;
-    t.e = slot_of ? slot_of[sel[a]] : sel[a];
-    t.n = 1;
-    t.a[0] = a;
-    for (int i = 1; i < CU_MM_NT; i++) t.a[i] = 0;
-    tiles[a] = t;
-}
-
-void cu_tiles_from_sel(cudaStream_t s, const int32_t *sel, int n, cu_tile *tiles) {
-    tiles_kernel<<<(n + 127) / 128, 128, 0, s>>>(sel, NULL, n, tiles);
-}
-
-void cu_tiles_from_slots(cudaStream_t s, const int32_t *sel, const int32_t *slot_of, int n, cu_tile *tiles) {
-    tiles_kernel<<<(n + 127) / 128, 128, 0, s>>>(sel, slot_of, n, tiles);
+/* Groups the outputs by (type, width) in order of first appearance; a group
+ * is one launch unless the tensor cores want these tokens (one a weight).
+ * Every row's dot is computed as a lone matmul computes it. */
+void cu_matmul_set(cudaStream_t s, const cu_mm_out *outs, int n, const float *x, int ldx, int xdiv,
+                   const cu_tile *tiles, int n_tiles, int n_tok, bool again) {
+    const bool one_each = cu_mma_wanted(tiles, n_tiles, n_tok, xdiv);
+    bool done[CU_MM_OUTS_MAX] = {false};
+    if (n > CU_MM_OUTS_MAX) n = CU_MM_OUTS_MAX; /* the callers pass a layer's siblings: at most 4 */
+    for (int i = 0; i < n; i++) {
+        if (done[i]) continue;
+        cu_mm_dst D = {};
+        for (int j = i; j < n; j++) {
+            if (done[j] || outs[j].w->type != outs[i].w->type || outs[j].w->ne0 != outs[i].w->ne0) continue;
+            if (D.n == CU_MM_SET || (one_each && D.n == 1)) continue;
+            dst_add(&D, outs[j].w, outs[j].wbase, outs[j].y, outs[j].ldy);
+            done[j] = true;
+        }
+        matmul_dst(s, outs[i].w, D, x, ldx, xdiv, tiles, n_tiles, n_tok, again || i > 0);
+    }
 }
 
 template <int T> __global__ void get_rows_kernel(const uint8_t *W, size_t row_bytes, int k, const int32_t *tok, float *out) {

@@ -15,49 +15,15 @@
  * shuffles; the block terms are then summed in block order.
  */
 #include "cu_common.h"
+#include "cu_q8act.cuh"
 #include "cu_quant.cuh"
 
-enum { KQ_WARPS = 4 };
+enum { KQ_WARPS = CU_MM_WARPS };
 
-/* Q8_K activations: one warp per 256-element block.  max = the element of
- * largest magnitude (the first on ties) with its sign; iscale = -127 / max;
- * q = round-half-even(iscale * x) capped at 127; d = 1 / iscale. */
+/* Q8_K activations, one warp per 256-element block: cu_q8act.cuh. */
 __global__ void quant_q8k_kernel(const float *x, int n_blocks, int8_t *q, int32_t *bsums, float *d) {
     const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (b >= n_blocks) return;
-    const float *xb = x + (size_t)b * 256;
-    float v[8], amax = 0.0f;
-    int idx = 256;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        v[i] = xb[8 * lane + i];
-        if (fabsf(v[i]) > amax) amax = fabsf(v[i]), idx = 8 * lane + i;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float oa = __shfl_xor_sync(0xffffffffu, amax, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (oa > amax || (oa == amax && oi < idx)) amax = oa, idx = oi;
-    }
-    int8_t *qb = q + (size_t)b * 256;
-    if (amax == 0.0f) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) qb[8 * lane + i] = 0;
-        if (lane < 16) bsums[(size_t)b * 16 + lane] = 0;
-        if (lane == 0) d[b] = 0.0f;
-        return;
-    }
-    const float mx = xb[idx], iscale = -127.0f / mx;
-    int s = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int r = min((int)rintf(__fmul_rn(iscale, v[i])), 127);
-        qb[8 * lane + i] = (int8_t)r;
-        s += r;
-    }
-    s += __shfl_xor_sync(0xffffffffu, s, 1); /* lanes 2g, 2g+1 hold group g's 16 */
-    if ((lane & 1) == 0) bsums[(size_t)b * 16 + (lane >> 1)] = s;
-    if (lane == 0) d[b] = 1.0f / iscale;
+    if (b < n_blocks) cu_q8k_block(x + (size_t)b * 256, q + (size_t)b * 256, bsums + (size_t)b * 16, &d[b], lane);
 }
 
 /* Sub-block j of a row in integer form: q[32] as int8 packed four to a word,
@@ -164,15 +130,15 @@ template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q6_K>(const uint8_
 }
 
 template <int T>
-__global__ void mm_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
-                             const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y,
-                             int ldy, int acc) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r = blockIdx.x * KQ_WARPS + warp;
-    if (r >= rows) return;
+__global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv,
+                             const cu_tile *tiles, int n_tok) {
+    const int lane = threadIdx.x & 31;
+    cu_mm_pick P;
+    if (!cu_mm_row(D, &P)) return;
+    const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
-    const uint8_t *wr = W + (size_t)e * mat_bytes + (size_t)r * row_bytes;
+    const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
     const int nsub = k >> 5, nblk = k >> 8;
     float s[CU_MM_NT];
 #pragma unroll
@@ -215,38 +181,33 @@ __global__ void mm_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byte
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) {
         if (lane == 0 && i < nt) {
-            float *dst = y + (size_t)a[i] * ldy + r;
-            *dst = acc ? *dst + s[i] : s[i];
+            float *dst = P.y + (size_t)a[i] * P.ldy + r;
+            *dst = D.acc ? *dst + s[i] : s[i];
         }
     }
 }
 
-bool cu_matmul_kq(cudaStream_t s, const cu_tensor *w, const uint8_t *W, const float *x, int ldx, int xdiv,
-                  const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, bool acc, cu_q8_scratch *sc,
-                  bool reuse) {
-    const int rows = (int)w->ne1, k = (int)w->ne0;
+bool cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const float *x, int ldx, int xdiv,
+                  const cu_tile *tiles, int n_tiles, int n_tok, cu_q8_scratch *sc, bool reuse) {
     if (!sc || ldx != k || k % 256 || n_tok <= 0 || (size_t)n_tok * k > sc->cap) return false;
-    switch (w->type) {
+    switch (type) {
     case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K: break;
     default: return false;
     }
     /* the scratch: int8 values in xq's bytes, then the 16-sums; d per block in xd */
     int8_t *q = (int8_t *)sc->xq;
-    int32_t *bs = (int32_t *)(q + ((sc->cap + 15) & ~(size_t)15)); /* cap/4 bytes more: 4 * cap fit */
+    int32_t *bs = cu_q8k_bsums(sc); /* cap/4 bytes more: 4 * cap fit */
     const int nb = n_tok * (k / 256);
     if (!cu_q8_held(sc, reuse, x, (size_t)n_tok * k, CU_Q8_K))
         quant_q8k_kernel<<<(nb + 3) / 4, 128, 0, s>>>(x, nb, q, bs, sc->xd);
-    if (cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
-        cu_matmul_mma_kq(s, w->type, W, w->matrix_bytes, w->row_bytes, rows, k, q, bs, sc->xd, xdiv, tiles, n_tiles,
-                         n_tok, y, ldy, acc))
+    if (D->n == 1 && cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
+        cu_matmul_mma_kq(s, type, D->W[0], D->mat_bytes[0], D->row_bytes[0], D->rows[0], k, q, bs, sc->xd, xdiv, tiles,
+                         n_tiles, n_tok, D->y[0], D->ldy[0], D->acc))
         return true;
-    dim3 grid((rows + KQ_WARPS - 1) / KQ_WARPS, tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
+    dim3 grid(D->blk_end[D->n - 1], tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
 #define KQ(T)                                                                                                   \
-    case T:                                                                                                     \
-        mm_kq_kernel<T><<<grid, KQ_WARPS * 32, 0, s>>>(W, w->matrix_bytes, w->row_bytes, rows, k, q, bs, sc->xd, xdiv, \
-                                                       tiles, n_tok, y, ldy, acc);                              \
-        break;
-    switch (w->type) {
+    case T: mm_kq_kernel<T><<<grid, KQ_WARPS * 32, 0, s>>>(*D, k, q, bs, sc->xd, xdiv, tiles, n_tok); break;
+    switch (type) {
         KQ(QW_TYPE_Q2_K) KQ(QW_TYPE_Q3_K) KQ(QW_TYPE_Q4_K) KQ(QW_TYPE_Q5_K) KQ(QW_TYPE_Q6_K)
     default: break;
     }

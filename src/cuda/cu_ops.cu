@@ -8,8 +8,13 @@
  * multiplication; top-k takes the lower index on ties; the top-k weights are
  * renormalised with llama.cpp's clamp; expert outputs are summed in top-k
  * order before the shared expert is added.
+ *
+ * RMSNorm and SwiGLU also come in a form that converts their output to the
+ * int8 blocks the next matmul takes (cu_q8act.cuh's bytes), so decode runs
+ * one kernel where it ran two.
  */
 #include "cu_common.h"
+#include "cu_q8act.cuh"
 
 #include <math.h>
 
@@ -35,7 +40,48 @@ __device__ float block_max_f(float v, float *sh) {
     return t;
 }
 
-__global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, int ldx, int ldo, float eps) {
+/* Where a step writes its output's int8 form too (kind 0: it does not). */
+struct q8_out {
+    int kind;
+    int8_t *q;
+    int32_t *bs;
+    float *d;
+};
+
+/* The int8 form of a scratch the caller knows will take it (cu_q8_plan), and
+ * the record that it holds out's. */
+static q8_out q8_target(const cu_tensor *next, const float *out, int rows, int n) {
+    q8_out t = {0, NULL, NULL, NULL};
+    cu_q8_scratch *sc;
+    if (!next || !(t.kind = cu_q8_plan(next, n, rows, &sc))) {
+        cu_q8_forget(); /* out changes: an int8 form held of it is stale */
+        return t;
+    }
+    t.q = (int8_t *)sc->xq, t.bs = cu_q8k_bsums(sc), t.d = sc->xd;
+    cu_q8_held(sc, false, out, (size_t)rows * n, t.kind);
+    return t;
+}
+
+/* Converts row `row` (n packed floats at o, written by this block before the
+ * __syncthreads every thread reaches first) into q8's blocks of that row. */
+__device__ void q8_row(const float *o, int row, int n, const q8_out &q8) {
+    if (q8.kind == CU_Q8_K) {
+        const int nb = n / 256, lane = threadIdx.x & 31;
+        for (int b = threadIdx.x >> 5; b < nb; b += blockDim.x >> 5) {
+            const size_t fb = (size_t)row * nb + b;
+            cu_q8k_block(o + (size_t)b * 256, q8.q + fb * 256, q8.bs + fb * 16, &q8.d[fb], lane);
+        }
+    } else {
+        const int nb = n / 32;
+        for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+            const size_t fb = (size_t)row * nb + b;
+            cu_q8_0_block(o + (size_t)b * 32, q8.q + fb * 32, &q8.d[fb]);
+        }
+    }
+}
+
+__global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, int ldx, int ldo, float eps,
+                               q8_out q8) {
     __shared__ double sh[32];
     const float *xr = x + (size_t)blockIdx.x * ldx;
     float *o = out + (size_t)blockIdx.x * ldo;
@@ -46,13 +92,23 @@ __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n
     const float scale = 1.0f / sqrtf(mean + eps);
     __syncthreads();
     for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = (xr[i] * scale) * w[i];
+    if (!q8.kind) return;
+    __syncthreads(); /* the row's floats, written by every thread, read by the block's converters */
+    q8_row(o, blockIdx.x, n, q8);
 }
+
+static int rms_threads(int n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 64; }
 
 void cu_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, int ldx, int ldo,
                 float eps) {
     if (rows <= 0) return;
-    const int th = n >= 1024 ? 256 : n >= 256 ? 128 : 64;
-    rmsnorm_kernel<<<rows, th, 0, s>>>(out, x, w, n, ldx, ldo, eps);
+    rmsnorm_kernel<<<rows, rms_threads(n), 0, s>>>(out, x, w, n, ldx, ldo, eps, q8_target(NULL, out, rows, n));
+}
+
+void cu_rmsnorm_q8(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, float eps,
+                   const cu_tensor *next) {
+    if (rows <= 0) return;
+    rmsnorm_kernel<<<rows, rms_threads(n), 0, s>>>(out, x, w, n, n, n, eps, q8_target(next, out, rows, n));
 }
 
 /* one block per (token, head); thread i rotates pair (i, i + n_rot/2) */
@@ -79,7 +135,8 @@ void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int
 }
 
 /* one block per token: softmax over the experts, then top-k on thread 0 */
-__global__ void route_kernel(const float *logits, int X, int k, int norm, float scale, int32_t *sel, float *selw) {
+__global__ void route_kernel(const float *logits, int X, int k, int norm, float scale, int32_t *sel, float *selw,
+                             cu_tile *tiles) {
     extern __shared__ float p[];
     __shared__ double shd[32];
     __shared__ float shf[32];
@@ -129,17 +186,28 @@ __global__ void route_kernel(const float *logits, int X, int k, int norm, float 
     }
     if (scale != 0.0f && scale != 1.0f)
         for (int q = 0; q < k; q++) w[q] *= scale;
+    if (tiles) /* cu_tiles_from_sel's: assignment a alone with its expert */
+        for (int q = 0; q < k; q++) {
+            cu_tile *t = &tiles[(size_t)blockIdx.x * k + q];
+            t->e = s[q];
+            t->n = 1;
+            t->a[0] = blockIdx.x * k + q;
+            for (int i = 1; i < CU_MM_NT; i++) t->a[i] = 0;
+        }
 }
 
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
-              int32_t *sel, float *selw) {
+              int32_t *sel, float *selw, cu_tile *tiles) {
     if (n_tok <= 0) return;
-    route_kernel<<<n_tok, 128, (size_t)n_expert * sizeof(float), s>>>(logits, n_expert, k, norm, scale, sel, selw);
+    route_kernel<<<n_tok, 128, (size_t)n_expert * sizeof(float), s>>>(logits, n_expert, k, norm, scale, sel, selw,
+                                                                       tiles);
 }
+
+__device__ __forceinline__ float swiglu1(float g, float u) { return (g / (1.0f + cu_expf(-g))) * u; }
 
 __global__ void swiglu_kernel(float *g, const float *u, size_t n) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) g[i] = (g[i] / (1.0f + cu_expf(-g[i]))) * u[i];
+    if (i < n) g[i] = swiglu1(g[i], u[i]);
 }
 
 void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n) {
@@ -147,12 +215,48 @@ void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n) {
     swiglu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(g, u, n);
 }
 
+/* SwiGLU then the int8 form, block by block: a warp per 256 (Q8_K) or a
+ * thread per 32 (Q8_0) computes its block's values, then converts them. */
+__global__ void swiglu_q8_kernel(float *g, const float *u, int n_blocks, q8_out q8) {
+    if (q8.kind == CU_Q8_K) {
+        const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+        if (b >= n_blocks) return;
+        float *gb = g + (size_t)b * 256;
+        const float *ub = u + (size_t)b * 256;
+        for (int i = 0; i < 8; i++) gb[8 * lane + i] = swiglu1(gb[8 * lane + i], ub[8 * lane + i]);
+        __syncwarp(); /* the block's values, written by the warp, read by every lane */
+        cu_q8k_block(gb, q8.q + (size_t)b * 256, q8.bs + (size_t)b * 16, &q8.d[b], lane);
+    } else {
+        const int b = blockIdx.x * blockDim.x + threadIdx.x;
+        if (b >= n_blocks) return;
+        float *gb = g + (size_t)b * 32;
+        const float *ub = u + (size_t)b * 32;
+        for (int i = 0; i < 32; i++) gb[i] = swiglu1(gb[i], ub[i]);
+        cu_q8_0_block(gb, q8.q + (size_t)b * 32, &q8.d[b]);
+    }
+}
+
+void cu_swiglu_q8(cudaStream_t s, float *g, const float *u, int rows, int f, const cu_tensor *next) {
+    if (rows <= 0) return;
+    const q8_out q8 = q8_target(next, g, rows, f);
+    const size_t n = (size_t)rows * f;
+    if (!q8.kind) {
+        cu_swiglu(s, g, u, n);
+    } else if (q8.kind == CU_Q8_K) {
+        const int nb = (int)(n / 256);
+        swiglu_q8_kernel<<<(nb + 3) / 4, 128, 0, s>>>(g, u, nb, q8);
+    } else {
+        const int nb = (int)(n / 32);
+        swiglu_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(g, u, nb, q8);
+    }
+}
+
 __global__ void swiglu_tiles_kernel(float *g, const float *u, const cu_tile *tiles, int f) {
     const cu_tile *t = &tiles[blockIdx.x];
     for (int i = 0; i < t->n; i++) {
         float *gr = g + (size_t)t->a[i] * f;
         const float *ur = u + (size_t)t->a[i] * f;
-        for (int d = threadIdx.x; d < f; d += blockDim.x) gr[d] = (gr[d] / (1.0f + cu_expf(-gr[d]))) * ur[d];
+        for (int d = threadIdx.x; d < f; d += blockDim.x) gr[d] = swiglu1(gr[d], ur[d]);
     }
 }
 
