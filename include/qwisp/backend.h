@@ -41,7 +41,7 @@ typedef struct qw_backend_cfg {
     size_t (*class_size)(size_t n); /* the host pool's size classes (qw_pool_class_size) */
     int kv_f32;                  /* QWISP_KV_TYPE=f32 */
     int64_t kv_positions;        /* positions over all contexts, for the tier decision */
-    int pin_host;                /* QWISP_DEVICE_PIN=auto: page-lock the mmaped experts (streaming tier) */
+    int pin_host;                /* QWISP_DEVICE_PIN: 0 off, 1 auto, 2 on: page-lock the mmaped experts (streaming tier) */
     int mma;                     /* QWISP_DEVICE_MMA: 0 off, 1 auto, 2 always */
 } qw_backend_cfg;
 

@@ -1,6 +1,6 @@
-/* cu_attn.cu — the device KV cache and causal attention over it.
+/* cu_attn.cu — causal attention over the device KV cache.
  *
- * The cache is per attention layer [n_ctx_cap][n_head_kv*head_dim], f16 (the
+ * The cache (appended by cu_attn_prep, cu_ops.cu) is per attention layer [n_ctx_cap][n_head_kv*head_dim], f16 (the
  * CPU's default; rounded to nearest even as qw_f32_to_fp16 does) or f32.
  * Attention: one block per (query token, head), GQA head h reads KV head
  * h / (n_head / n_head_kv).  Scores are dotted in the AVX-512 levels' order;
@@ -19,29 +19,6 @@
 #define QW_AT_SMAX 8192 /* build-time: tests/gpu/run.sh builds a small one to test the recompute path */
 #endif
 enum { AT_THREADS = 128, AT_GROUPS = AT_THREADS / 16, AT_MAXD = 512, AT_SMAX = QW_AT_SMAX };
-
-__global__ void kv_append_kernel(void *kc, void *vc, int f32, const float *k, const float *v, int row, int pos0,
-                                 const int32_t *pos_dev) {
-    const int t = blockIdx.x;
-    if (pos_dev) pos0 = *pos_dev;
-    const size_t at = (size_t)(pos0 + t) * row;
-    for (int i = threadIdx.x; i < row; i += blockDim.x) {
-        const float kv = k[(size_t)t * row + i], vv = v[(size_t)t * row + i];
-        if (f32) {
-            ((float *)kc)[at + i] = kv;
-            ((float *)vc)[at + i] = vv;
-        } else {
-            ((__half *)kc)[at + i] = __float2half_rn(kv);
-            ((__half *)vc)[at + i] = __float2half_rn(vv);
-        }
-    }
-}
-
-void cu_kv_append(cudaStream_t s, void *kc, void *vc, bool f32, const float *k, const float *v, int n_tok,
-                  int pos0, const int32_t *pos_dev, int row) {
-    if (n_tok <= 0) return;
-    kv_append_kernel<<<n_tok, 128, 0, s>>>(kc, vc, f32, k, v, row, pos0, pos_dev);
-}
 
 template <typename KT> __device__ __forceinline__ float ld(const KT *p, size_t i);
 template <> __device__ __forceinline__ float ld<float>(const float *p, size_t i) { return p[i]; }

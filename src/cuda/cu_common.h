@@ -6,7 +6,7 @@
  *   cu_matmul.cu    y = x W^T: dense rows and expert tiles (prefill + decode)
  *   cu_ops.cu       norms, RoPE, routing, SwiGLU, residual / MoE combine
  *   cu_q8act.cuh    activations to int8 blocks (the converters and fused steps)
- *   cu_attn.cu      KV append + causal attention over the device KV cache
+ *   cu_attn.cu      causal attention over the device KV cache
  *   cu_delta.cu     Gated DeltaNet: gates, causal conv, L2 norm, delta rule
  *   cu_pool.cu      the device buffer pool (size classes, cache limit, stats)
  *   cu_model.cu     upload + the VRAM tier (resident / expert cache)
@@ -226,12 +226,6 @@ void cu_matmul_set(cudaStream_t s, const cu_mm_out *outs, int n, const float *x,
 void cu_get_rows(cudaStream_t s, const cu_tensor *w, const int32_t *tokens, int n, float *out);
 
 /* ---- cu_ops.cu ---- */
-void cu_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, int ldx, int ldo,
-                float eps);
-/* pos_dev (device int, or NULL = pos0): the first position, read by the
- * kernel so that a captured decode graph serves every position. */
-void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
-             const int32_t *pos_dev, float base);
 /* tiles (may be NULL): also cu_tiles_from_sel's tiles, one per assignment. */
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
               int32_t *sel, float *selw, cu_tile *tiles);
@@ -239,7 +233,6 @@ void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n);
 /* g[a] = silu(g[a]) * u[a] for the rows a of the tiles (rows of f). */
 void cu_swiglu_tiles(cudaStream_t s, float *g, const float *u, const cu_tile *tiles, int n_tiles, int f);
 void cu_sigmoid_mul(cudaStream_t s, float *a, const float *g, int n_tok, int n_head, int d, int g_stride);
-void cu_split_q(cudaStream_t s, const float *qg, float *q, int n_tok, int n_head, int d);
 /* x[t] += sum_s down[t*k+s]*selw[t*k+s] (top-k order) [+ sd[t]*sigmoid(sgate[t])]. */
 void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *selw, const float *sd,
                     const float *sgate, int n_tok, int k, int n_embd);
@@ -254,9 +247,13 @@ void cu_rmsnorm_q8(cudaStream_t s, float *out, const float *x, const float *w, i
 /* g = silu(g) * u over rows x f packed, then g's int8 form. */
 void cu_swiglu_q8(cudaStream_t s, float *g, const float *u, int rows, int f, const cu_tensor *next);
 
+/* cu_split_q (gated), cu_rmsnorm of q by q_norm and of k by k_norm, cu_rope
+ * of both and cu_kv_append of k and v, as one kernel (same bits). */
+void cu_attn_prep(cudaStream_t s, const float *qg, float *q, float *k, const float *v, const float *q_norm,
+                  const float *k_norm, void *kc, void *vc, bool f32, int n_tok, int H, int HKV, int D, int n_rot,
+                  int pos0, const int32_t *pos_dev, float base, float eps, bool gated);
+
 /* ---- cu_attn.cu ---- */
-void cu_kv_append(cudaStream_t s, void *kc, void *vc, bool f32, const float *k, const float *v, int n_tok,
-                  int pos0, const int32_t *pos_dev, int row);
 /* split (may be NULL): scratch of cu_attention_split_floats(n_head, max_pos)
  * floats, max_pos >= the positions attended (the KV capacity under the decode
  * graph): a one-token call then spreads its work over the positions (the same
@@ -268,11 +265,11 @@ size_t cu_attention_split_floats(int n_head, int max_pos);
 
 /* ---- cu_delta.cu ---- */
 bool cu_delta_supported(int S);
-void cu_dn_gates(cudaStream_t s, float *beta, float *alpha, const float *dt, const float *A, int n_tok, int hv);
 void cu_conv(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K);
 void cu_l2norm_qk(cudaStream_t s, float *cv, int n_tok, int C, int n_vec, int S, float eps);
-void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, float *o,
-              int n_tok, int S, int HK, int HV);
+/* beta, alpha: the raw projections (the gates are made from them with dt, A). */
+void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
+              const float *A, float *o, int n_tok, int S, int HK, int HV);
 void cu_gated_norm(cudaStream_t s, float *o, const float *z, const float *w, int n_tok, int HV, int S, float eps);
 
 #endif

@@ -1,7 +1,8 @@
 /* cu_delta.cu — qwen35moe's Gated DeltaNet on the device (model/deltanet.c
  * is the CPU form and the math's description).
  *
- *   gates     beta = sigmoid(b), alpha = softplus(a + dt_bias) * A
+ *   gates     beta = sigmoid(b), alpha = softplus(a + dt_bias) * A: made by
+ *             the delta step from the raw projections
  *   conv      thread per channel, tokens in order, state [(K-1)][C] as the CPU
  *   l2norm    per key head of q and k, llama.cpp's composition (deltanet.c)
  *   delta     one warp per state row j of a value head, the row in registers
@@ -16,18 +17,14 @@
 
 #include <math.h>
 
-__global__ void gates_kernel(float *beta, float *alpha, const float *dt, const float *A, int n, int hv) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n * hv) return;
-    const int h = i % hv;
-    beta[i] = 1.0f / (1.0f + cu_expf(-beta[i]));
-    const float x = alpha[i] + dt[h];
-    alpha[i] = (x > 20.0f ? x : cu_logf(1.0f + cu_expf(x))) * A[h];
-}
-
-void cu_dn_gates(cudaStream_t s, float *beta, float *alpha, const float *dt, const float *A, int n_tok, int hv) {
-    if (n_tok <= 0) return;
-    gates_kernel<<<(n_tok * hv + 127) / 128, 128, 0, s>>>(beta, alpha, dt, A, n_tok, hv);
+/* A value head's gates for one token from the raw projections: beta =
+ * sigmoid(b); alpha = softplus(a + dt_bias) * A (deltanet.c's), the decay
+ * exp(alpha).  Made where they are used (delta_kernel), not stored. */
+__device__ __forceinline__ void dn_gates1(float braw, float araw, float dt, float A, float *beta, float *decay) {
+    *beta = 1.0f / (1.0f + cu_expf(-braw));
+    const float x = araw + dt;
+    const float alpha = (x > 20.0f ? x : cu_logf(1.0f + cu_expf(x))) * A;
+    *decay = cu_expf(alpha);
 }
 
 __global__ void conv_kernel(const float *mix, float *cv, float *st, const float *w, int n, int C, int K) {
@@ -118,8 +115,8 @@ enum { DN_WARPS = 4 };
  * lane, for the whole chunk of n tokens, so a prefill chunk reads and writes
  * the state once and every load is coalesced. */
 template <int S>
-__global__ void delta_kernel(float *state, const float *cv, const float *beta, const float *alpha, float *o, int n,
-                             int HK, int HV) {
+__global__ void delta_kernel(float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
+                             const float *A, float *o, int n, int HK, int HV) {
     constexpr int NC = (S + 31) / 32;
     const int h = blockIdx.x, lane = threadIdx.x & 31;
     const int j = blockIdx.y * DN_WARPS + (threadIdx.x >> 5);
@@ -130,6 +127,7 @@ __global__ void delta_kernel(float *state, const float *cv, const float *beta, c
 #pragma unroll
     for (int c = 0; c < NC; c++) m[c] = lane + 32 * c < S ? Mj[lane + 32 * c] : 0.0f;
     const float scale = 1.0f / sqrtf((float)S);
+    float gb = 0.0f, gd = 0.0f; /* lane l: token (t & ~31) + l's beta and decay */
     for (int t = 0; t < n; t++) {
         const float *row = cv + (size_t)t * C;
         const float *qh = row + (h % HK) * S, *kh = row + KD + (h % HK) * S;
@@ -141,7 +139,11 @@ __global__ void delta_kernel(float *state, const float *cv, const float *beta, c
             k[c] = in ? kh[lane + 32 * c] : 0.0f;
         }
         const float vj = row[2 * KD + h * S + j];
-        const float decay = cu_expf(alpha[(size_t)t * HV + h]), b = beta[(size_t)t * HV + h];
+        /* the gates of 32 tokens at a time, one a lane, off the token chain's
+         * critical path (their exp / log run in double) */
+        if ((t & 31) == 0 && t + lane < n)
+            dn_gates1(beta[(size_t)(t + lane) * HV + h], alpha[(size_t)(t + lane) * HV + h], dt[h], A[h], &gb, &gd);
+        const float b = __shfl_sync(0xffffffffu, gb, t & 31), decay = __shfl_sync(0xffffffffu, gd, t & 31);
 #pragma unroll
         for (int c = 0; c < NC; c++) m[c] = __fmul_rn(m[c], decay);
         const float d = __fmul_rn(__fsub_rn(vj, dn_row_dot<S>(m, k, lane)), b);
@@ -156,17 +158,17 @@ __global__ void delta_kernel(float *state, const float *cv, const float *beta, c
 
 bool cu_delta_supported(int S) { return S == 16 || S == 32 || S == 64 || S == 128; }
 
-void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, float *o,
-              int n_tok, int S, int HK, int HV) {
+void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
+              const float *A, float *o, int n_tok, int S, int HK, int HV) {
     if (n_tok <= 0) return;
     const dim3 grid(HV, (S + DN_WARPS - 1) / DN_WARPS);
+#define DK(N) \
+    case N: delta_kernel<N><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, dt, A, o, n_tok, HK, HV); break;
     switch (S) {
-    case 16: delta_kernel<16><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
-    case 32: delta_kernel<32><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
-    case 64: delta_kernel<64><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
-    case 128: delta_kernel<128><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, o, n_tok, HK, HV); break;
+        DK(16) DK(32) DK(64) DK(128)
     default: break; /* refused at upload (cu_delta_supported) */
     }
+#undef DK
 }
 
 __global__ void gated_norm_kernel(float *o, const float *z, const float *w, int S, float eps) {

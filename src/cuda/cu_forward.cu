@@ -337,12 +337,9 @@ static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos
                              {&L->wk, NULL, P(c->kc), (int)L->wk.ne1},
                              {&L->wv, NULL, P(c->vc), (int)L->wv.ne1}};
     cu_matmul_set(s, qkv, 3, P(c->xn), E, 1, NULL, 0, n, true);
-    if (L->gated) cu_split_q(s, P(c->qg), P(c->q), n, H, D);
-    cu_rmsnorm(s, P(c->q), P(c->q), (const float *)L->q_norm.data, D, n * H, D, D, hp->rms_eps);
-    cu_rmsnorm(s, P(c->kc), P(c->kc), (const float *)L->k_norm.data, D, n * HKV, D, D, hp->rms_eps);
-    cu_rope(s, P(c->q), n, H, D, hp->n_rot, pos0, pos_dev, hp->rope_base);
-    cu_rope(s, P(c->kc), n, HKV, D, hp->n_rot, pos0, pos_dev, hp->rope_base);
-    cu_kv_append(s, c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->kc), P(c->vc), n, pos0, pos_dev, HKV * D);
+    cu_attn_prep(s, P(c->qg), P(c->q), P(c->kc), P(c->vc), (const float *)L->q_norm.data,
+                 (const float *)L->k_norm.data, c->k[il].p, c->v[il].p, c->dm->kv_f32, n, H, HKV, D, hp->n_rot, pos0,
+                 pos_dev, hp->rope_base, hp->rms_eps, L->gated);
     cu_attention(s, P(c->q), c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->att), n, pos0, pos_dev, H, HKV, D,
                  1.0f / sqrtf((float)D), P(c->asc), pos_dev ? c->kv_cap : pos0 + n);
     if (L->gated) cu_sigmoid_mul(s, P(c->att), P(c->qg) + D, n, H, D, 2 * D);
@@ -360,10 +357,10 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n) {
                             {&L->w_beta, NULL, P(c->beta), (int)L->w_beta.ne1},
                             {&L->w_alpha, NULL, P(c->alpha), (int)L->w_alpha.ne1}};
     cu_matmul_set(s, in, 4, P(c->xn), E, 1, NULL, 0, n, true);
-    cu_dn_gates(s, P(c->beta), P(c->alpha), (const float *)L->dt_bias.data, (const float *)L->ssm_a.data, n, HV);
     cu_conv(s, P(c->mix), P(c->cv), P(c->conv[il]), (const float *)L->conv1d.data, n, C, KC);
     cu_l2norm_qk(s, P(c->cv), n, C, 2 * HK, S, hp->rms_eps);
-    cu_delta(s, P(c->delta[il]), P(c->cv), P(c->beta), P(c->alpha), P(c->o), n, S, HK, HV);
+    cu_delta(s, P(c->delta[il]), P(c->cv), P(c->beta), P(c->alpha), (const float *)L->dt_bias.data,
+             (const float *)L->ssm_a.data, P(c->o), n, S, HK, HV);
     cu_gated_norm(s, P(c->o), P(c->z), (const float *)L->ssm_norm.data, n, HV, S, hp->rms_eps);
     cu_matmul(s, &L->ssm_out, NULL, P(c->o), VD, 1, NULL, 0, n, P(c->x), E, true);
 }

@@ -15,12 +15,17 @@
  * place (cudaHostRegister, read-only: the mapping is PROT_READ), so a copy is
  * one DMA; no second host copy of the experts is made.  Where the driver
  * refuses (no read-only registration, RLIMIT_MEMLOCK, a file system that
- * cannot pin), the copies stay pageable and the reason is kept for the log.
+ * cannot pin) or where the file is on a disk file system (its page cache
+ * pins slowly: pins_fast; QWISP_DEVICE_PIN=on pins anyway), the copies stay
+ * pageable and the reason is kept for the log.
  */
 #include "cu_model.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <sys/vfs.h>
 
 static size_t tensor_bytes(const qw_tensor *t) {
     size_t n = t->row_bytes;
@@ -124,9 +129,44 @@ static int span_cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void pin_experts(cu_model *dm) {
+/* Whether the pages at addr page-lock at memory speed: anonymous memory and
+ * memory file systems (tmpfs, ramfs, hugetlbfs) do; a disk file's page cache
+ * was measured at minutes of kernel time for the 18 GB of experts of the
+ * full-size qwen36-a3b (the driver pins its pages one by one), longer than
+ * pageable copies lose.  Else why says so. */
+static bool pins_fast(const void *addr, char *why, size_t n) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return true; /* cannot tell: try */
+    char line[4096 + 128];
+    bool fast = true;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int off = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &off) < 2 || !off) continue;
+        if ((uintptr_t)addr < lo || (uintptr_t)addr >= hi) continue;
+        char *path = line + off;
+        path[strcspn(path, "\n")] = 0;
+        struct statfs st;
+        if (path[0] == '/' && statfs(path, &st) == 0 && st.f_type != TMPFS_MAGIC && st.f_type != RAMFS_MAGIC &&
+            st.f_type != HUGETLBFS_MAGIC) {
+            snprintf(why, n, "the file is on a disk file system, whose page cache page-locks slowly "
+                             "(QWISP_DEVICE_PIN=on forces it)");
+            fast = false;
+        }
+        break;
+    }
+    fclose(f);
+    return fast;
+}
+
+static void pin_experts(cu_model *dm, bool force) {
     const qw_model *m = dm->m;
     const int nl = m->hp.n_layer;
+    for (int il = 0; !force && il < nl; il++)
+        if (m->layers[il].gate_exps.data) {
+            if (!pins_fast(m->layers[il].gate_exps.data, dm->pin_why, sizeof dm->pin_why)) return;
+            break;
+        }
     int ro = 0;
     cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, 0);
     if (!ro) {
@@ -314,7 +354,7 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
                 for (int e = 0; e < hp->n_expert; e++) D->slot_of[e] = -1;
                 for (int q = 0; q < slots; q++) D->who[q] = -1;
             }
-            if (cfg->pin_host) pin_experts(dm);
+            if (cfg->pin_host) pin_experts(dm, cfg->pin_host == 2);
             else snprintf(dm->pin_why, sizeof dm->pin_why, "QWISP_DEVICE_PIN=off");
         }
         cudaDeviceProp prop;

@@ -1,6 +1,7 @@
 /* cu_ops.cu — the element- and row-wise steps of the forward pass on the
- * device: RMSNorm, NeoX (partial) RoPE, routing (softmax + top-k + weights),
- * SwiGLU, gated attention's split and sigmoid gate, and the MoE combine.
+ * device: RMSNorm, routing (softmax + top-k + weights), SwiGLU, gated
+ * attention's sigmoid gate, the MoE combine, and attention's preparation of
+ * q and k (split, QK norm, NeoX (partial) RoPE, the KV cache append).
  *
  * Numerics follow kernels/ops.c and model/moe.c where they decide results:
  * RMSNorm sums float squares in double and scales before the weight; softmax
@@ -9,13 +10,18 @@
  * renormalised with llama.cpp's clamp; expert outputs are summed in top-k
  * order before the shared expert is added.
  *
- * RMSNorm and SwiGLU also come in a form that converts their output to the
- * int8 blocks the next matmul takes (cu_q8act.cuh's bytes), so decode runs
- * one kernel where it ran two.
+ * Decode is a chain of short kernels whose count sets its speed, so steps
+ * that follow each other are fused where the values allow: RMSNorm and
+ * SwiGLU convert their output to the int8 blocks the next matmul takes
+ * (cu_q8act.cuh's bytes); attention's preparation is one kernel.  (The MoE
+ * combine fused with the next norm was measured slower: one block a token
+ * pulls the eight expert rows through one SM.)  Every fused step shares its arithmetic with
+ * the plain one (rms_row, rope_pair, combine1, swiglu1), so the bits agree.
  */
 #include "cu_common.h"
 #include "cu_q8act.cuh"
 
+#include <cuda_fp16.h>
 #include <math.h>
 
 __device__ double block_sum_d(double v, double *sh) {
@@ -80,30 +86,50 @@ __device__ void q8_row(const float *o, int row, int n, const q8_out &q8) {
     }
 }
 
-__global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, int ldx, int ldo, float eps,
-                               q8_out q8) {
-    __shared__ double sh[32];
-    const float *xr = x + (size_t)blockIdx.x * ldx;
-    float *o = out + (size_t)blockIdx.x * ldo;
+/* Row values a thread keeps in registers (i = tid + j * blockDim, j <
+ * RMS_REG); past them (rows over RMS_REG x 256) the row is read again. */
+enum { RMS_REG = 16 };
+
+/* RMSNorm of one row into o (and q8's blocks of it): xv holds the thread's
+ * first RMS_REG values of the row, xr the whole row (for the rest).  The
+ * weight's loads are issued before the sum so that they overlap it.  The
+ * sum's order (thread-strided, then block_sum_d) is the one every caller
+ * shares, so a fused caller has the plain kernel's bits. */
+__device__ void rms_row(const float *xr, const float *xv, const float *w, float *o, int n, float eps, double *sh,
+                        const q8_out &q8, int row) {
+    const int bd = blockDim.x, tid = threadIdx.x;
+    float wv[RMS_REG];
+#pragma unroll
+    for (int j = 0; j < RMS_REG; j++) wv[j] = tid + j * bd < n ? w[tid + j * bd] : 0.0f;
     double s = 0.0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += (double)(xr[i] * xr[i]);
+#pragma unroll
+    for (int j = 0; j < RMS_REG; j++)
+        if (tid + j * bd < n) s += (double)(xv[j] * xv[j]);
+    for (int i = tid + RMS_REG * bd; i < n; i += bd) s += (double)(xr[i] * xr[i]);
     s = block_sum_d(s, sh);
     const float mean = (float)(s / (double)n);
     const float scale = 1.0f / sqrtf(mean + eps);
     __syncthreads();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = (xr[i] * scale) * w[i];
+#pragma unroll
+    for (int j = 0; j < RMS_REG; j++)
+        if (tid + j * bd < n) o[tid + j * bd] = (xv[j] * scale) * wv[j];
+    for (int i = tid + RMS_REG * bd; i < n; i += bd) o[i] = (xr[i] * scale) * w[i];
     if (!q8.kind) return;
     __syncthreads(); /* the row's floats, written by every thread, read by the block's converters */
-    q8_row(o, blockIdx.x, n, q8);
+    q8_row(o, row, n, q8);
+}
+
+__global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, int ldx, int ldo, float eps,
+                               q8_out q8) {
+    __shared__ double sh[32];
+    const float *xr = x + (size_t)blockIdx.x * ldx;
+    float xv[RMS_REG];
+#pragma unroll
+    for (int j = 0; j < RMS_REG; j++) xv[j] = threadIdx.x + j * blockDim.x < n ? xr[threadIdx.x + j * blockDim.x] : 0.0f;
+    rms_row(xr, xv, w, out + (size_t)blockIdx.x * ldo, n, eps, sh, q8, blockIdx.x);
 }
 
 static int rms_threads(int n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 64; }
-
-void cu_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, int ldx, int ldo,
-                float eps) {
-    if (rows <= 0) return;
-    rmsnorm_kernel<<<rows, rms_threads(n), 0, s>>>(out, x, w, n, ldx, ldo, eps, q8_target(NULL, out, rows, n));
-}
 
 void cu_rmsnorm_q8(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, float eps,
                    const cu_tensor *next) {
@@ -111,27 +137,15 @@ void cu_rmsnorm_q8(cudaStream_t s, float *out, const float *x, const float *w, i
     rmsnorm_kernel<<<rows, rms_threads(n), 0, s>>>(out, x, w, n, n, n, eps, q8_target(next, out, rows, n));
 }
 
-/* one block per (token, head); thread i rotates pair (i, i + n_rot/2) */
-__global__ void rope_kernel(float *x, int n_heads, int head_dim, int n_rot, int pos0, const int32_t *pos_dev,
-                            float theta_scale) {
-    const int t = blockIdx.y, h = blockIdx.x, half = n_rot / 2;
-    if (pos_dev) pos0 = *pos_dev;
-    float *v = x + ((size_t)t * n_heads + h) * head_dim;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        float theta = (float)(pos0 + t);
-        for (int q = 0; q < i; q++) theta *= theta_scale;
-        const float c = cu_cosf(theta), sn = cu_sinf(theta);
-        const float x0 = v[i], x1 = v[i + half];
-        v[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)); /* no FMA: the CPU rounds each product */
-        v[i + half] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
-    }
-}
-
-void cu_rope(cudaStream_t s, float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
-             const int32_t *pos_dev, float base) {
-    if (n_tok <= 0) return;
-    const float theta_scale = powf(base, -2.0f / (float)n_rot); /* on the host, as ops.c computes it */
-    rope_kernel<<<dim3(n_heads, n_tok), 64, 0, s>>>(x, n_heads, head_dim, n_rot, pos0, pos_dev, theta_scale);
+/* NeoX RoPE of pair (i, i + half) of one head's row at position pos: theta
+ * advanced by repeated float multiplication as ops.c does. */
+__device__ __forceinline__ void rope_pair(float *v, int i, int half, int pos, float theta_scale) {
+    float theta = (float)pos;
+    for (int q = 0; q < i; q++) theta *= theta_scale;
+    const float c = cu_cosf(theta), sn = cu_sinf(theta);
+    const float x0 = v[i], x1 = v[i + half];
+    v[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)); /* no FMA: the CPU rounds each product */
+    v[i + half] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
 }
 
 /* one block per token: softmax over the experts, then top-k on thread 0 */
@@ -278,15 +292,18 @@ void cu_sigmoid_mul(cudaStream_t s, float *a, const float *g, int n_tok, int n_h
     sigmoid_mul_kernel<<<dim3(n_head, n_tok), 64, 0, s>>>(a, g, n_head, d, g_stride);
 }
 
-__global__ void split_q_kernel(const float *qg, float *q, int n_head, int d) {
-    const int t = blockIdx.y, h = blockIdx.x;
-    for (int i = threadIdx.x; i < d; i += blockDim.x)
-        q[((size_t)t * n_head + h) * d + i] = qg[((size_t)t * n_head + h) * 2 * d + i];
+/* x[d] after the MoE of token t (moe.c): each expert row scaled by its
+ * weight (rounded), summed in top-k order, then the shared expert's gated
+ * row added. */
+__device__ __forceinline__ float combine1(float x, const float *dr, const float *w, int k, int E, const float *sdr,
+                                          float g) {
+    float acc = __fmul_rn(dr[0], w[0]);
+    for (int q = 1; q < k; q++) acc = __fadd_rn(acc, __fmul_rn(dr[(size_t)q * E], w[q]));
+    return sdr ? x + __fadd_rn(acc, __fmul_rn(*sdr, g)) : x + acc;
 }
 
-void cu_split_q(cudaStream_t s, const float *qg, float *q, int n_tok, int n_head, int d) {
-    if (n_tok <= 0) return;
-    split_q_kernel<<<dim3(n_head, n_tok), 64, 0, s>>>(qg, q, n_head, d);
+__device__ __forceinline__ float shexp_gate1(const float *sgate, int t) {
+    return sgate ? 1.0f / (1.0f + cu_expf(-sgate[t])) : 0.0f;
 }
 
 __global__ void moe_combine_kernel(float *x, const float *down, const float *selw, const float *sd,
@@ -294,22 +311,70 @@ __global__ void moe_combine_kernel(float *x, const float *down, const float *sel
     const int t = blockIdx.y;
     const int d = blockIdx.x * blockDim.x + threadIdx.x;
     if (d >= E) return;
-    const float *dr = down + (size_t)t * k * E + d;
-    const float *w = selw + (size_t)t * k;
-    /* moe.c: each expert row scaled by its weight (rounded), then summed in top-k order */
-    float acc = __fmul_rn(dr[0], w[0]);
-    for (int q = 1; q < k; q++) acc = __fadd_rn(acc, __fmul_rn(dr[(size_t)q * E], w[q]));
     float *xr = x + (size_t)t * E + d;
-    if (sd) {
-        const float g = 1.0f / (1.0f + cu_expf(-sgate[t]));
-        *xr += __fadd_rn(acc, __fmul_rn(sd[(size_t)t * E + d], g));
-    } else {
-        *xr += acc;
-    }
+    *xr = combine1(*xr, down + (size_t)t * k * E + d, selw + (size_t)t * k, k, E, sd ? sd + (size_t)t * E + d : NULL,
+                   shexp_gate1(sd ? sgate : NULL, t));
 }
 
 void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *selw, const float *sd,
                     const float *sgate, int n_tok, int k, int n_embd) {
     if (n_tok <= 0) return;
     moe_combine_kernel<<<dim3((n_embd + 127) / 128, n_tok), 128, 0, s>>>(x, down, selw, sd, sgate, k, n_embd);
+}
+
+/* Attention's steps between the q/k/v projections and the scores, one
+ * block per (token, head): a query head takes its q (out of the gated
+ * layout's [q | gate] when gated), RMSNorms it by q_norm and rotates it; a KV
+ * head RMSNorms and rotates its k by k_norm and appends k and v to the cache
+ * (f16 rounded to nearest even, or f32).  Each step is the plain kernels'
+ * (cu_split_q, cu_rmsnorm, cu_rope, cu_kv_append) on the same values, with
+ * the norm's block size, so the bits are theirs. */
+__global__ void attn_prep_kernel(const float *qg, float *q, float *k, const float *v, const float *qn, const float *kn,
+                                 void *kc, void *vc, int f32, int H, int HKV, int D, int n_rot, int pos0,
+                                 const int32_t *pos_dev, float theta_scale, float eps, int gated) {
+    __shared__ double sh[32];
+    const int t = blockIdx.y, b = blockIdx.x, half = n_rot / 2;
+    if (pos_dev) pos0 = *pos_dev;
+    const bool is_q = b < H;
+    const float *src;
+    float *row;
+    if (is_q) {
+        row = q + ((size_t)t * H + b) * D;
+        src = gated ? qg + ((size_t)t * H + b) * 2 * D : row;
+    } else {
+        row = k + ((size_t)t * HKV + (b - H)) * D;
+        src = row;
+    }
+    float xv[RMS_REG];
+#pragma unroll
+    for (int j = 0; j < RMS_REG; j++) xv[j] = threadIdx.x + j * blockDim.x < D ? src[threadIdx.x + j * blockDim.x] : 0.0f;
+    if (src != row) /* the tail of a long head (past the registers) comes from src too */
+        for (int i = threadIdx.x + RMS_REG * blockDim.x; i < D; i += blockDim.x) row[i] = src[i];
+    const q8_out none = {0, NULL, NULL, NULL};
+    rms_row(row, xv, is_q ? qn : kn, row, D, eps, sh, none, 0);
+    __syncthreads(); /* the normed row, written by every thread, rotated in pairs */
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(row, i, half, pos0 + t, theta_scale);
+    if (is_q) return;
+    __syncthreads();
+    const int g = b - H, rw = HKV * D;
+    const size_t at = (size_t)(pos0 + t) * rw + (size_t)g * D;
+    const float *vr = v + (size_t)t * rw + (size_t)g * D;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        if (f32) {
+            ((float *)kc)[at + i] = row[i];
+            ((float *)vc)[at + i] = vr[i];
+        } else {
+            ((__half *)kc)[at + i] = __float2half_rn(row[i]);
+            ((__half *)vc)[at + i] = __float2half_rn(vr[i]);
+        }
+    }
+}
+
+void cu_attn_prep(cudaStream_t s, const float *qg, float *q, float *k, const float *v, const float *q_norm,
+                  const float *k_norm, void *kc, void *vc, bool f32, int n_tok, int H, int HKV, int D, int n_rot,
+                  int pos0, const int32_t *pos_dev, float base, float eps, bool gated) {
+    if (n_tok <= 0) return;
+    const float theta_scale = powf(base, -2.0f / (float)n_rot); /* on the host, as cu_rope */
+    attn_prep_kernel<<<dim3(H + HKV, n_tok), rms_threads(D), 0, s>>>(qg, q, k, v, q_norm, k_norm, kc, vc, f32, H, HKV,
+                                                                     D, n_rot, pos0, pos_dev, theta_scale, eps, gated);
 }

@@ -112,7 +112,7 @@ static int cfg_from_options(int64_t kv_positions, qw_backend_cfg *cfg, qw_error 
     cfg->kv_f32 = kvt && !strcmp(kvt, "f32");
     cfg->kv_positions = kv_positions;
     const char *pin = qw_opt_str(QW_OPT_DEVICE_PIN);
-    cfg->pin_host = !pin || strcmp(pin, "off");
+    cfg->pin_host = !pin || !strcmp(pin, "auto") ? 1 : !strcmp(pin, "on") ? 2 : 0;
     const char *mma = qw_opt_str(QW_OPT_DEVICE_MMA);
     cfg->mma = !mma || !strcmp(mma, "auto") ? 1 : !strcmp(mma, "always") ? 2 : 0;
     return 0;
