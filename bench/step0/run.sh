@@ -68,7 +68,9 @@ for fit in ${FITS:-exact classes}; do
         extra=(--tier resident) crit="$D/criteria-resident.txt" env=(QWISP_BACKEND=cpu)
         [ "$tier" = streaming ] && extra=("${STREAM[@]}") crit="$D/criteria-streaming.txt"
         [ "$BACKEND" = cuda ] && env=(QWISP_BACKEND=cuda) crit="$D/criteria-gpu-resident.txt"
-        [ "$tier" = vram ] && env=(QWISP_BACKEND=cuda "QWISP_DEVICE_VRAM=$VRAM_GB") crit="$D/criteria-gpu-vram.txt"
+        # the VRAM tier streams experts, but `qwisp ab` sees a resident host tier: prime by hand (docs/ab.md)
+        [ "$tier" = vram ] && env=(QWISP_BACKEND=cuda "QWISP_DEVICE_VRAM=$VRAM_GB") crit="$D/criteria-gpu-vram.txt" \
+            extra=(--tier resident --prime)
         echo "== $tier, QWISP_POOL_FIT=$fit ${env[*]} -> $out"
         env "${env[@]}" QWISP_POOL_FIT=$fit QWISP_THREADS=$THREADS "$Q" ab --criteria "$crit" -m "$M" \
             --prompt-tokens "$N_PROMPT" --decode "$N_GEN" --speed tokens --decode-threads "$DECODE_THREADS" \

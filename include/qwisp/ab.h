@@ -338,6 +338,7 @@ typedef struct {
     bool speed_tokens;
     int token_block, speed_rounds;
     int decode_threads; /* token-paired: threads of the decode (0 = the prompt's) */
+    bool prime;         /* token-paired: an untimed pass at each position before the arms' (streaming tiers) */
 } qw_ab_experiment;
 
 /* Metrics measured by the in-process trials when there are any. */

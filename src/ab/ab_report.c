@@ -102,6 +102,12 @@ static void write_hygiene_md(FILE *f, const qw_ab_experiment *e) {
                    "pool_evicted_mb says whether it ever acted)\n",
                 e->prompt_tokens, e->token_block, e->speed_rounds);
         if (e->decode_threads > 0) fprintf(f, "- decode threads: %d (the prompt's prefill on QWISP_THREADS)\n", e->decode_threads);
+        fprintf(f, "- priming pass: %s\n",
+                e->prime ? "yes (`--prime`): at every position one untimed pass under the baseline's policy ran before "
+                           "the arms', so a streaming tier's expert cache held that position's experts for every "
+                           "timed pass"
+                         : "no: on a streaming tier the first arm at a position pays its expert copies (the order "
+                           "rotates, so this is noise, not bias)");
         footprint_line(f, e, "footprint, pool, prefill metrics");
     } else if (e->n_speed_trials > 0) {
         fprintf(f, "- speed (decode/prefill/ttft metrics): **in one process** (`qwisp ab-worker`), one warm-up, then "
@@ -314,6 +320,7 @@ static char *build_json(const qw_ab_experiment *e) {
     if (e->speed_tokens) {
         cJSON_AddNumberToObject(hy, "token_block", e->token_block);
         cJSON_AddNumberToObject(hy, "speed_rounds", e->speed_rounds);
+        cJSON_AddBoolToObject(hy, "prime", e->prime);
     }
     cJSON_AddNumberToObject(hy, "replay_tokens", e->replay_tokens);
     cJSON_AddNumberToObject(hy, "footprint_decode", e->footprint_decode);

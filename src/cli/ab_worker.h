@@ -32,7 +32,7 @@ int qw_abw_apply_arm(const inproc_arm *a, bool clear, qw_error *err);
  * `block` positions appended to arr (round -1 for the first block: a
  * warm-up).  -1 + err when the model fails or the arms disagree on a token
  * (a pool policy must not change the output; the rewind must be exact). */
-int qw_abw_tokens(qw_ctx *c, int32_t decode, int32_t block, int32_t n_vocab, const inproc_arm *arms, int n_arms,
+int qw_abw_tokens(qw_ctx *c, int32_t decode, int32_t block, bool prime, int32_t n_vocab, const inproc_arm *arms, int n_arms,
                   const qw_ab_perf *perf, cJSON *arr, qw_error *err);
 
 #endif

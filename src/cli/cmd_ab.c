@@ -67,6 +67,9 @@ static const char *usage_text =
     "  --block K            tokens: decode positions per paired block (default 2 x the arms, A/A included: every\n"
     "                       arm then holds every slot of the order equally often; the first block is a warm-up)\n"
     "  --decode-threads N   tokens: decode on N threads, the prompt on QWISP_THREADS (default: the same)\n"
+    "  --prime              tokens: an untimed pass at every position before the arms', so a streaming tier's\n"
+    "                       expert cache holds that position's experts for every timed pass (default with\n"
+    "                       --tier streaming; --no-prime turns it off)\n"
     "  --replay N           inproc: prompt tokens re-prefilled per trial (default: the whole prompt)\n"
     "  --footprint-decode N decode tokens of the footprint trials (default: --decode)\n"
     "  --footprint-reps R   rounds of footprint trials (default: --reps; 0 = none, speed only)\n"
@@ -316,6 +319,7 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
     char ndt[32];
     snprintf(ndt, sizeof ndt, "%d", e->decode_threads);
     if (e->speed_tokens && e->decode_threads > 0) add_arg(argv, &c, "--decode-threads"), add_arg(argv, &c, ndt);
+    if (e->speed_tokens && e->prime) add_arg(argv, &c, "--prime");
     for (int a = 0; a < n_arms; a++) {
         specs[a] = qw_xcalloc(2048, 1);
         size_t o = (size_t)snprintf(specs[a], 2048, "%s:", e->arms[a].name);
@@ -403,6 +407,7 @@ int qw_cmd_ab(int argc, char **argv) {
     long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1, replay = -1, fp_decode = -1, fp_reps = -1, block = 0,
          decode_threads = 0;
     bool aa = true, pin = true, use_perf = true;
+    int prime = -1; /* --prime / --no-prime; -1: on for the streaming tier */
     const char *speed = "inproc";
     qw_ab_arm arms[17];
     int n_arms = 0, rc = 2;
@@ -414,6 +419,8 @@ int qw_cmd_ab(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(argv[i], "--no-aa")) { aa = false; continue; }
+        if (!strcmp(argv[i], "--prime")) { prime = 1; continue; }
+        if (!strcmp(argv[i], "--no-prime")) { prime = 0; continue; }
         if (!strcmp(argv[i], "--no-pin")) { pin = false; continue; }
         if (!strcmp(argv[i], "--no-perf")) { use_perf = false; continue; }
         if (QW_CLI_FLAG("--criteria")) { if (r < 0) goto out; crit_path = v; }
@@ -472,8 +479,8 @@ int qw_cmd_ab(int argc, char **argv) {
         goto out;
     }
     bool tokens = !strcmp(speed, "tokens"), inproc = tokens || !strcmp(speed, "inproc");
-    if (!tokens && (block || decode_threads)) {
-        fprintf(stderr, "qwisp ab: --block and --decode-threads need --speed tokens\n");
+    if (!tokens && (block || decode_threads || prime == 1)) {
+        fprintf(stderr, "qwisp ab: --block, --decode-threads and --prime need --speed tokens\n");
         goto out;
     }
     if (tokens && !block) block = 2L * (n_arms + (aa ? 1 : 0));
@@ -553,7 +560,8 @@ int qw_cmd_ab(int argc, char **argv) {
                           .level = 0.95, .seed = 20260101, .aa_arm = aa_arm,
                           .replay_tokens = (int)(replay < 0 || replay > prompt ? prompt : replay),
                           .footprint_decode = (int)fp_decode, .speed_tokens = tokens, .token_block = (int)block,
-                          .decode_threads = (int)decode_threads};
+                          .decode_threads = (int)decode_threads,
+                          .prime = tokens && (prime == 1 || (prime < 0 && !strcmp(tier, "streaming")))};
     if (fp_reps > e.reps) e.reps = (int)fp_reps;
     cpu_model(e.cpu_model, sizeof e.cpu_model);
     utc_now(e.criteria_read_at);

@@ -226,7 +226,7 @@ static int trial(qw_ctx *c, const qw_ctx_mark *mk, const int32_t *tail, int32_t 
 int qw_cmd_ab_worker(int argc, char **argv) {
     const char *C = "ab-worker", *model_flag = NULL;
     long prompt = 512, decode = 64, replay = -1, reps = 6, threads = 0, pair_tokens = 0, decode_threads = 0;
-    bool pin = true, use_perf = true;
+    bool pin = true, use_perf = true, prime = false;
     inproc_arm arms[16];
     int n_arms = 0;
     for (int i = 1; i < argc; i++) {
@@ -237,11 +237,13 @@ int qw_cmd_ab_worker(int argc, char **argv) {
                  "         [--pair-tokens K] [--no-pin] [--no-perf] --arm NAME:K=V[,K=V…] --arm …\n"
                  "  --pair-tokens K: the token-paired decode (ab_worker_tokens.c) instead of replay trials\n"
                  "  --decode-threads N: with --pair-tokens, decode on N threads (the prompt on --threads)\n"
+                 "  --prime: with --pair-tokens, an untimed pass at every position before the arms' (streaming tiers)\n"
                  "  started by `qwisp ab` for its in-process speed trials (docs/ab.md); arms may set only\n"
                  "  QWISP_PREFILL_CACHE_MB, QWISP_POOL_FIT, QWISP_POOL_DECAY_MS; prints one JSON object");
             return 0;
         }
         if (!strcmp(argv[i], "--no-pin")) pin = false;
+        else if (!strcmp(argv[i], "--prime")) prime = true;
         else if (!strcmp(argv[i], "--no-perf")) use_perf = false;
         else if (QW_CLI_FLAG("-m")) { if (r < 0) return 2; model_flag = v; }
         else if (QW_CLI_FLAG("--prompt-tokens")) { if (r < 0 || qw_cli_long(C, "--prompt-tokens", v, 1, 1 << 22, &prompt)) return 2; }
@@ -347,7 +349,8 @@ int qw_cmd_ab_worker(int argc, char **argv) {
             cJSON_ReplaceItemInObject(out, "pin", cJSON_CreateString(pin_desc));
             cJSON_AddNumberToObject(out, "decode_threads", (double)decode_threads);
         }
-        if (qw_abw_tokens(c, (int32_t)decode, (int32_t)pair_tokens, n_vocab0, arms, n_arms, &perf, arr, &err)) {
+        cJSON_AddBoolToObject(out, "prime", prime);
+        if (qw_abw_tokens(c, (int32_t)decode, (int32_t)pair_tokens, prime, n_vocab0, arms, n_arms, &perf, arr, &err)) {
             fprintf(stderr, "qwisp ab-worker: %s\n", err.msg);
             goto done;
         }

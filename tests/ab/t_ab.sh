@@ -129,13 +129,24 @@ J="$O/report.json"
     && [ "$(jq '[.speed_trials[].metrics.decode_tok_s_wall] | map(select(. > 0)) | length' "$J")" = 12 ] \
     && grep -q "token-paired" "$O/report.md" && grep -q "Wilcoxon signed-rank" "$O/report.md" \
     && grep -q "run-queue delay" "$O/report.md" && grep -q "decode threads: 1" "$O/report.md" \
+    && [ "$(jq -r .measurement.prime "$J")" = false ] && grep -q "priming pass: no" "$O/report.md" \
     && [ "$(jq '.arms[1].metrics.prefill_tok_s.n' "$J")" = 1 ] \
     && echo "$out" | grep -q "noise floor (A/A, in-process, token-paired)" \
     && pass "token-paired: every arm the same token at every position, blocks of 2 x arms, statistic stated" \
     || fail "token-paired: rc=$rc $out"
 out=$("$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" --block 4 --arm a: --arm b:QWISP_PREFILL_CACHE_MB=1 --out "$T/o10" 2>&1); rc=$?
-[ $rc -eq 2 ] && echo "$out" | grep -q "\-\-block and \-\-decode-threads need \-\-speed tokens" && [ ! -e "$T/o10" ] \
+[ $rc -eq 2 ] && echo "$out" | grep -q "\-\-decode-threads and \-\-prime need \-\-speed tokens" && [ ! -e "$T/o10" ] \
     && pass "--block without --speed tokens refused" || fail "--block: rc=$rc $out"
+# on a streaming tier the token-paired decode primes every position by
+# default (an untimed pass first: the expert cache then holds the position's
+# experts for every timed arm), and the arms still agree token for token
+O="$T/o12"
+out=$(QWISP_THREADS=2 "$Q" ab --criteria "$T/crit.txt" -m "$M3" --prompt-tokens 48 --decode 13 --footprint-reps 0 \
+    --speed tokens --decode-threads 1 --tier streaming --raw-c 2 --arm u: --arm c:QWISP_PREFILL_CACHE_MB=1 --out "$O" 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(jq -r .measurement.prime "$O/report.json")" = true ] && grep -q "priming pass: yes" "$O/report.md" \
+    && [ "$(jq '[.speed_trials[] | select(.ok and (.warmup | not))] | length' "$O/report.json")" = 3 ] \
+    && pass "token-paired on a streaming tier: every position primed by an untimed pass, the arms agree" \
+    || fail "--prime: rc=$rc $out"
 out=$("$Q" ab --criteria "$T/crit.txt" -m "$M" --prompt-tokens 16 --decode 8 --speed tokens --arm a: --arm b: --out "$T/o11" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "fewer than 2 blocks" && [ ! -e "$T/o11" ] \
     && pass "--speed tokens with too few decode tokens for two blocks refused" || fail "too few blocks: rc=$rc $out"
