@@ -308,6 +308,9 @@ typedef struct {
     const char *model, *tier, *command; /* command: the ab invocation, for the report */
     char child_cmd[512];                /* what each trial ran */
     double simulate_gb;                 /* 0 = not under simulate */
+    /* the backend settings every arm inherits ("QWISP_BACKEND=cuda QWISP_DEVICE_VRAM=8"; "" = none
+     * set): `tier` is the host's; on a GPU the device's tier comes from these */
+    char backend_env[160];
     int prompt_tokens, decode;
     int resamples;   /* bootstrap draws (2000) */
     double level;    /* interval level (0.95) */

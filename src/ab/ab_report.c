@@ -155,6 +155,7 @@ static void write_md(FILE *f, const qw_ab_experiment *e) {
     fprintf(f, "- binary: `%s`, sha256 `%s`\n", e->exe_path, e->exe_sha256);
     fprintf(f, "- model: `%s`; tier: %s%s", e->model, e->tier, e->simulate_gb > 0 ? "; under `qwisp simulate " : "");
     if (e->simulate_gb > 0) fprintf(f, "%gGB`", e->simulate_gb);
+    if (e->backend_env[0]) fprintf(f, " (the host's); backend settings of every arm: `%s`", e->backend_env);
     fprintf(f, "\n- prompt tokens %d, decode tokens %d, %d reps per arm, order balanced (ABC CBA …), 1 warm-up trial "
                "(arm '%s') discarded\n",
             e->prompt_tokens, e->decode, e->reps, e->arms[0].name);
@@ -309,6 +310,7 @@ static char *build_json(const qw_ab_experiment *e) {
     cJSON_AddStringToObject(o, "binary_sha256", e->exe_sha256);
     cJSON_AddStringToObject(o, "model", e->model);
     cJSON_AddStringToObject(o, "tier", e->tier);
+    cJSON_AddStringToObject(o, "backend_env", e->backend_env);
     cJSON_AddNumberToObject(o, "simulate_gb", e->simulate_gb);
     cJSON_AddNumberToObject(o, "prompt_tokens", e->prompt_tokens);
     cJSON_AddNumberToObject(o, "decode", e->decode);

@@ -570,6 +570,14 @@ int qw_cmd_ab(int argc, char **argv) {
     if (!model) goto out_crit;
     e.model = model;
     e.simulate_gb = simulate ? strtod(simulate, NULL) : 0;
+    {
+        const char *names[] = {"QWISP_BACKEND", "QWISP_DEVICE_VRAM", "QWISP_DEVICE_SLOTS", "QWISP_DEVICE_PIN"};
+        size_t o = 0;
+        for (size_t i = 0; i < sizeof names / sizeof *names && o < sizeof e.backend_env; i++) {
+            const char *v = getenv(names[i]);
+            if (v) o += (size_t)snprintf(e.backend_env + o, sizeof e.backend_env - o, "%s%s=%s", o ? " " : "", names[i], v);
+        }
+    }
     char exe[4096];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (el <= 0) {

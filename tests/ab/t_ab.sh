@@ -141,11 +141,13 @@ out=$("$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" --block 4 --arm a: --arm b:QW
 # default (an untimed pass first: the expert cache then holds the position's
 # experts for every timed arm), and the arms still agree token for token
 O="$T/o12"
-out=$(QWISP_THREADS=2 "$Q" ab --criteria "$T/crit.txt" -m "$M3" --prompt-tokens 48 --decode 13 --footprint-reps 0 \
+out=$(QWISP_THREADS=2 QWISP_BACKEND=cpu "$Q" ab --criteria "$T/crit.txt" -m "$M3" --prompt-tokens 48 --decode 13 --footprint-reps 0 \
     --speed tokens --decode-threads 1 --tier streaming --raw-c 2 --arm u: --arm c:QWISP_PREFILL_CACHE_MB=1 --out "$O" 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(jq -r .measurement.prime "$O/report.json")" = true ] && grep -q "priming pass: yes" "$O/report.md" \
+    && [ "$(jq -r .backend_env "$O/report.json")" = QWISP_BACKEND=cpu ] \
+    && grep -q "tier: streaming (the host's); backend settings of every arm: .QWISP_BACKEND=cpu." "$O/report.md" \
     && [ "$(jq '[.speed_trials[] | select(.ok and (.warmup | not))] | length' "$O/report.json")" = 3 ] \
-    && pass "token-paired on a streaming tier: every position primed by an untimed pass, the arms agree" \
+    && pass "token-paired on a streaming tier: every position primed by an untimed pass, the arms agree; backend settings named" \
     || fail "--prime: rc=$rc $out"
 out=$("$Q" ab --criteria "$T/crit.txt" -m "$M" --prompt-tokens 16 --decode 8 --speed tokens --arm a: --arm b: --out "$T/o11" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "fewer than 2 blocks" && [ ! -e "$T/o11" ] \
