@@ -153,12 +153,11 @@ __device__ __forceinline__ bool cu_mm_row(const cu_mm_dst &D, cu_mm_pick *p) {
 
 /* K-quant weights with Q8_K activations and the CPU's integer block dots
  * (cu_matmul_kq.cu), for D's weights (one type, width k, blocks D.blk_end
- * [D.n - 1]); false (nothing launched) where that path does not apply:
- * another type, rows not packed (ldx != k), k % 256, or a scratch too small
- * — the caller then takes the f32 path.  The tensor cores take a one-weight
- * D only. */
-bool cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const float *x, int ldx, int xdiv,
-                  const cu_tile *tiles, int n_tiles, int n_tok, cu_q8_scratch *sc, bool reuse);
+ * [D.n - 1]), where cu_q8_plan said CU_Q8_K (a K-quant, packed rows, k %
+ * 256 == 0, the scratch large enough; else the f32 path runs).  The tensor
+ * cores take a one-weight D only. */
+void cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const float *x, int xdiv, const cu_tile *tiles,
+                  int n_tiles, int n_tok, cu_q8_scratch *sc, bool reuse);
 /* The Q8_K scratch's 16-element sums: after the int8 values (cap bytes,
  * rounded to 16). */
 static inline int32_t *cu_q8k_bsums(const cu_q8_scratch *sc) {
@@ -226,7 +225,7 @@ void cu_matmul_set(cudaStream_t s, const cu_mm_out *outs, int n, const float *x,
 void cu_get_rows(cudaStream_t s, const cu_tensor *w, const int32_t *tokens, int n, float *out);
 
 /* ---- cu_ops.cu ---- */
-/* tiles (may be NULL): also cu_tiles_from_sel's tiles, one per assignment. */
+/* tiles (may be NULL): also one expert tile per assignment (decode's grouping). */
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
               int32_t *sel, float *selw, cu_tile *tiles);
 void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n);
@@ -241,14 +240,17 @@ void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *se
  * (of `next`) takes, so that it skips its converter: the converter's bytes
  * (cu_q8act.cuh), recorded as held in the scratch.  Where next takes no
  * int8 form, the plain step runs. */
-/* cu_rmsnorm over rows of n (packed: ld n), then out's int8 form. */
+/* RMSNorm over rows of n (packed: ld n; sums in double, scale before the
+ * weight), then out's int8 form for next. */
 void cu_rmsnorm_q8(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, float eps,
                    const cu_tensor *next);
 /* g = silu(g) * u over rows x f packed, then g's int8 form. */
 void cu_swiglu_q8(cudaStream_t s, float *g, const float *u, int rows, int f, const cu_tensor *next);
 
-/* cu_split_q (gated), cu_rmsnorm of q by q_norm and of k by k_norm, cu_rope
- * of both and cu_kv_append of k and v, as one kernel (same bits). */
+/* Between the q/k/v projections and the scores, one kernel: q out of the
+ * gated [q | gate] layout, QK RMSNorm, NeoX RoPE of both, and k and v
+ * appended to the layer's KV cache at the position (pos_dev: the decode
+ * graph's device position, or NULL = pos0). */
 void cu_attn_prep(cudaStream_t s, const float *qg, float *q, float *k, const float *v, const float *q_norm,
                   const float *k_norm, void *kc, void *vc, bool f32, int n_tok, int H, int HKV, int D, int n_rot,
                   int pos0, const int32_t *pos_dev, float base, float eps, bool gated);

@@ -258,7 +258,10 @@ static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, c
                                                                      n_tok);
         return;
     }
-    if (kind == CU_Q8_K && cu_matmul_kq(s, w->type, k, &D, x, ldx, xdiv, tiles, n_tiles, n_tok, sc, reuse)) return;
+    if (kind == CU_Q8_K) {
+        cu_matmul_kq(s, w->type, k, &D, x, xdiv, tiles, n_tiles, n_tok, sc, reuse);
+        return;
+    }
     if (w->type == QW_TYPE_F32) {
         mm_f32_kernel<<<grid, MM_WARPS * 32, 0, s>>>(D, k, x, ldx, xdiv, tiles, n_tok);
         return;
@@ -307,9 +310,13 @@ void cu_matmul_again(cudaStream_t s, const cu_tensor *w, const uint8_t *wbase, c
  * Every row's dot is computed as a lone matmul computes it. */
 void cu_matmul_set(cudaStream_t s, const cu_mm_out *outs, int n, const float *x, int ldx, int xdiv,
                    const cu_tile *tiles, int n_tiles, int n_tok, bool again) {
+    if (n > CU_MM_OUTS_MAX) { /* in slices (the callers pass a layer's siblings: at most 4) */
+        cu_matmul_set(s, outs, CU_MM_OUTS_MAX, x, ldx, xdiv, tiles, n_tiles, n_tok, again);
+        cu_matmul_set(s, outs + CU_MM_OUTS_MAX, n - CU_MM_OUTS_MAX, x, ldx, xdiv, tiles, n_tiles, n_tok, true);
+        return;
+    }
     const bool one_each = cu_mma_wanted(tiles, n_tiles, n_tok, xdiv);
     bool done[CU_MM_OUTS_MAX] = {false};
-    if (n > CU_MM_OUTS_MAX) n = CU_MM_OUTS_MAX; /* the callers pass a layer's siblings: at most 4 */
     for (int i = 0; i < n; i++) {
         if (done[i]) continue;
         cu_mm_dst D = {};

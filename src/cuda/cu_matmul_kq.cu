@@ -187,13 +187,8 @@ __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const i
     }
 }
 
-bool cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const float *x, int ldx, int xdiv,
-                  const cu_tile *tiles, int n_tiles, int n_tok, cu_q8_scratch *sc, bool reuse) {
-    if (!sc || ldx != k || k % 256 || n_tok <= 0 || (size_t)n_tok * k > sc->cap) return false;
-    switch (type) {
-    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K: break;
-    default: return false;
-    }
+void cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const float *x, int xdiv, const cu_tile *tiles,
+                  int n_tiles, int n_tok, cu_q8_scratch *sc, bool reuse) {
     /* the scratch: int8 values in xq's bytes, then the 16-sums; d per block in xd */
     int8_t *q = (int8_t *)sc->xq;
     int32_t *bs = cu_q8k_bsums(sc); /* cap/4 bytes more: 4 * cap fit */
@@ -203,7 +198,7 @@ bool cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const flo
     if (D->n == 1 && cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
         cu_matmul_mma_kq(s, type, D->W[0], D->mat_bytes[0], D->row_bytes[0], D->rows[0], k, q, bs, sc->xd, xdiv, tiles,
                          n_tiles, n_tok, D->y[0], D->ldy[0], D->acc))
-        return true;
+        return;
     dim3 grid(D->blk_end[D->n - 1], tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
 #define KQ(T)                                                                                                   \
     case T: mm_kq_kernel<T><<<grid, KQ_WARPS * 32, 0, s>>>(*D, k, q, bs, sc->xd, xdiv, tiles, n_tok); break;
@@ -212,5 +207,4 @@ bool cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const flo
     default: break;
     }
 #undef KQ
-    return true;
 }

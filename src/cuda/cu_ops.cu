@@ -15,8 +15,9 @@
  * SwiGLU convert their output to the int8 blocks the next matmul takes
  * (cu_q8act.cuh's bytes); attention's preparation is one kernel.  (The MoE
  * combine fused with the next norm was measured slower: one block a token
- * pulls the eight expert rows through one SM.)  Every fused step shares its arithmetic with
- * the plain one (rms_row, rope_pair, combine1, swiglu1), so the bits agree.
+ * pulls the eight expert rows through one SM.)  A fused step does the
+ * plain step's arithmetic in its order (rms_row, rope_pair, swiglu1, the
+ * converters' block functions), so the bits agree with the CPU's as before.
  */
 #include "cu_common.h"
 #include "cu_q8act.cuh"
@@ -200,7 +201,7 @@ __global__ void route_kernel(const float *logits, int X, int k, int norm, float 
     }
     if (scale != 0.0f && scale != 1.0f)
         for (int q = 0; q < k; q++) w[q] *= scale;
-    if (tiles) /* cu_tiles_from_sel's: assignment a alone with its expert */
+    if (tiles) /* one tile per assignment a: a alone with its expert (decode's grouping) */
         for (int q = 0; q < k; q++) {
             cu_tile *t = &tiles[(size_t)blockIdx.x * k + q];
             t->e = s[q];
@@ -292,28 +293,23 @@ void cu_sigmoid_mul(cudaStream_t s, float *a, const float *g, int n_tok, int n_h
     sigmoid_mul_kernel<<<dim3(n_head, n_tok), 64, 0, s>>>(a, g, n_head, d, g_stride);
 }
 
-/* x[d] after the MoE of token t (moe.c): each expert row scaled by its
- * weight (rounded), summed in top-k order, then the shared expert's gated
- * row added. */
-__device__ __forceinline__ float combine1(float x, const float *dr, const float *w, int k, int E, const float *sdr,
-                                          float g) {
-    float acc = __fmul_rn(dr[0], w[0]);
-    for (int q = 1; q < k; q++) acc = __fadd_rn(acc, __fmul_rn(dr[(size_t)q * E], w[q]));
-    return sdr ? x + __fadd_rn(acc, __fmul_rn(*sdr, g)) : x + acc;
-}
-
-__device__ __forceinline__ float shexp_gate1(const float *sgate, int t) {
-    return sgate ? 1.0f / (1.0f + cu_expf(-sgate[t])) : 0.0f;
-}
-
 __global__ void moe_combine_kernel(float *x, const float *down, const float *selw, const float *sd,
                                    const float *sgate, int k, int E) {
     const int t = blockIdx.y;
     const int d = blockIdx.x * blockDim.x + threadIdx.x;
     if (d >= E) return;
+    const float *dr = down + (size_t)t * k * E + d;
+    const float *w = selw + (size_t)t * k;
+    /* moe.c: each expert row scaled by its weight (rounded), then summed in top-k order */
+    float acc = __fmul_rn(dr[0], w[0]);
+    for (int q = 1; q < k; q++) acc = __fadd_rn(acc, __fmul_rn(dr[(size_t)q * E], w[q]));
     float *xr = x + (size_t)t * E + d;
-    *xr = combine1(*xr, down + (size_t)t * k * E + d, selw + (size_t)t * k, k, E, sd ? sd + (size_t)t * E + d : NULL,
-                   shexp_gate1(sd ? sgate : NULL, t));
+    if (sd) {
+        const float g = 1.0f / (1.0f + cu_expf(-sgate[t]));
+        *xr += __fadd_rn(acc, __fmul_rn(sd[(size_t)t * E + d], g));
+    } else {
+        *xr += acc;
+    }
 }
 
 void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *selw, const float *sd,
@@ -326,9 +322,9 @@ void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *se
  * block per (token, head): a query head takes its q (out of the gated
  * layout's [q | gate] when gated), RMSNorms it by q_norm and rotates it; a KV
  * head RMSNorms and rotates its k by k_norm and appends k and v to the cache
- * (f16 rounded to nearest even, or f32).  Each step is the plain kernels'
- * (cu_split_q, cu_rmsnorm, cu_rope, cu_kv_append) on the same values, with
- * the norm's block size, so the bits are theirs. */
+ * (f16 rounded to nearest even, or f32).  The norm is rms_row with the
+ * plain RMSNorm's block size and the rotation ops.c's (rope_pair), so the
+ * bits are what the separate steps gave. */
 __global__ void attn_prep_kernel(const float *qg, float *q, float *k, const float *v, const float *qn, const float *kn,
                                  void *kc, void *vc, int f32, int H, int HKV, int D, int n_rot, int pos0,
                                  const int32_t *pos_dev, float theta_scale, float eps, int gated) {
@@ -374,7 +370,7 @@ void cu_attn_prep(cudaStream_t s, const float *qg, float *q, float *k, const flo
                   const float *k_norm, void *kc, void *vc, bool f32, int n_tok, int H, int HKV, int D, int n_rot,
                   int pos0, const int32_t *pos_dev, float base, float eps, bool gated) {
     if (n_tok <= 0) return;
-    const float theta_scale = powf(base, -2.0f / (float)n_rot); /* on the host, as cu_rope */
+    const float theta_scale = powf(base, -2.0f / (float)n_rot); /* on the host, as ops.c computes it */
     attn_prep_kernel<<<dim3(H + HKV, n_tok), rms_threads(D), 0, s>>>(qg, q, k, v, q_norm, k_norm, kc, vc, f32, H, HKV,
                                                                      D, n_rot, pos0, pos_dev, theta_scale, eps, gated);
 }
