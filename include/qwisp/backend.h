@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 6
+#define QW_BACKEND_ABI 7
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -43,6 +43,7 @@ typedef struct qw_backend_cfg {
     int64_t kv_positions;        /* positions over all contexts, for the tier decision */
     int pin_host;                /* QWISP_DEVICE_PIN: 0 off, 1 auto, 2 on: page-lock the mmaped experts (streaming tier) */
     int mma;                     /* QWISP_DEVICE_MMA: 0 off, 1 auto, 2 always */
+    uint64_t stage_bytes;        /* QWISP_DEVICE_STAGE_MB in bytes: page-locked staging for pageable expert copies (0 = the driver's) */
 } qw_backend_cfg;
 
 /* Device memory and tier counters (one X-macro list, stats.h rows in backend.c). */

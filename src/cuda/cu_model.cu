@@ -91,6 +91,15 @@ static uint64_t activation_bytes(const qw_hparams *hp, int rows) {
     return per_row * rows + (64u << 20);
 }
 
+/* One host-to-slot copy: staged (cu_stage.cu) when the experts are pageable
+ * and staging is on, else one cudaMemcpyAsync (a DMA from page-locked
+ * memory; from pageable memory, the driver's own staging). */
+static int copy_in(cu_model *dm, uint8_t *dst, const uint8_t *src, size_t n, cudaStream_t s, qw_error *err) {
+    if (dm->stager) return cu_stager_put(dm->stager, dst, src, n, s, err);
+    CU_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s), err);
+    return 0;
+}
+
 int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, cudaStream_t s, qw_error *err) {
     cu_layer *D = &dm->layers[il];
     const qw_layer *L = &dm->m->layers[il];
@@ -106,19 +115,17 @@ int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, c
         if (victim < 0) return cu_fail(err, "layer %d: %d experts in one group exceed %d slots", il, n, dm->slots);
         if (D->who[victim] >= 0) D->slot_of[D->who[victim]] = -1;
         const size_t g = D->gate_exps.matrix_bytes, u = D->up_exps.matrix_bytes, dn = D->down_exps.matrix_bytes;
-        CU_TRY(cudaMemcpyAsync(D->slot_g + (size_t)victim * g, (const uint8_t *)L->gate_exps.data + (size_t)e * g, g,
-                               cudaMemcpyHostToDevice, s), err);
-        CU_TRY(cudaMemcpyAsync(D->slot_u + (size_t)victim * u, (const uint8_t *)L->up_exps.data + (size_t)e * u, u,
-                               cudaMemcpyHostToDevice, s), err);
-        CU_TRY(cudaMemcpyAsync(D->slot_d + (size_t)victim * dn, (const uint8_t *)L->down_exps.data + (size_t)e * dn,
-                               dn, cudaMemcpyHostToDevice, s), err);
+        if (copy_in(dm, D->slot_g + (size_t)victim * g, (const uint8_t *)L->gate_exps.data + (size_t)e * g, g, s, err) ||
+            copy_in(dm, D->slot_u + (size_t)victim * u, (const uint8_t *)L->up_exps.data + (size_t)e * u, u, s, err) ||
+            copy_in(dm, D->slot_d + (size_t)victim * dn, (const uint8_t *)L->down_exps.data + (size_t)e * dn, dn, s, err))
+            return -1;
         D->who[victim] = e;
         D->slot_of[e] = victim;
         D->stamp[victim] = mark;
         dm->copies++;
         dm->copy_bytes += g + u + dn;
     }
-    return 0;
+    return dm->stager ? cu_stager_flush(dm->stager, s, err) : 0;
 }
 
 /* Page-locks the routed experts' bytes (page-aligned spans, merged where
@@ -228,6 +235,7 @@ static int check_model(const qw_model *m, qw_error *err) {
 
 static void free_dm(cu_model *dm) {
     if (!dm) return;
+    cu_stager_free(dm->stager);
     for (int j = 0; j < dm->n_pinned; j++) cudaHostUnregister(dm->pinned[j]);
     free(dm->pinned);
     if (dm->layers)
@@ -356,15 +364,24 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
             }
             if (cfg->pin_host) pin_experts(dm, cfg->pin_host == 2);
             else snprintf(dm->pin_why, sizeof dm->pin_why, "QWISP_DEVICE_PIN=off");
+            if (!dm->n_pinned && cfg->stage_bytes) {
+                dm->stager = cu_stager_new(cfg->stage_bytes, dm->stage_why, sizeof dm->stage_why);
+                if (dm->stager)
+                    snprintf(dm->stage_why, sizeof dm->stage_why, "staged through %.0f MB of page-locked buffers by %d threads",
+                             cu_stager_bytes(dm->stager) / 1e6, cu_stager_threads(dm->stager));
+            } else if (!dm->n_pinned) {
+                snprintf(dm->stage_why, sizeof dm->stage_why, "the driver's copies: QWISP_DEVICE_STAGE_MB=0");
+            }
         }
         cudaDeviceProp prop;
         cudaGetDeviceProperties(&prop, 0);
         if (dm->streaming)
             snprintf(dm->desc, sizeof dm->desc,
                      "cuda (%s): streaming tier, %.2f GB non-expert weights in VRAM + %d expert slots/layer (%.2f GB); "
-                     "%.2f GB of experts in host memory (%s%s); budget %.2f GB",
+                     "%.2f GB of experts in host memory (%s%s%s%s); budget %.2f GB",
                      prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9,
-                     dm->n_pinned ? "page-locked" : "pageable: ", dm->n_pinned ? "" : dm->pin_why, budget / 1e9);
+                     dm->n_pinned ? "page-locked" : "pageable: ", dm->n_pinned ? "" : dm->pin_why,
+                     dm->n_pinned ? "" : "; ", dm->n_pinned ? "" : dm->stage_why, budget / 1e9);
         else
             snprintf(dm->desc, sizeof dm->desc, "cuda (%s): resident tier, %.2f GB of weights in VRAM; budget %.2f GB",
                      prop.name, arena / 1e9, budget / 1e9);

@@ -28,6 +28,8 @@ typedef struct cu_layer {
     uint64_t *stamp;    /* [slots] host: last use (LRU) */
 } cu_layer;
 
+typedef struct cu_stager cu_stager; /* cu_stage.cu */
+
 typedef struct cu_model {
     const qw_model *m;
     qw_hparams hp;
@@ -45,6 +47,8 @@ typedef struct cu_model {
     int n_pinned;
     uint64_t pinned_bytes;
     char pin_why[160]; /* why not, when the driver refused */
+    cu_stager *stager;  /* not page-locked: copies staged through page-locked buffers (NULL = the driver's) */
+    char stage_why[160];
     char desc[1024];
 } cu_model;
 
@@ -53,5 +57,19 @@ typedef struct cu_model {
  * slots, distinct), copying the missing ones from host memory on stream s.
  * 0 / -1 + err. */
 int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, cudaStream_t s, qw_error *err);
+
+/* ---- cu_stage.cu ---- */
+/* Page-locked staging buffers of `bytes` in all and their filling threads;
+ * NULL with why on failure. */
+cu_stager *cu_stager_new(size_t bytes, char *why, size_t why_n);
+void cu_stager_free(cu_stager *st);
+int cu_stager_threads(const cu_stager *st);
+size_t cu_stager_bytes(const cu_stager *st);
+/* Queues a copy of n bytes from pageable host memory to the device on
+ * stream s; the bytes are read from src by the next flush (at the latest),
+ * so src must stay mapped until then.  0 / -1 + err. */
+int cu_stager_put(cu_stager *st, void *dst, const void *src, size_t n, cudaStream_t s, qw_error *err);
+/* Copies what was put into the current buffer and queues its DMAs. */
+int cu_stager_flush(cu_stager *st, cudaStream_t s, qw_error *err);
 
 #endif

@@ -34,3 +34,19 @@ g=$(QWISP_BACKEND=cuda QWISP_DEVICE_SLOTS=4 "$BIN" run -m models/qwen35moe.gguf 
 r=$(QWISP_BACKEND=cuda "$BIN" run -m models/qwen35moe.gguf -p "$P" -n 24 --seed 1 2>/dev/null)
 if [ "$s" -ge 1 ] && [ "$g" = "$r" ]; then echo "PASS: streaming tier (4 slots) says so and writes the resident tier's text"
 else echo "FAIL: streaming tier: said=$s '$g' vs '$r'"; fi
+# the expert copies' three paths (docs/cuda.md): qwisp's staging with buffers
+# smaller than one expert matrix (pieces split over buffers, the ring wrapping),
+# the driver's pageable copies, and page-locked in place: the resident text each
+for mode in "QWISP_DEVICE_PIN=off QWISP_DEVICE_STAGE_MB=1" "QWISP_DEVICE_PIN=off QWISP_DEVICE_STAGE_MB=0" "QWISP_DEVICE_PIN=on"; do
+    # shellcheck disable=SC2086
+    line=$(env $mode QWISP_LOG=info QWISP_BACKEND=cuda QWISP_DEVICE_SLOTS=4 "$BIN" run -m models/qwen35moe.gguf -p "$P" -n 24 --seed 1 2>&1 >/dev/null | grep -m1 "streaming tier")
+    # shellcheck disable=SC2086
+    g=$(env $mode QWISP_BACKEND=cuda QWISP_DEVICE_SLOTS=4 "$BIN" run -m models/qwen35moe.gguf -p "$P" -n 24 --seed 1 2>/dev/null)
+    case "$mode" in
+    *STAGE_MB=1) want="staged through" ;;
+    *STAGE_MB=0) want="the driver's copies" ;;
+    *) want="page-locked" ;;
+    esac
+    if [ "$g" = "$r" ] && [ "${line#*"$want"}" != "$line" ]; then echo "PASS: streaming tier, $mode: '$want', the resident tier's text"
+    else echo "FAIL: streaming tier, $mode: '$g' vs '$r'; tier line: $line"; fi
+done
