@@ -20,7 +20,8 @@
 # BACKEND=cuda: the same experiment on the GPU backend (issue 18, item 7),
 # where the bound is also the device pool's cache limit: tiers `resident`
 # (every weight in VRAM) and `vram` (QWISP_DEVICE_VRAM=$VRAM_GB: the routed
-# experts streamed from host memory into a VRAM expert cache), criteria
+# experts streamed from host memory into a VRAM expert cache; prefill chunks
+# of QWISP_CHUNK=$VRAM_CHUNK tokens, each copying every expert once), criteria
 # criteria-gpu-resident.txt / criteria-gpu-vram.txt (footprint = host + the
 # device pool's held peak).  THREADS and DECODE_THREADS only size the host side.
 #
@@ -42,6 +43,7 @@ RAW_C=${RAW_C:-16}
 SIM_GB=${SIM_GB:-16}
 BACKEND=${BACKEND:-cpu}
 VRAM_GB=${VRAM_GB:-8}
+VRAM_CHUNK=${VRAM_CHUNK:-4096}  # vram tier: every prefill chunk copies its experts once (docs/cuda.md)
 THREADS=${THREADS:-$(( $(nproc) > 2 ? $(nproc) - 1 : $(nproc) ))}  # prefill; one CPU left for the harness's sampler
 T=$(mktemp -d /tmp/qwisp-step0.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -69,7 +71,7 @@ for fit in ${FITS:-exact classes}; do
         [ "$tier" = streaming ] && extra=("${STREAM[@]}") crit="$D/criteria-streaming.txt"
         [ "$BACKEND" = cuda ] && env=(QWISP_BACKEND=cuda) crit="$D/criteria-gpu-resident.txt"
         # the VRAM tier streams experts, but `qwisp ab` sees a resident host tier: prime by hand (docs/ab.md)
-        [ "$tier" = vram ] && env=(QWISP_BACKEND=cuda "QWISP_DEVICE_VRAM=$VRAM_GB") crit="$D/criteria-gpu-vram.txt" \
+        [ "$tier" = vram ] && env=(QWISP_BACKEND=cuda "QWISP_DEVICE_VRAM=$VRAM_GB" "QWISP_CHUNK=$VRAM_CHUNK") crit="$D/criteria-gpu-vram.txt" \
             extra=(--tier resident --prime)
         echo "== $tier, QWISP_POOL_FIT=$fit ${env[*]} -> $out"
         env "${env[@]}" QWISP_POOL_FIT=$fit QWISP_THREADS=$THREADS "$Q" ab --criteria "$crit" -m "$M" \

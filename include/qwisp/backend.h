@@ -43,6 +43,7 @@ typedef struct qw_backend_cfg {
     int64_t kv_positions;        /* positions over all contexts, for the tier decision */
     int pin_host;                /* QWISP_DEVICE_PIN: 0 off, 1 auto, 2 on: page-lock the mmaped experts (streaming tier) */
     int mma;                     /* QWISP_DEVICE_MMA: 0 off, 1 auto, 2 always */
+    int32_t chunk;               /* QWISP_CHUNK: tokens per prefill chunk (the activations the tier reserves) */
     uint64_t stage_bytes;        /* QWISP_DEVICE_STAGE_MB in bytes: page-locked staging for pageable expert copies (0 = the driver's) */
 } qw_backend_cfg;
 

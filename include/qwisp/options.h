@@ -64,6 +64,7 @@
     X(DEVICE_VRAM, "QWISP_DEVICE_VRAM", NULL, STR, NULL, 0, 0, "CUDA: GB of device memory to use (emulate a smaller GPU, e.g. 8); unset = the free memory") \
     X(DEVICE_SLOTS, "QWISP_DEVICE_SLOTS", NULL, INT, "-1", -1, 65536, "CUDA: expert slots per layer in VRAM (streaming tier); 0 = resident; -1 = chosen from VRAM") \
     X(DEVICE_PIN, "QWISP_DEVICE_PIN", NULL, ENUM, "auto", 0, 0, "CUDA streaming tier: auto (page-lock the mmaped experts for direct DMA where the file is in memory: tmpfs, ramfs, hugetlbfs) | on (page-lock wherever the file is) | off (pageable copies)") \
+    X(CHUNK, "QWISP_CHUNK", NULL, INT, "512", 1, 65536, "tokens per prefill chunk: the workspace (and on the GPU the activations the tier reserves) is sized for one; on the CUDA streaming tier every chunk copies its experts once, so a longer chunk copies less") \
     X(DEVICE_STAGE_MB, "QWISP_DEVICE_STAGE_MB", NULL, INT, "64", 0, 65536, "CUDA streaming tier, experts not page-locked: MB of page-locked buffers host threads fill from the mmaped file, so each expert copy is a DMA; 0 = the driver's pageable copies") \
     X(DEVICE_MMA, "QWISP_DEVICE_MMA", NULL, ENUM, "auto", 0, 0, "CUDA int8 block matmuls: auto (tensor cores for multi-token tiles, dp4a for decode) | always | off (dp4a); same bits every way") \
     X(TEST_REPLY_FILE, "QWISP_TEST_REPLY_FILE", NULL, STR, NULL, 0, 0, "tests only: serve/chat replies are this file's text (the model still runs)")

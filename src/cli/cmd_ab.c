@@ -571,7 +571,7 @@ int qw_cmd_ab(int argc, char **argv) {
     e.model = model;
     e.simulate_gb = simulate ? strtod(simulate, NULL) : 0;
     {
-        const char *names[] = {"QWISP_BACKEND", "QWISP_DEVICE_VRAM", "QWISP_DEVICE_SLOTS", "QWISP_DEVICE_PIN", "QWISP_DEVICE_STAGE_MB"};
+        const char *names[] = {"QWISP_BACKEND", "QWISP_DEVICE_VRAM", "QWISP_DEVICE_SLOTS", "QWISP_DEVICE_PIN", "QWISP_DEVICE_STAGE_MB", "QWISP_CHUNK"};
         size_t o = 0;
         for (size_t i = 0; i < sizeof names / sizeof *names && o < sizeof e.backend_env; i++) {
             const char *v = getenv(names[i]);

@@ -491,7 +491,17 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
 
 /* The layers and the head, enqueued on c's stream (captured into the decode
  * graph, or run directly).  pos_dev: the position on the device (graph) or NULL. */
-static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool logits, bool all, qw_error *err) {
+/* Rows of logits one pass of the output matmul makes: all-row logits of a
+ * longer chunk go out in blocks, so the buffer (and the tier's reserve,
+ * cu_model.cu) does not grow with the chunk.  Rows are independent, so the
+ * blocks give the same bits as one pass. */
+enum { CU_LOGIT_ROWS = 512 };
+
+/* Enqueues the forward pass of n tokens; with logits, the last row's (or
+ * every row's, `all`) into c->logits, and, where host is given, copied there
+ * block by block (host = NULL: the caller copies the one block). */
+static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool logits, bool all, float *host,
+                   qw_error *err) {
     cu_model *dm = c->dm;
     const qw_hparams *hp = &dm->hp;
     const int E = hp->n_embd, V = hp->n_vocab;
@@ -507,9 +517,15 @@ static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool lo
     }
     if (logits) {
         const int rows = all ? n : 1;
-        const float *xin = P(c->x) + (size_t)(all ? 0 : n - 1) * E;
-        cu_rmsnorm_q8(s, P(c->xn), xin, (const float *)dm->output_norm.data, E, rows, hp->rms_eps, &dm->output);
-        cu_matmul_again(s, &dm->output, NULL, P(c->xn), E, 1, NULL, 0, rows, P(c->logits), V, false);
+        for (int r0 = 0; r0 < rows; r0 += CU_LOGIT_ROWS) {
+            const int nr = rows - r0 < CU_LOGIT_ROWS ? rows - r0 : CU_LOGIT_ROWS;
+            const float *xin = P(c->x) + (size_t)(all ? r0 : n - 1) * E;
+            cu_rmsnorm_q8(s, P(c->xn), xin, (const float *)dm->output_norm.data, E, nr, hp->rms_eps, &dm->output);
+            cu_matmul_again(s, &dm->output, NULL, P(c->xn), E, 1, NULL, 0, nr, P(c->logits), V, false);
+            if (host)
+                CU_TRY(cudaMemcpyAsync(host + (size_t)r0 * V, c->logits.p, (size_t)nr * V * sizeof(float),
+                                       cudaMemcpyDeviceToHost, s), err);
+        }
     }
     return 0;
 }
@@ -522,7 +538,7 @@ static bool capture(cu_ctx *c, qw_error *err) {
     cudaGraph_t g = NULL;
     if (cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) goto off;
     {
-        const int rc = enqueue(c, 1, 0, (const int32_t *)c->pos.p, true, false, err);
+        const int rc = enqueue(c, 1, 0, (const int32_t *)c->pos.p, true, false, NULL, err);
         if (cudaStreamEndCapture(c->s, &g) != cudaSuccess || rc) goto off;
     }
     if (cudaGraphInstantiate(&c->graph, g, 0) != cudaSuccess) goto off;
@@ -547,7 +563,8 @@ int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *lo
     if (kv_reserve(c, n_past + n, err) || reserve_rows(c, n, err)) return -1;
     cu_q8_scratch_use(&c->q8);
     const int rows = logits ? (all ? n : 1) : 0;
-    if (rows && grow(&c->logits, (size_t)rows * V * sizeof(float), err)) return -1;
+    if (rows && grow(&c->logits, (size_t)(rows < CU_LOGIT_ROWS ? rows : CU_LOGIT_ROWS) * V * sizeof(float), err))
+        return -1;
     cudaStream_t s = c->s;
     CU_TRY(cudaMemcpyAsync(c->tok.p, tokens, (size_t)n * 4, cudaMemcpyHostToDevice, s), err);
     const bool graphable = n == 1 && rows == 1 && !dm->streaming && !c->graph_off;
@@ -565,8 +582,8 @@ int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *lo
             if (ran) CU_TRY(cudaGraphLaunch(c->graph, s), err);
         }
     }
-    if (!ran && enqueue(c, n, n_past, NULL, rows > 0, all, err)) return -1;
-    if (rows) CU_TRY(cudaMemcpyAsync(logits, c->logits.p, (size_t)rows * V * sizeof(float), cudaMemcpyDeviceToHost, s), err);
+    if (!ran && enqueue(c, n, n_past, NULL, rows > 0, all, logits, err)) return -1;
+    if (ran) CU_TRY(cudaMemcpyAsync(logits, c->logits.p, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost, s), err);
     CU_TRY(cudaStreamSynchronize(s), err);
     CU_TRY(cudaGetLastError(), err);
     return 0;

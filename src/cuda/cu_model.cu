@@ -82,13 +82,15 @@ static void view(const qw_tensor *h, cu_tensor *d) {
     d->data = NULL;
 }
 
-/* Device bytes of activations for a chunk of `rows` rows (cu_forward.cu's buffers, roughly). */
+/* Device bytes of activations for a chunk of `rows` rows (cu_forward.cu's
+ * buffers, roughly; logits for at most 512 rows: cu_forward.cu's
+ * CU_LOGIT_ROWS). */
 static uint64_t activation_bytes(const qw_hparams *hp, int rows) {
     const uint64_t E = hp->n_embd, QD = (uint64_t)hp->n_head * hp->head_dim, K = hp->n_expert_used;
     const uint64_t S = hp->ssm_state, C = 2 * S * hp->ssm_groups + S * hp->ssm_vheads;
     const uint64_t per_row = 4 * (4 * E + 4 * QD + hp->n_expert + 2 * K + K * (2 * hp->n_ff_exp + E) + 3 * C +
-                                  2 * hp->n_ff_shexp + (uint64_t)hp->n_vocab);
-    return per_row * rows + (64u << 20);
+                                  2 * hp->n_ff_shexp);
+    return per_row * rows + 4 * (uint64_t)hp->n_vocab * (rows < 512 ? rows : 512) + (64u << 20);
 }
 
 /* One host-to-slot copy: staged (cu_stage.cu) when the experts are pageable
@@ -98,6 +100,18 @@ static int copy_in(cu_model *dm, uint8_t *dst, const uint8_t *src, size_t n, cud
     if (dm->stager) return cu_stager_put(dm->stager, dst, src, n, s, err);
     CU_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s), err);
     return 0;
+}
+
+/* After a failed copy no slot of the layer is trusted: all empty, so the
+ * next use copies again (a failed copy never leaves a slot claiming an
+ * expert it does not hold).  Returns -1. */
+static int forget_slots(cu_model *dm, cu_layer *D) {
+    for (int q = 0; q < dm->slots; q++) {
+        if (D->who[q] >= 0) D->slot_of[D->who[q]] = -1;
+        D->who[q] = -1;
+        D->stamp[q] = 0;
+    }
+    return -1;
 }
 
 int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, cudaStream_t s, qw_error *err) {
@@ -118,14 +132,15 @@ int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, c
         if (copy_in(dm, D->slot_g + (size_t)victim * g, (const uint8_t *)L->gate_exps.data + (size_t)e * g, g, s, err) ||
             copy_in(dm, D->slot_u + (size_t)victim * u, (const uint8_t *)L->up_exps.data + (size_t)e * u, u, s, err) ||
             copy_in(dm, D->slot_d + (size_t)victim * dn, (const uint8_t *)L->down_exps.data + (size_t)e * dn, dn, s, err))
-            return -1;
+            return forget_slots(dm, D);
         D->who[victim] = e;
         D->slot_of[e] = victim;
         D->stamp[victim] = mark;
         dm->copies++;
         dm->copy_bytes += g + u + dn;
     }
-    return dm->stager ? cu_stager_flush(dm->stager, s, err) : 0;
+    if (dm->stager && cu_stager_flush(dm->stager, s, err)) return forget_slots(dm, D);
+    return 0;
 }
 
 /* Page-locks the routed experts' bytes (page-aligned spans, merged where
@@ -307,7 +322,7 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         uint64_t state = 0;
         for (int il = 0; il < hp->n_layer; il++)
             if (m->layers[il].recurrent) state += cu_conv_state_bytes(hp) + cu_delta_state_bytes(hp);
-        const uint64_t reserve = kv + state + activation_bytes(hp, 512);
+        const uint64_t reserve = kv + state + activation_bytes(hp, cfg->chunk > 0 ? cfg->chunk : 512);
         const uint64_t one = per_expert + 3 * 256 * (uint64_t)hp->n_layer; /* a slot in every layer */
         const qw_device_tier tier = qw_device_tier_decide(budget, reserve, dense, experts, one, hp->n_expert,
                                                           hp->n_expert_used, cfg->expert_slots);

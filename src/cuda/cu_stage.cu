@@ -10,9 +10,10 @@
  * stager keeps a ring of CU_STAGE_NBUF page-locked buffers: the pieces asked
  * for are packed back to back into the current buffer; when it is full (or
  * flushed) every thread of the stager copies its share of the bytes from the
- * mmaped file into it, the DMA of each piece is queued on the caller's
- * stream, and an event marks when the buffer may be filled again.  While the
- * engine drains one buffer the threads fill the next.  The bytes that arrive
+ * mmaped file into it and queues the DMA of that share on the caller's stream
+ * at once (so the engine starts on the first shares while the last are still
+ * being copied), and an event marks when the buffer may be filled again.
+ * While the engine drains one buffer the threads fill the next.  The bytes that arrive
  * are the file's, so the tier's results are unchanged (bit for bit).
  *
  * One stager per model; the streaming tier's slot tables are not thread-safe
@@ -49,17 +50,28 @@ struct cu_stager {
     uint64_t gen;
     int busy;
     bool quit;
+    cudaStream_t s;      /* the flush's stream */
+    cudaError_t dma_err; /* the first failed DMA of the flush (under mu) */
 };
 
-/* Participant `who` of `of` copies its equal share of the buffer's bytes:
- * the byte range [lo, hi) of the packed pieces. */
+/* Participant `who` of `of` copies its equal share of the buffer's bytes
+ * (the byte range [lo, hi) of the packed pieces) and queues their DMAs.  The
+ * runtime's calls are thread-safe; the destinations are disjoint, so the
+ * order the participants queue in does not matter. */
 static void fill_share(cu_stager *st, int who, int of) {
     const size_t total = st->used, lo = total * who / of, hi = total * (who + 1) / of;
     uint8_t *b = st->buf[st->cur];
     for (int i = 0; i < st->npc; i++) {
         const stage_piece *p = &st->pc[i];
         const size_t a = p->off > lo ? p->off : lo, z = p->off + p->n < hi ? p->off + p->n : hi;
-        if (a < z) memcpy(b + a, p->src + (a - p->off), z - a);
+        if (a >= z) continue;
+        memcpy(b + a, p->src + (a - p->off), z - a);
+        const cudaError_t e = cudaMemcpyAsync(p->dst + (a - p->off), b + a, z - a, cudaMemcpyHostToDevice, st->s);
+        if (e != cudaSuccess) {
+            pthread_mutex_lock(&st->mu);
+            if (st->dma_err == cudaSuccess) st->dma_err = e;
+            pthread_mutex_unlock(&st->mu);
+        }
     }
 }
 
@@ -153,6 +165,8 @@ int cu_stager_flush(cu_stager *st, cudaStream_t s, qw_error *err) {
     /* the buffer's previous DMAs must have read it before it is overwritten */
     CU_TRY(cudaEventSynchronize(st->drained[st->cur]), err);
     pthread_mutex_lock(&st->mu);
+    st->s = s;
+    st->dma_err = cudaSuccess;
     st->busy = st->nthr;
     st->gen++;
     pthread_cond_broadcast(&st->go);
@@ -160,10 +174,10 @@ int cu_stager_flush(cu_stager *st, cudaStream_t s, qw_error *err) {
     fill_share(st, st->nthr, st->nthr + 1);
     pthread_mutex_lock(&st->mu);
     while (st->busy) pthread_cond_wait(&st->done, &st->mu);
+    const cudaError_t e = st->dma_err;
     pthread_mutex_unlock(&st->mu);
-    const uint8_t *b = st->buf[st->cur];
-    for (int i = 0; i < st->npc; i++)
-        CU_TRY(cudaMemcpyAsync(st->pc[i].dst, b + st->pc[i].off, st->pc[i].n, cudaMemcpyHostToDevice, s), err);
+    if (e != cudaSuccess) st->npc = 0, st->used = 0; /* dropped: the caller forgets what they were for */
+    if (e != cudaSuccess) return cu_fail(err, "staged copy of %zu bytes to the device: %s", st->used, cudaGetErrorString(e));
     CU_TRY(cudaEventRecord(st->drained[st->cur], s), err);
     st->cur = (st->cur + 1) % CU_STAGE_NBUF;
     st->used = 0;

@@ -50,3 +50,19 @@ for mode in "QWISP_DEVICE_PIN=off QWISP_DEVICE_STAGE_MB=1" "QWISP_DEVICE_PIN=off
     if [ "$g" = "$r" ] && [ "${line#*"$want"}" != "$line" ]; then echo "PASS: streaming tier, $mode: '$want', the resident tier's text"
     else echo "FAIL: streaming tier, $mode: '$g' vs '$r'; tier line: $line"; fi
 done
+# QWISP_CHUNK on the GPU: a 700-token prompt in one chunk (all-row logits in
+# blocks of 512, cu_forward.cu) and in 97-token chunks, resident and streaming:
+# every position's logits the default's bits
+m=$(echo "${QWISP_GPU_MODELS:-}" | tr ':' '\n' | grep -m1 'qwen35moe-q4_K')
+if [ -n "$m" ]; then
+    T=${QWISP_TEST_TMP:-/tmp}/gpu-chunk; mkdir -p "$T"
+    QWISP_BACKEND=cuda "$BIN" logits -m "$m" --prompt-tokens 700 --dump "$T/ref.bin" >/dev/null 2>&1
+    for mode in "QWISP_CHUNK=2048" "QWISP_CHUNK=97" "QWISP_CHUNK=2048 QWISP_DEVICE_SLOTS=2"; do
+        # shellcheck disable=SC2086
+        env $mode QWISP_BACKEND=cuda "$BIN" logits -m "$m" --prompt-tokens 700 --dump "$T/c.bin" >/dev/null 2>&1
+        if [ -s "$T/ref.bin" ] && cmp -s "$T/ref.bin" "$T/c.bin"; then echo "PASS: $mode: 700 positions' logits = the 512-token chunks'"
+        else echo "FAIL: $mode: logits differ from the 512-token chunks' ($(cmp "$T/ref.bin" "$T/c.bin" 2>&1 | head -1))"; fi
+    done
+else
+    echo "SKIP: QWISP_CHUNK on the GPU: no qwen35moe-q4_K model in QWISP_GPU_MODELS (tests/gpu/run.sh makes it)"
+fi
