@@ -10,6 +10,7 @@
  *   cu_delta.cu     Gated DeltaNet: gates, causal conv, L2 norm, delta rule
  *   cu_pool.cu      the device buffer pool (size classes, cache limit, stats)
  *   cu_model.cu     upload + the VRAM tier (resident / expert cache)
+ *   cu_stage.cu     pageable expert copies staged through page-locked buffers
  *   cu_forward.cu   contexts and the forward pass (the backend.h ops table)
  */
 #ifndef QWISP_CU_COMMON_H
