@@ -359,6 +359,7 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
             off += align_up(nbytes);
         }
         if (m->tied_output) dm->output = dm->tok_embd;
+        char copies[400] = "page-locked"; /* how experts reach the slots, for the tier line */
         if (dm->streaming) {
             for (int il = 0; il < hp->n_layer; il++) {
                 cu_layer *D = &dm->layers[il];
@@ -379,13 +380,16 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
             }
             if (cfg->pin_host) pin_experts(dm, cfg->pin_host == 2);
             else snprintf(dm->pin_why, sizeof dm->pin_why, "QWISP_DEVICE_PIN=off");
-            if (!dm->n_pinned && cfg->stage_bytes) {
-                dm->stager = cu_stager_new(cfg->stage_bytes, dm->stage_why, sizeof dm->stage_why);
-                if (dm->stager)
-                    snprintf(dm->stage_why, sizeof dm->stage_why, "staged through %.0f MB of page-locked buffers by %d threads",
+            if (!dm->n_pinned) {
+                char how[200], failed[160];
+                if (!cfg->stage_bytes)
+                    snprintf(how, sizeof how, "the driver's copies: QWISP_DEVICE_STAGE_MB=0");
+                else if (!(dm->stager = cu_stager_new(cfg->stage_bytes, failed, sizeof failed)))
+                    snprintf(how, sizeof how, "the driver's copies (%s)", failed);
+                else
+                    snprintf(how, sizeof how, "staged through %.0f MB of page-locked buffers by %d threads",
                              cu_stager_bytes(dm->stager) / 1e6, cu_stager_threads(dm->stager));
-            } else if (!dm->n_pinned) {
-                snprintf(dm->stage_why, sizeof dm->stage_why, "the driver's copies: QWISP_DEVICE_STAGE_MB=0");
+                snprintf(copies, sizeof copies, "pageable: %s; %s", dm->pin_why, how);
             }
         }
         cudaDeviceProp prop;
@@ -393,10 +397,8 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         if (dm->streaming)
             snprintf(dm->desc, sizeof dm->desc,
                      "cuda (%s): streaming tier, %.2f GB non-expert weights in VRAM + %d expert slots/layer (%.2f GB); "
-                     "%.2f GB of experts in host memory (%s%s%s%s); budget %.2f GB",
-                     prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9,
-                     dm->n_pinned ? "page-locked" : "pageable: ", dm->n_pinned ? "" : dm->pin_why,
-                     dm->n_pinned ? "" : "; ", dm->n_pinned ? "" : dm->stage_why, budget / 1e9);
+                     "%.2f GB of experts in host memory (%s); budget %.2f GB",
+                     prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9, copies, budget / 1e9);
         else
             snprintf(dm->desc, sizeof dm->desc, "cuda (%s): resident tier, %.2f GB of weights in VRAM; budget %.2f GB",
                      prop.name, arena / 1e9, budget / 1e9);

@@ -48,7 +48,6 @@ typedef struct cu_model {
     uint64_t pinned_bytes;
     char pin_why[160]; /* why not, when the driver refused */
     cu_stager *stager;  /* not page-locked: copies staged through page-locked buffers (NULL = the driver's) */
-    char stage_why[160];
     char desc[1024];
 } cu_model;
 

@@ -162,26 +162,29 @@ void cu_stager_free(cu_stager *st) {
 
 int cu_stager_flush(cu_stager *st, cudaStream_t s, qw_error *err) {
     if (!st->npc) return 0;
+    const size_t bytes = st->used;
     /* the buffer's previous DMAs must have read it before it is overwritten */
-    CU_TRY(cudaEventSynchronize(st->drained[st->cur]), err);
-    pthread_mutex_lock(&st->mu);
-    st->s = s;
-    st->dma_err = cudaSuccess;
-    st->busy = st->nthr;
-    st->gen++;
-    pthread_cond_broadcast(&st->go);
-    pthread_mutex_unlock(&st->mu);
-    fill_share(st, st->nthr, st->nthr + 1);
-    pthread_mutex_lock(&st->mu);
-    while (st->busy) pthread_cond_wait(&st->done, &st->mu);
-    const cudaError_t e = st->dma_err;
-    pthread_mutex_unlock(&st->mu);
-    if (e != cudaSuccess) st->npc = 0, st->used = 0; /* dropped: the caller forgets what they were for */
-    if (e != cudaSuccess) return cu_fail(err, "staged copy of %zu bytes to the device: %s", st->used, cudaGetErrorString(e));
-    CU_TRY(cudaEventRecord(st->drained[st->cur], s), err);
-    st->cur = (st->cur + 1) % CU_STAGE_NBUF;
+    cudaError_t e = cudaEventSynchronize(st->drained[st->cur]);
+    if (e == cudaSuccess) {
+        pthread_mutex_lock(&st->mu);
+        st->s = s;
+        st->dma_err = cudaSuccess;
+        st->busy = st->nthr;
+        st->gen++;
+        pthread_cond_broadcast(&st->go);
+        pthread_mutex_unlock(&st->mu);
+        fill_share(st, st->nthr, st->nthr + 1);
+        pthread_mutex_lock(&st->mu);
+        while (st->busy) pthread_cond_wait(&st->done, &st->mu);
+        e = st->dma_err;
+        pthread_mutex_unlock(&st->mu);
+    }
+    if (e == cudaSuccess) e = cudaEventRecord(st->drained[st->cur], s);
+    /* done or dropped: on failure the caller forgets what the pieces were for */
     st->used = 0;
     st->npc = 0;
+    if (e != cudaSuccess) return cu_fail(err, "staged copy of %zu bytes to the device: %s", bytes, cudaGetErrorString(e));
+    st->cur = (st->cur + 1) % CU_STAGE_NBUF;
     return 0;
 }
 
