@@ -3,7 +3,9 @@
  * Each option has a name (its environment variable), an optional alias kept
  * from the seed's spelling, a type, a default, a range and a help line.  The
  * table is parsed once (qw_options_init) from the environment; the CLI may
- * then override single values (qw_opt_set, source "flag").  `qwisp config`
+ * then override single values (qw_opt_set, source "flag").  Until
+ * qw_options_init runs (a library caller may never call it) every option reads
+ * as the table's default, never as zero.  `qwisp config`
  * prints the whole table with each value's source.  No other file calls getenv
  * for a knob.
  *

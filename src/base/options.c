@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,58 +107,82 @@ static int assign(qw_opt id, const char *text, const char *source, qw_error *err
     return 0;
 }
 
-int qw_options_init(qw_error *err) {
-    for (int i = 0; i < QW_OPT_COUNT; i++) {
-        const opt_def *d = &g_defs[i];
-        const char *env = getenv(d->name);
-        char src[48] = "env";
-        if (!env && d->alias) {
-            env = getenv(d->alias);
-            snprintf(src, sizeof src, "env (%s)", d->alias);
-        }
-        if (env && *env) {
-            if (assign((qw_opt)i, env, src, err)) return -1;
-        } else if (d->def) {
-            if (assign((qw_opt)i, d->def, "default", err)) return -1;
-        } else {
-            free(g_vals[i].text);
-            g_vals[i].text = NULL;
-            snprintf(g_vals[i].source, sizeof g_vals[i].source, "unset");
-        }
-    }
-    return 0;
-}
-
-int qw_opt_set(qw_opt id, const char *text, const char *source, qw_error *err) {
-    return assign(id, text, source, err);
-}
-
-void qw_opt_reset(qw_opt id) {
-    const opt_def *d = &g_defs[id];
+/* An option's default, or unset when it has none (a default in the table
+ * always parses: tests/cli/t_knobs_doc.sh lists them through `qwisp config`). */
+static void set_default(qw_opt id) {
     qw_error err = {0};
-    const char *env = getenv(d->name);
-    char src[48] = "env";
-    if (!env && d->alias) {
-        env = getenv(d->alias);
-        snprintf(src, sizeof src, "env (%s)", d->alias);
-    }
-    if (env && *env && assign(id, env, src, &err) == 0) return;
-    if (d->def && assign(id, d->def, "default", &err) == 0) return;
+    if (g_defs[id].def && assign(id, g_defs[id].def, "default", &err) == 0) return;
     free(g_vals[id].text);
     g_vals[id].text = NULL;
     g_vals[id].ival = 0;
     snprintf(g_vals[id].source, sizeof g_vals[id].source, "unset");
 }
 
-int64_t qw_opt_int(qw_opt id) { return g_vals[id].ival; }
-const char *qw_opt_str(qw_opt id) { return g_vals[id].text; }
+static void load_defaults(void) {
+    for (int i = 0; i < QW_OPT_COUNT; i++) set_default((qw_opt)i);
+}
+
+/* Every reader goes through this: a library caller that never called
+ * qw_options_init still reads the table's defaults, not zeros. */
+static pthread_once_t g_defaults_once = PTHREAD_ONCE_INIT;
+static void ensure_loaded(void) { pthread_once(&g_defaults_once, load_defaults); }
+
+/* The option's environment text (its name, else its alias), with the source
+ * written into src; NULL when neither is set to something non-empty. */
+static const char *env_text(const opt_def *d, char *src, size_t cap) {
+    const char *env = getenv(d->name);
+    snprintf(src, cap, "env");
+    if (!env && d->alias) {
+        env = getenv(d->alias);
+        snprintf(src, cap, "env (%s)", d->alias);
+    }
+    return env && *env ? env : NULL;
+}
+
+int qw_options_init(qw_error *err) {
+    ensure_loaded();
+    for (int i = 0; i < QW_OPT_COUNT; i++) {
+        char src[48];
+        const char *env = env_text(&g_defs[i], src, sizeof src);
+        if (!env) set_default((qw_opt)i);
+        else if (assign((qw_opt)i, env, src, err)) return -1;
+    }
+    return 0;
+}
+
+int qw_opt_set(qw_opt id, const char *text, const char *source, qw_error *err) {
+    ensure_loaded();
+    return assign(id, text, source, err);
+}
+
+void qw_opt_reset(qw_opt id) {
+    ensure_loaded();
+    qw_error err = {0};
+    char src[48];
+    const char *env = env_text(&g_defs[id], src, sizeof src);
+    if (env && assign(id, env, src, &err) == 0) return;
+    set_default(id);
+}
+
+int64_t qw_opt_int(qw_opt id) {
+    ensure_loaded();
+    return g_vals[id].ival;
+}
+
+const char *qw_opt_str(qw_opt id) {
+    ensure_loaded();
+    return g_vals[id].text;
+}
+
 const char *qw_opt_name(qw_opt id) { return g_defs[id].name; }
 
 bool qw_opt_is_set(qw_opt id) {
+    ensure_loaded();
     return g_vals[id].text && strcmp(g_vals[id].source, "default") != 0;
 }
 
 void qw_options_print(FILE *f) {
+    ensure_loaded();
     for (int i = 0; i < QW_OPT_COUNT; i++) {
         const opt_def *d = &g_defs[i];
         const char *shown = g_vals[i].text ? g_vals[i].text : "(unset)";

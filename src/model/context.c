@@ -121,8 +121,7 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
     c->n_ctx = n_ctx;
     c->n_threads = n_threads < 1 ? 1 : n_threads;
     c->tp = qw_threadpool_new(c->n_threads);
-    int32_t chunk = (int32_t)qw_opt_int(QW_OPT_CHUNK);
-    if (chunk < 1) chunk = DEFAULT_CHUNK; /* a library caller that never loaded the options */
+    const int32_t chunk = (int32_t)qw_opt_int(QW_OPT_CHUNK); /* the table's default when never loaded */
     c->chunk = chunk < n_ctx ? chunk : n_ctx;
     const char *kvt = qw_opt_str(QW_OPT_KV_TYPE);
     c->kv_type = kvt && !strcmp(kvt, "f32") ? QW_TYPE_F32 : QW_TYPE_F16;

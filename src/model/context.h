@@ -12,7 +12,7 @@
 #include "qwisp/model.h"
 #include "qwisp/ops.h"
 
-enum { DEFAULT_CHUNK = 512, KV_INITIAL = 256 };
+enum { KV_INITIAL = 256 };
 
 struct qw_ctx {
     const qw_model *m;
