@@ -15,7 +15,9 @@
 # each decoded once per arm from the same saved state on DECODE_THREADS
 # threads, blocks of 2 x the arms paired; footprint: separate processes
 # (FP_REPS rounds, FP_DECODE decode tokens each — a footprint is a process's;
-# FP_REPS=0 = speed only, enough for the resident criteria).
+# FP_REPS=0 = speed only, enough for the resident criteria; FP_JOBS of them
+# at once after the warm-up, default 1 — a process's footprint is its own,
+# so on a many-core host FP_JOBS=4 runs a round of 4 arms in the time of one).
 #
 # BACKEND=cuda: the same experiment on the GPU backend (issue 18, item 7),
 # where the bound is also the device pool's cache limit: tiers `resident`
@@ -39,6 +41,7 @@ N_GEN=${N_GEN:-1025}
 FP_REPS=${FP_REPS:-0}
 DECODE_THREADS=${DECODE_THREADS:-1}
 FP_DECODE=${FP_DECODE:-16}
+FP_JOBS=${FP_JOBS:-1}
 RAW_C=${RAW_C:-16}
 SIM_GB=${SIM_GB:-16}
 BACKEND=${BACKEND:-cpu}
@@ -76,7 +79,7 @@ for fit in ${FITS:-exact classes}; do
         echo "== $tier, QWISP_POOL_FIT=$fit ${env[*]} -> $out"
         env "${env[@]}" QWISP_POOL_FIT=$fit QWISP_THREADS=$THREADS "$Q" ab --criteria "$crit" -m "$M" \
             --prompt-tokens "$N_PROMPT" --decode "$N_GEN" --speed tokens --decode-threads "$DECODE_THREADS" \
-            --footprint-reps "$FP_REPS" --footprint-decode "$FP_DECODE" "${extra[@]}" "${ARMS[@]}" --out "$out" \
+            --footprint-reps "$FP_REPS" --footprint-decode "$FP_DECODE" --footprint-jobs "$FP_JOBS" "${extra[@]}" "${ARMS[@]}" --out "$out" \
             | sed "s/^/[$tier-$fit] /"
         w="$out/trials/speed-worker.stderr"   # the worker's progress: its prefix, its blocks
         [ -s "$w" ] && tail -n 3 "$w" | sed "s/^/[$tier-$fit worker] /"

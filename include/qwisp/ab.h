@@ -282,6 +282,11 @@ typedef struct {
  * A child that fails is a trial with ok=false and the reason, not an error:
  * -1 + err only when the trial could not be run at all (fork failed). */
 int qw_ab_trial_run(const qw_ab_spawn *sp, qw_ab_trial *t, qw_error *err);
+/* Runs n trials at once (sp[i] -> t[i]), each watched by its own thread, and
+ * returns when all have exited; -1 + the first harness error, as above.  For
+ * footprint trials only: concurrent processes perturb each other's speed,
+ * not their own memory. */
+int qw_ab_trial_run_group(const qw_ab_spawn *sp, qw_ab_trial *t, int n, qw_error *err);
 /* Fills t->m from a `qwisp run --json` object's text; false if not JSON. */
 bool qw_ab_trial_parse_json(qw_ab_trial *t, const char *json);
 void qw_ab_trial_free(qw_ab_trial *t);
@@ -325,6 +330,7 @@ typedef struct {
     int n_speed_trials;
     int aa_arm;        /* index of the A/A arm (the baseline's settings again), -1 = none */
     char speed_mode[32];   /* "in-process" or "separate processes" */
+    int footprint_jobs;    /* footprint trials run at once (--footprint-jobs; 1 = one after another) */
     char perf_desc[256];   /* what perf_event_open counted, or why not */
     char pin_desc[512];    /* thread pinning */
     char cpu_model[128];

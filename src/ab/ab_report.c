@@ -76,7 +76,11 @@ static const char *arm_env_text(const qw_ab_arm *a, char *buf, size_t cap) {
 /* Where the speed numbers came from and what was done to make them quiet. */
 /* Where the footprint side came from: separate processes, or not measured. */
 static void footprint_line(FILE *f, const qw_ab_experiment *e, const char *what) {
-    if (e->n_trials > 0)
+    if (e->n_trials > 0 && e->footprint_jobs > 1)
+        fprintf(f, "- %s: separate processes, %d decode tokens each, %d at a time after the warm-up (a process's "
+                   "footprint is its own memory; their wall, prefill and fault figures are not measurements) "
+                   "(table below)\n", what, e->footprint_decode, e->footprint_jobs);
+    else if (e->n_trials > 0)
         fprintf(f, "- %s: separate processes, %d decode tokens each (table below)\n", what, e->footprint_decode);
     else
         fprintf(f, "- footprint and pool metrics: **not measured** (`--footprint-reps 0`: a speed-only run); "
@@ -326,6 +330,7 @@ static char *build_json(const qw_ab_experiment *e) {
     }
     cJSON_AddNumberToObject(hy, "replay_tokens", e->replay_tokens);
     cJSON_AddNumberToObject(hy, "footprint_decode", e->footprint_decode);
+    cJSON_AddNumberToObject(hy, "footprint_jobs", e->footprint_jobs > 1 ? e->footprint_jobs : 1);
     cJSON_AddStringToObject(hy, "perf", e->perf_desc);
     cJSON_AddStringToObject(hy, "pin", e->pin_desc);
     cJSON_AddItemToObject(hy, "pagecache_before", num_or_null(e->pagecache_before));

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,45 @@ int qw_ab_trial_run(const qw_ab_spawn *sp, qw_ab_trial *t, qw_error *err) {
     }
     t->ok = true;
     return 0;
+}
+
+/* One trial of a concurrent group, on its own thread (each thread forks,
+ * samples and waits for its own child: wait4 names the pid). */
+typedef struct {
+    const qw_ab_spawn *sp;
+    qw_ab_trial *t;
+    int rc;
+    qw_error err;
+} trial_job;
+
+static void *trial_thread(void *p) {
+    trial_job *j = p;
+    j->rc = qw_ab_trial_run(j->sp, j->t, &j->err);
+    return NULL;
+}
+
+int qw_ab_trial_run_group(const qw_ab_spawn *sp, qw_ab_trial *t, int n, qw_error *err) {
+    if (n == 1) return qw_ab_trial_run(sp, t, err);
+    trial_job *jobs = qw_xcalloc((size_t)n, sizeof *jobs);
+    pthread_t *th = qw_xcalloc((size_t)n, sizeof *th);
+    bool *started = qw_xcalloc((size_t)n, sizeof *started);
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (trial_job){.sp = &sp[i], .t = &t[i]};
+        if (pthread_create(&th[i], NULL, trial_thread, &jobs[i]) == 0) started[i] = true;
+        else jobs[i].rc = qw_fail(&jobs[i].err, "could not start a thread for a concurrent trial");
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        if (jobs[i].rc && !rc) {
+            *err = jobs[i].err;
+            rc = -1;
+        }
+    }
+    free(started);
+    free(th);
+    free(jobs);
+    return rc;
 }
 
 void qw_ab_trial_free(qw_ab_trial *t) {

@@ -73,9 +73,20 @@ static const char *usage_text =
     "  --replay N           inproc: prompt tokens re-prefilled per trial (default: the whole prompt)\n"
     "  --footprint-decode N decode tokens of the footprint trials (default: --decode)\n"
     "  --footprint-reps R   rounds of footprint trials (default: --reps; 0 = none, speed only)\n"
+    "  --footprint-jobs J   inproc/tokens: run J footprint trials at once (default 1); a trial's footprint is\n"
+    "                       its own process's memory, which its neighbours do not change, but their speed\n"
+    "                       figures then mean nothing, so criteria on prefill_tok_s or ttft_ms refuse it\n"
     "  --no-aa              no A/A arm (default: arm 'aa' = the baseline's settings again; its spread is\n"
     "                       the noise floor every other arm's interval is widened by)\n"
     "  --no-pin, --no-perf  inproc: do not pin threads / do not read perf_event_open counters\n";
+
+/* Metrics a footprint trial measures with the clock or the page cache: their
+ * neighbours change them when trials run at once (--footprint-jobs).  With
+ * token-paired speed, prefill and TTFT come from those trials too. */
+static bool timed_by_footprint_trials(int m, bool tokens) {
+    return m == QW_AB_M_WALL_MS || m == QW_AB_M_MAJFLT ||
+           (tokens && (m == QW_AB_M_PREFILL_TOK_S || m == QW_AB_M_TTFT_MS));
+}
 
 static int knob_index(const char *name, size_t len) {
     for (int i = 0; i < N_KNOBS; i++)
@@ -404,7 +415,7 @@ static void speed_phase(qw_ab_experiment *e, char **base, int n_base, char **com
 int qw_cmd_ab(int argc, char **argv) {
     const char *C = "ab";
     const char *crit_path = NULL, *model_flag = NULL, *out_dir = "ab-report", *tier = "resident", *simulate = NULL;
-    long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1, replay = -1, fp_decode = -1, fp_reps = -1, block = 0,
+    long prompt = 512, decode = 64, reps = 6, sample_ms = 25, raw_c = -1, replay = -1, fp_decode = -1, fp_reps = -1, fp_jobs = 1, block = 0,
          decode_threads = 0;
     bool aa = true, pin = true, use_perf = true;
     int prime = -1; /* --prime / --no-prime; -1: on for the streaming tier */
@@ -436,6 +447,7 @@ int qw_cmd_ab(int argc, char **argv) {
         else if (QW_CLI_FLAG("--block")) { if (r < 0 || qw_cli_long("ab", "--block", v, 1, 1 << 16, &block)) goto out; }
         else if (QW_CLI_FLAG("--replay")) { if (r < 0 || qw_cli_long("ab", "--replay", v, 1, 1 << 22, &replay)) goto out; }
         else if (QW_CLI_FLAG("--footprint-decode")) { if (r < 0 || qw_cli_long("ab", "--footprint-decode", v, 1, 1 << 20, &fp_decode)) goto out; }
+        else if (QW_CLI_FLAG("--footprint-jobs")) { if (r < 0 || qw_cli_long("ab", "--footprint-jobs", v, 1, 64, &fp_jobs)) goto out; }
         else if (QW_CLI_FLAG("--footprint-reps")) { if (r < 0 || qw_cli_long("ab", "--footprint-reps", v, 0, 1000, &fp_reps)) goto out; }
         else if (QW_CLI_FLAG("-m")) { if (r < 0) goto out; model_flag = v; }
         else if (QW_CLI_FLAG("--out")) { if (r < 0) goto out; out_dir = v; }
@@ -555,12 +567,31 @@ int qw_cmd_ab(int argc, char **argv) {
         qw_ab_criteria_free(&crit);
         goto out;
     }
+    if (fp_jobs > 1 && fp_reps > 0) {
+        if (!inproc) {
+            fprintf(stderr, "qwisp ab: --footprint-jobs %ld needs --speed inproc or tokens: with --speed process the "
+                            "footprint trials are the speed measurement, one at a time\n", fp_jobs);
+            qw_ab_criteria_free(&crit);
+            goto out;
+        }
+        for (int r = 0; r < crit.n_rules; r++)
+            for (int k = 0; k < crit.rules[r].n_conds; k++) {
+                const int m = crit.rules[r].conds[k].metric;
+                if (timed_by_footprint_trials(m, tokens)) {
+                    fprintf(stderr, "qwisp ab: --footprint-jobs %ld: criteria rule '%s' uses %s, which comes from the "
+                                    "footprint trials; run them one at a time (--footprint-jobs 1)\n",
+                            fp_jobs, crit.rules[r].text, qw_ab_metric_name(m));
+                    qw_ab_criteria_free(&crit);
+                    goto out;
+                }
+            }
+    }
     qw_ab_experiment e = {.arms = arms, .n_arms = n_arms, .reps = (int)reps, .crit = &crit, .criteria_path = crit_path,
                           .tier = tier, .prompt_tokens = (int)prompt, .decode = (int)decode, .resamples = 2000,
                           .level = 0.95, .seed = 20260101, .aa_arm = aa_arm,
                           .replay_tokens = (int)(replay < 0 || replay > prompt ? prompt : replay),
                           .footprint_decode = (int)fp_decode, .speed_tokens = tokens, .token_block = (int)block,
-                          .decode_threads = (int)decode_threads,
+                          .decode_threads = (int)decode_threads, .footprint_jobs = (int)fp_jobs,
                           .prime = tokens && (prime == 1 || (prime < 0 && !strcmp(tier, "streaming")))};
     if (fp_reps > e.reps) e.reps = (int)fp_reps;
     cpu_model(e.cpu_model, sizeof e.cpu_model);
@@ -657,35 +688,56 @@ int qw_cmd_ab(int argc, char **argv) {
         snprintf(e.speed_mode, sizeof e.speed_mode, "separate processes");
         snprintf(e.perf_desc, sizeof e.perf_desc, "perf events: not used (speed from separate processes)");
     }
-    for (int i = 0; i < n_trials; i++) {
-        qw_ab_trial *t = &e.trials[i];
-        t->arm = i == 0 ? 0 : order[i - 1];
-        t->round = i == 0 ? -1 : (i - 1) / n_arms;
+    /* the warm-up alone (it fills the page cache), then groups of fp_jobs trials at once */
+    qw_ab_spawn *sps = qw_xcalloc((size_t)fp_jobs, sizeof *sps);
+    char (*paths)[2][4200] = qw_xcalloc((size_t)fp_jobs, sizeof *paths);
+    for (int i0 = 0; i0 < n_trials;) {
+        const int g = i0 == 0 ? 1 : (n_trials - i0 < fp_jobs ? n_trials - i0 : (int)fp_jobs);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        t->start_s = (double)(ts.tv_sec - t0.tv_sec) + (ts.tv_nsec - t0.tv_nsec) / 1e9;
-        char so[4200], se[4200];
-        snprintf(so, sizeof so, "%s/%02d-%s.json", trial_dir, i, arms[t->arm].name);
-        snprintf(se, sizeof se, "%s/%02d-%s.stderr", trial_dir, i, arms[t->arm].name);
-        qw_ab_spawn sp = {.exe = "/proc/self/exe", .argv = cargv, .envp = envs[t->arm], .stdout_path = so, .stderr_path = se,
-                          .sample_ms = (int)sample_ms};
-        if (qw_ab_trial_run(&sp, t, &err)) {
-            fprintf(stderr, "qwisp ab: trial %d: %s\n", i, err.msg);
+        for (int j = 0; j < g; j++) {
+            const int i = i0 + j;
+            qw_ab_trial *t = &e.trials[i];
+            t->arm = i == 0 ? 0 : order[i - 1];
+            t->round = i == 0 ? -1 : (i - 1) / n_arms;
+            t->start_s = (double)(ts.tv_sec - t0.tv_sec) + (ts.tv_nsec - t0.tv_nsec) / 1e9;
+            if (snprintf(paths[j][0], sizeof paths[j][0], "%s/%02d-%s.json", trial_dir, i, arms[t->arm].name) >=
+                    (int)sizeof paths[j][0] ||
+                snprintf(paths[j][1], sizeof paths[j][1], "%s/%02d-%s.stderr", trial_dir, i, arms[t->arm].name) >=
+                    (int)sizeof paths[j][1]) {
+                fprintf(stderr, "qwisp ab: --out %s: the trial file names are too long\n", out_dir);
+                free(sps);
+                free(paths);
+                goto out_trials;
+            }
+            sps[j] = (qw_ab_spawn){.exe = "/proc/self/exe", .argv = cargv, .envp = envs[t->arm],
+                                   .stdout_path = paths[j][0], .stderr_path = paths[j][1], .sample_ms = (int)sample_ms};
+        }
+        if (qw_ab_trial_run_group(sps, &e.trials[i0], g, &err)) {
+            fprintf(stderr, "qwisp ab: trials %d..%d: %s\n", i0, i0 + g - 1, err.msg);
+            free(sps);
+            free(paths);
             goto out_trials;
         }
-        char why[200];
-        if (t->ok && !knobs_match(t, envs[t->arm], simulate != NULL, why, sizeof why)) {
-            t->ok = false;
-            snprintf(t->error, sizeof t->error, "env check: %s", why);
+        for (int i = i0; i < i0 + g; i++) {
+            qw_ab_trial *t = &e.trials[i];
+            char why[200];
+            if (t->ok && !knobs_match(t, envs[t->arm], simulate != NULL, why, sizeof why)) {
+                t->ok = false;
+                snprintf(t->error, sizeof t->error, "env check: %s", why);
+            }
+            if (t->ok)
+                fprintf(stderr, "[ab] %2d/%d %-8s arm %-10s decode %.2f tok/s prefill %.1f tok/s footprint peak %.1f MiB wall %.0f ms\n",
+                        i, n_trials - 1, t->round < 0 ? "warm-up" : "", arms[t->arm].name, t->m[QW_AB_M_DECODE_TOK_S],
+                        t->m[QW_AB_M_PREFILL_TOK_S], t->m[QW_AB_M_FOOTPRINT_PEAK_MB], t->m[QW_AB_M_WALL_MS]);
+            else
+                fprintf(stderr, "[ab] %2d/%d %-8s arm %-10s FAILED: %s\n", i, n_trials - 1, t->round < 0 ? "warm-up" : "",
+                        arms[t->arm].name, t->error);
         }
-        if (t->ok)
-            fprintf(stderr, "[ab] %2d/%d %-8s arm %-10s decode %.2f tok/s prefill %.1f tok/s footprint peak %.1f MiB wall %.0f ms\n",
-                    i, n_trials - 1, t->round < 0 ? "warm-up" : "", arms[t->arm].name, t->m[QW_AB_M_DECODE_TOK_S],
-                    t->m[QW_AB_M_PREFILL_TOK_S], t->m[QW_AB_M_FOOTPRINT_PEAK_MB], t->m[QW_AB_M_WALL_MS]);
-        else
-            fprintf(stderr, "[ab] %2d/%d %-8s arm %-10s FAILED: %s\n", i, n_trials - 1, t->round < 0 ? "warm-up" : "",
-                    arms[t->arm].name, t->error);
+        i0 += g;
     }
+    free(sps);
+    free(paths);
     utc_now(e.finished_at);
     e.pagecache_after = qw_ab_pagecache_fraction(model);
 

@@ -152,3 +152,28 @@ out=$(QWISP_THREADS=2 QWISP_BACKEND=cpu "$Q" ab --criteria "$T/crit.txt" -m "$M3
 out=$("$Q" ab --criteria "$T/crit.txt" -m "$M" --prompt-tokens 16 --decode 8 --speed tokens --arm a: --arm b: --out "$T/o11" 2>&1); rc=$?
 [ $rc -eq 2 ] && echo "$out" | grep -q "fewer than 2 blocks" && [ ! -e "$T/o11" ] \
     && pass "--speed tokens with too few decode tokens for two blocks refused" || fail "too few blocks: rc=$rc $out"
+
+# 6. footprint trials at once (--footprint-jobs): after the warm-up, groups of
+# J processes start together; every footprint is still each process's own,
+# so the deterministic pool verdict is the one of sequential trials; refused
+# with --speed process and with criteria that read the trials' clocks
+O="$T/o13"
+out=$("$Q" ab --criteria "$T/crit.txt" -m "$M" --prompt-tokens 32 --decode 6 --reps 1 --footprint-reps 2 --footprint-jobs 3 \
+    --no-perf --no-pin --arm u: --arm c:QWISP_PREFILL_CACHE_MB=1 --out "$O" 2>&1); rc=$?
+J="$O/report.json"
+[ $rc -eq 0 ] && [ "$(jq -r .measurement.footprint_jobs "$J")" = 3 ] \
+    && [ "$(jq '[.trials[] | select(.ok)] | length' "$J")" = 7 ] \
+    && [ "$(jq '[.trials[1:4][].start_s] | unique | length' "$J")" = 1 ] \
+    && [ "$(jq '[.trials[4:7][].start_s] | unique | length' "$J")" = 1 ] \
+    && [ "$(jq '[.trials[0].start_s, .trials[1].start_s, .trials[4].start_s] | unique | length' "$J")" = 3 ] \
+    && [ "$(jq '[.trials[].metrics.footprint_peak_mb] | map(select(. > 0)) | length' "$J")" = 7 ] \
+    && grep -q "3 at a time after the warm-up" "$O/report.md" \
+    && pass "--footprint-jobs 3: the warm-up alone, then two groups of three processes at once, every footprint measured" \
+    || fail "--footprint-jobs: rc=$rc $out"
+printf 'wall_ms.delta_pct > 50 => slower\nelse => same\n' >"$T/crit-wall.txt"
+out=$("$Q" ab --criteria "$T/crit-wall.txt" "${RUN[@]}" --footprint-jobs 2 --arm a: --arm b:QWISP_PREFILL_CACHE_MB=1 --out "$T/o14" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "uses wall_ms, which comes from the footprint trials" && [ ! -e "$T/o14" ] \
+    && pass "--footprint-jobs refused when a rule reads the footprint trials' clock" || fail "jobs + wall_ms: rc=$rc $out"
+out=$("$Q" ab --criteria "$T/crit.txt" "${RUN[@]}" --speed process --footprint-jobs 2 --arm a: --arm b:QWISP_PREFILL_CACHE_MB=1 --out "$T/o15" 2>&1); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "footprint-jobs 2 needs --speed inproc or tokens" && [ ! -e "$T/o15" ] \
+    && pass "--footprint-jobs refused with --speed process" || fail "jobs + process: rc=$rc $out"
