@@ -2,7 +2,12 @@
  *
  * Tests (as llama-bench defines them, so numbers compare one to one):
  *   pp<P>: prefill of P tokens into an empty context, logits of the last one;
- *   tg<N>: N single-token decode steps from an empty context, logits each step.
+ *   tg<N>: N single-token decode steps from an empty context, logits each step;
+ *   tg<N>@<B> (--lanes): B sequences decoding together, the lanes path's step
+ *   (qw_batch_eval: one forward pass of B tokens, each sequence attending over
+ *   its own KV cache), N steps from empty contexts; aggregate tok/s = B x N /
+ *   time, as llama-batched-bench's S_TG.  Each sequence decodes its own token
+ *   stream, so the B tokens route to different experts, as real lanes do.
  * Each test runs once untimed (warm-up: page faults, caches, thread wake-up),
  * then R timed repetitions; we report min / median / max tokens per second.
  * Prompt tokens are pseudo-random ids (seeded), like llama-bench's.
@@ -41,16 +46,52 @@ static const char *k_usage =
     "  -r R           timed repetitions of each test (default 5)\n"
     "  --threads K    compute threads (default: $QWISP_THREADS or all CPUs)\n"
     "  --bw-mb M      size of the bandwidth probe buffer in MiB (default 1024; 0 = skip)\n"
+    "  --lanes LIST   also tg<N>@<B>: B sequences decoding together (the lanes path), aggregate\n"
+    "                 tok/s, for each B of the comma-separated LIST (e.g. 1,4,8; each 1..256)\n"
     "  --json         print one JSON object instead of the table\n"
     "The roofline (memory read bandwidth / active weight bytes per token) bounds decode only when the\n"
     "active weights do not fit in the CPU's last-level cache; when they do, the share reached can\n"
     "pass 100 % and a note says why (docs/bench.md).\n";
 
+enum { MAX_LANE_TESTS = 16, MAX_LANES = 256 };
+
 typedef struct {
     const char *model;
     long p, n, r, threads, bw_mb;
+    long lanes[MAX_LANE_TESTS]; /* --lanes: B of each tg<N>@<B> test */
+    int n_lane_tests;
     bool json;
 } bench_args;
+
+/* "1,4,8" -> a->lanes; -1 with a message naming the bad item. */
+static int parse_lanes(const char *v, bench_args *a) {
+    const char *p = v;
+    a->n_lane_tests = 0;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        char item[32];
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0 || len >= sizeof item || a->n_lane_tests == MAX_LANE_TESTS) {
+            fprintf(stderr, "qwisp bench: --lanes '%s': expected up to %d comma-separated counts 1..%d\n", v,
+                    MAX_LANE_TESTS, MAX_LANES);
+            return -1;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (qw_cli_long("bench", "--lanes", item, 1, MAX_LANES, &a->lanes[a->n_lane_tests])) return -1;
+        a->n_lane_tests++;
+        p += len + (comma ? 1 : 0);
+        if (comma && !*p) {
+            fprintf(stderr, "qwisp bench: --lanes '%s': ends with a comma\n", v);
+            return -1;
+        }
+    }
+    if (!a->n_lane_tests) {
+        fprintf(stderr, "qwisp bench: --lanes: empty list\n");
+        return -1;
+    }
+    return 0;
+}
 
 static int parse_args(int argc, char **argv, bench_args *a) {
     const char *C = "bench";
@@ -73,6 +114,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             if (r < 0 || qw_cli_long(C, "--threads", v, 1, 1024, &a->threads)) return -1;
         } else if (QW_CLI_FLAG("--bw-mb")) {
             if (r < 0 || qw_cli_long(C, "--bw-mb", v, 0, 1 << 20, &a->bw_mb)) return -1;
+        } else if (QW_CLI_FLAG("--lanes")) {
+            if (r < 0 || parse_lanes(v, a)) return -1;
         } else {
             fprintf(stderr, "qwisp bench: unknown option '%s' (see qwisp bench --help)\n", argv[i]);
             return -1;
@@ -202,6 +245,20 @@ static double run_tg(qw_ctx *c, const int32_t *toks, int32_t n, qw_error *err) {
     return qw_time_s() - t0;
 }
 
+/* n batched decode steps of b sequences (lanes[0..b), emptied first) on
+ * workspace ws; sequence i decodes toks[i], toks[i+1], ... (toks holds
+ * n + b ids).  Returns seconds or -1. */
+static double run_tg_lanes(qw_ctx *ws, qw_ctx **lanes, int b, const int32_t *toks, int32_t n, qw_error *err) {
+    qw_batch_seq seqs[MAX_LANES];
+    for (int i = 0; i < b; i++) qw_ctx_truncate(lanes[i], 0);
+    double t0 = qw_time_s();
+    for (int32_t t = 0; t < n; t++) {
+        for (int i = 0; i < b; i++) seqs[i] = (qw_batch_seq){lanes[i], &toks[i + t], 1, true};
+        if (qw_batch_eval(ws, seqs, b, err)) return -1;
+    }
+    return qw_time_s() - t0;
+}
+
 static void add_stats(cJSON *o, const char *name, stats3 s) {
     cJSON *t = cJSON_AddObjectToObject(o, name);
     cJSON_AddNumberToObject(t, "min", s.min);
@@ -269,16 +326,33 @@ int qw_cmd_bench(int argc, char **argv) {
     }
     const int threads = qw_cli_threads(a.threads);
     const int32_t n_max = (int32_t)(a.p > a.n ? a.p : a.n);
-    qw_ctx *c = qw_ctx_new_placed(m, n_max + 16, threads, &err);
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(n_max + 1));
+    int b_max = 0;
+    for (int k = 0; k < a.n_lane_tests; k++)
+        if (a.lanes[k] > b_max) b_max = (int)a.lanes[k];
+    if (b_max > 0 && a.n == 0) {
+        fprintf(stderr, "qwisp bench: --lanes needs decode tokens (-n N > 0)\n");
+        qw_model_free(m);
+        return 2;
+    }
+    qw_ctx **lanes = calloc(b_max > 0 ? (size_t)b_max : 1u, sizeof *lanes);
+    double *tgl = calloc((size_t)a.r * (size_t)(a.n_lane_tests ? a.n_lane_tests : 1), sizeof *tgl);
+    stats3 stgl[MAX_LANE_TESTS] = {0};
+    /* the tier sees the lanes' contexts too (as serve's lanes path places it) */
+    qw_ctx *c = !lanes || qw_place_experts(m, (int64_t)(n_max + 16) + (int64_t)b_max * (a.n + 16), &err)
+                    ? NULL
+                    : qw_ctx_new(m, n_max + 16, threads, &err);
+    /* lane contexts never compute (the workspace c does): one thread each, as in runtime/lanes.c */
+    for (int i = 0; c && i < b_max; i++)
+        if (!(lanes[i] = qw_ctx_new(m, (int32_t)a.n + 16, 1, &err))) break;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(n_max + b_max + 1));
     double *pp = malloc(sizeof(double) * (size_t)a.r), *tg = malloc(sizeof(double) * (size_t)a.r);
     int rc = 1;
-    if (!c || !toks || !pp || !tg) {
-        fprintf(stderr, "qwisp bench: %s\n", c ? "out of memory" : err.msg);
+    if (!c || (b_max && !lanes[b_max - 1]) || !toks || !pp || !tg || !tgl) {
+        fprintf(stderr, "qwisp bench: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;
     }
     uint64_t rng = 0x9E3779B97F4A7C15ull;
-    for (int32_t i = 0; i <= n_max; i++) {
+    for (int32_t i = 0; i <= n_max + b_max; i++) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         toks[i] = (int32_t)((rng >> 33) % (uint64_t)m->hp.n_vocab);
     }
@@ -313,6 +387,17 @@ int qw_cmd_bench(int argc, char **argv) {
         }
         stg = summarize(tg, a.r);
     }
+    for (int k = 0; k < a.n_lane_tests; k++) {
+        const int b = (int)a.lanes[k];
+        double *v = tgl + (size_t)k * (size_t)a.r;
+        if (run_tg_lanes(c, lanes, b, toks, (int32_t)(a.n < 16 ? a.n : 16), &err) < 0) goto fail; /* warm-up */
+        for (long r = 0; r < a.r; r++) {
+            double dt = run_tg_lanes(c, lanes, b, toks, (int32_t)a.n, &err);
+            if (dt < 0) goto fail;
+            v[r] = (double)b * (double)a.n / dt;
+        }
+        stgl[k] = summarize(v, a.r);
+    }
     const double active = (double)qw_model_active_bytes(m);
     const double roof = bw > 0 ? bw / active : 0;
     const double pct = roof > 0 && a.n > 0 ? 100.0 * stg.median / roof : 0;
@@ -328,6 +413,15 @@ int qw_cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "n_gen", (double)a.n);
         if (a.p > 0) add_stats(o, "pp_tok_s", spp);
         if (a.n > 0) add_stats(o, "tg_tok_s", stg);
+        if (a.n_lane_tests) {
+            cJSON *lt = cJSON_AddArrayToObject(o, "tg_lanes");
+            for (int k = 0; k < a.n_lane_tests; k++) {
+                cJSON *t = cJSON_CreateObject();
+                cJSON_AddNumberToObject(t, "lanes", (double)a.lanes[k]);
+                add_stats(t, "agg_tok_s", stgl[k]);
+                cJSON_AddItemToArray(lt, t);
+            }
+        }
         cJSON_AddNumberToObject(o, "weight_bytes", (double)m->weight_bytes);
         cJSON_AddNumberToObject(o, "active_bytes_per_token", active);
         cJSON_AddNumberToObject(o, "mem_read_gb_s", bw / 1e9);
@@ -347,6 +441,12 @@ int qw_cmd_bench(int argc, char **argv) {
         printf("%-8s %10s %10s %10s\n", "test", "min t/s", "median", "max");
         if (a.p > 0) printf("pp%-6ld %10.2f %10.2f %10.2f\n", a.p, spp.min, spp.median, spp.max);
         if (a.n > 0) printf("tg%-6ld %10.2f %10.2f %10.2f\n", a.n, stg.min, stg.median, stg.max);
+        for (int k = 0; k < a.n_lane_tests; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "tg%ld@%ld", a.n, a.lanes[k]);
+            printf("%-8s %10.2f %10.2f %10.2f   (aggregate of %ld lanes)\n", name, stgl[k].min, stgl[k].median,
+                   stgl[k].max, a.lanes[k]);
+        }
         printf("active weights/token: %.1f MB   memory read: %.2f GB/s (best of 4 probes: %s)   roofline: %.2f tok/s",
                active / 1e6, bw / 1e9, bw_best, roof);
         if (a.n > 0 && roof > 0) printf("   reached: %.1f%%", pct);
@@ -361,6 +461,9 @@ done:
     free(toks);
     free(pp);
     free(tg);
+    free(tgl);
+    for (int i = 0; lanes && i < b_max; i++) qw_ctx_free(lanes[i]);
+    free(lanes);
     qw_ctx_free(c);
     qw_model_free(m);
     return rc;

@@ -159,6 +159,16 @@ ok = set(p) == {"plain", "prefetch", "4-streams", "4-streams+prefetch"} and all(
 ok = ok and abs(j["mem_read_gb_s"] - max(p.values())) < 1e-9 and p[j["mem_read_probe"]] == max(p.values())
 sys.exit(0 if ok else 1)'; echo $?) "out: $out"
 expect "bench --help explains shares over 100 %" 0 "pass 100 % and a note says why" -- "$Q" bench --help
+out=$($TO "$Q" bench -m "$T/tiny.gguf" -p 0 -n 6 -r 2 --bw-mb 0 --threads 2 --lanes 1,3,8 --json 2>/dev/null | tail -1)
+check "bench --lanes: one aggregate decode test per lane count (the lanes path's batched step)" $(echo "$out" | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read()); t = j["tg_lanes"]
+ok = [x["lanes"] for x in t] == [1, 3, 8] and all(0 < x["agg_tok_s"]["min"] <= x["agg_tok_s"]["median"] <= x["agg_tok_s"]["max"] for x in t)
+sys.exit(0 if ok else 1)'; echo $?) "out: $out"
+expect "bench --lanes: the table names each test tg<N>@<B>" 0 "^tg6@3 .*aggregate of 3 lanes" -- "$Q" bench -m "$T/tiny.gguf" -p 0 -n 6 -r 1 --bw-mb 0 --lanes 3
+expect "bench --lanes 0 refused" 2 "--lanes.*0" -- "$Q" bench -m "$T/tiny.gguf" --lanes 0
+expect "bench --lanes with an empty item refused" 2 "--lanes '1,,2'" -- "$Q" bench -m "$T/tiny.gguf" --lanes 1,,2
+expect "bench --lanes without decode tokens refused" 2 "--lanes needs decode tokens" -- "$Q" bench -m "$T/tiny.gguf" -n 0 --lanes 2
 
 # ---- config lists QWISP_LOG; help and docs carry no internal history ----
 expect "config lists QWISP_LOG" 0 "^QWISP_LOG +warn +default" -- "$Q" config
