@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 7
+#define QW_BACKEND_ABI 8
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -102,6 +102,15 @@ static inline qw_device_tier qw_device_tier_decide(uint64_t budget, uint64_t res
     return t;
 }
 
+/* One sequence of a batched step (eval_batch): its tokens go at its own
+ * positions, against its own KV cache and recurrent state. */
+typedef struct qw_backend_seq {
+    void *dc;              /* the sequence's device context */
+    const int32_t *tokens; /* appended at positions n_past.. */
+    int32_t n, n_past;
+    float *logits;         /* NULL, or [n_vocab]: the logits of its last token */
+} qw_backend_seq;
+
 typedef struct qw_backend_ops {
     int abi;          /* QW_BACKEND_ABI */
     const char *name; /* "cuda" */
@@ -145,6 +154,13 @@ typedef struct qw_backend_ops {
     void *(*snap_new)(void *dc, qw_error *err);
     int (*snap_copy)(void *dc, void *snap, int save, qw_error *err);
     void (*snap_free)(void *snap);
+    /* The lanes path's step: the sequences' tokens, rows packed in order, in
+     * ONE forward pass on workspace ws's activations (ws: any context of the
+     * model, one of the sequences or not), so every weight is read once for
+     * all of them; attention and the recurrent state per sequence.  Each row's
+     * logits are the bits eval gives the same sequence alone.  The contexts
+     * must be distinct.  0, or -1 + err. */
+    int (*eval_batch)(void *ws, const qw_backend_seq *seqs, int n_seqs, qw_error *err);
 } qw_backend_ops;
 
 typedef enum { QW_BACKEND_CPU = 0, QW_BACKEND_CUDA = 1, QW_BACKEND_AUTO = 2 } qw_backend_kind;

@@ -8,14 +8,20 @@
  * per DeltaNet layer (zeroed on reset); the activation buffers of the
  * largest chunk seen.
  *
- * MoE: single-token steps on the resident tier build one tile per (token,
- * slot) on the device and never wait for the host.  Longer chunks, and every
+ * MoE: single-token steps on the resident tier (and a batched step's few
+ * tokens) build one tile per (token, slot) on the device and never wait for
+ * the host.  Longer chunks, and every
  * step of the streaming tier, read the routing back, group the assignments
  * by expert (counting sort, tokens ascending) into tiles of <= CU_MM_NT, and
  * run gate/up, SwiGLU and down tile by tile — on the streaming tier in
  * groups of at most `slots` experts, each group's experts copied into the
  * layer's slots first.  A tile computes each dot the same way whatever its
  * neighbours, so every path gives the same bits.
+ *
+ * Batched steps (cu_eval_batch, the lanes path): several sequences' tokens
+ * are rows of one chunk on a workspace context's activations; attention and
+ * the recurrent step run per sequence (cu_span) on that sequence's own KV
+ * and state, everything else once over all rows.
  */
 #include "cu_model.h"
 
@@ -54,6 +60,17 @@ typedef struct cu_ctx {
 } cu_ctx;
 
 #define P(b) ((float *)(b).p)
+
+/* One sequence's rows of a chunk: rows [row0, row0 + n) of the activations
+ * are its tokens at positions pos0.., attending over kv's cache and stepping
+ * kv's recurrent state.  A single-sequence chunk is one span of the context
+ * itself; a batched step (cu_eval_batch) one span a sequence, the
+ * activations the workspace's.  Everything but attention and the recurrent
+ * step is per row, so it runs once over all rows. */
+typedef struct cu_span {
+    cu_ctx *kv;
+    int row0, n, pos0;
+} cu_span;
 
 static int grow_gen(cu_ctx *c, dbuf *b, size_t need, qw_error *err) {
     void *old = b->p;
@@ -327,9 +344,11 @@ uint64_t cu_ctx_bytes(void *p) {
 
 /* ---- the blocks ---------------------------------------------------------- */
 
-static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos0, const int32_t *pos_dev) {
+static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, const cu_span *spans, int n_spans,
+                            const int32_t *pos_dev) {
     const qw_hparams *hp = &c->dm->hp;
     const int E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
+    const size_t QD = (size_t)H * D, KD = (size_t)HKV * D;
     cudaStream_t s = c->s;
     cu_rmsnorm_q8(s, P(c->xn), P(c->x), (const float *)L->attn_norm.data, E, n, hp->rms_eps, &L->wq);
     float *qout = L->gated ? P(c->qg) : P(c->q);
@@ -337,16 +356,22 @@ static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, int pos
                              {&L->wk, NULL, P(c->kc), (int)L->wk.ne1},
                              {&L->wv, NULL, P(c->vc), (int)L->wv.ne1}};
     cu_matmul_set(s, qkv, 3, P(c->xn), E, 1, NULL, 0, n, true);
-    cu_attn_prep(s, P(c->qg), P(c->q), P(c->kc), P(c->vc), (const float *)L->q_norm.data,
-                 (const float *)L->k_norm.data, c->k[il].p, c->v[il].p, c->dm->kv_f32, n, H, HKV, D, hp->n_rot, pos0,
-                 pos_dev, hp->rope_base, hp->rms_eps, L->gated);
-    cu_attention(s, P(c->q), c->k[il].p, c->v[il].p, c->dm->kv_f32, P(c->att), n, pos0, pos_dev, H, HKV, D,
-                 1.0f / sqrtf((float)D), P(c->asc), pos_dev ? c->kv_cap : pos0 + n);
+    for (int i = 0; i < n_spans; i++) {
+        const cu_span *sp = &spans[i];
+        const size_t r = (size_t)sp->row0;
+        cu_attn_prep(s, L->gated ? P(c->qg) + r * 2 * QD : P(c->qg), P(c->q) + r * QD, P(c->kc) + r * KD,
+                     P(c->vc) + r * KD, (const float *)L->q_norm.data, (const float *)L->k_norm.data, sp->kv->k[il].p,
+                     sp->kv->v[il].p, c->dm->kv_f32, sp->n, H, HKV, D, hp->n_rot, sp->pos0, pos_dev, hp->rope_base,
+                     hp->rms_eps, L->gated);
+        cu_attention(s, P(c->q) + r * QD, sp->kv->k[il].p, sp->kv->v[il].p, c->dm->kv_f32, P(c->att) + r * QD, sp->n,
+                     sp->pos0, pos_dev, H, HKV, D, 1.0f / sqrtf((float)D), P(c->asc),
+                     pos_dev ? sp->kv->kv_cap : sp->pos0 + sp->n);
+    }
     if (L->gated) cu_sigmoid_mul(s, P(c->att), P(c->qg) + D, n, H, D, 2 * D);
     cu_matmul(s, &L->wo, NULL, P(c->att), H * D, 1, NULL, 0, n, P(c->x), E, true);
 }
 
-static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n) {
+static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n, const cu_span *spans, int n_spans) {
     const qw_hparams *hp = &c->dm->hp;
     const int E = hp->n_embd, S = hp->ssm_state, HK = hp->ssm_groups, HV = hp->ssm_vheads;
     const int VD = S * HV, C = (int)L->conv1d.ne1, KC = (int)L->conv1d.ne0;
@@ -357,10 +382,18 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n) {
                             {&L->w_beta, NULL, P(c->beta), (int)L->w_beta.ne1},
                             {&L->w_alpha, NULL, P(c->alpha), (int)L->w_alpha.ne1}};
     cu_matmul_set(s, in, 4, P(c->xn), E, 1, NULL, 0, n, true);
-    cu_conv(s, P(c->mix), P(c->cv), P(c->conv[il]), (const float *)L->conv1d.data, n, C, KC);
+    for (int i = 0; i < n_spans; i++) {
+        const size_t r = (size_t)spans[i].row0;
+        cu_conv(s, P(c->mix) + r * C, P(c->cv) + r * C, P(spans[i].kv->conv[il]), (const float *)L->conv1d.data,
+                spans[i].n, C, KC);
+    }
     cu_l2norm_qk(s, P(c->cv), n, C, 2 * HK, S, hp->rms_eps);
-    cu_delta(s, P(c->delta[il]), P(c->cv), P(c->beta), P(c->alpha), (const float *)L->dt_bias.data,
-             (const float *)L->ssm_a.data, P(c->o), n, S, HK, HV);
+    for (int i = 0; i < n_spans; i++) {
+        const size_t r = (size_t)spans[i].row0;
+        cu_delta(s, P(spans[i].kv->delta[il]), P(c->cv) + r * C, P(c->beta) + r * HV, P(c->alpha) + r * HV,
+                 (const float *)L->dt_bias.data, (const float *)L->ssm_a.data, P(c->o) + r * VD, spans[i].n, S, HK,
+                 HV);
+    }
     cu_gated_norm(s, P(c->o), P(c->z), (const float *)L->ssm_norm.data, n, HV, S, hp->rms_eps);
     cu_matmul(s, &L->ssm_out, NULL, P(c->o), VD, 1, NULL, 0, n, P(c->x), E, true);
 }
@@ -421,7 +454,11 @@ static int build_tiles(cu_ctx *c, int nk, int e0, int e1, const int32_t *slot_of
     return nt;
 }
 
-static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err) {
+/* route_dev: the routing builds one tile per assignment on the device and
+ * is never read back (the decode graph's path; a batched step's few tokens);
+ * otherwise the host groups the assignments by expert.  Tiles compute each
+ * dot the same way whatever their neighbours: a speed choice, not a bits one. */
+static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, bool route_dev, qw_error *err) {
     cu_model *dm = c->dm;
     const qw_hparams *hp = &dm->hp;
     const int E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used, nk = n * K;
@@ -433,7 +470,7 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
     const cu_mm_out rt[] = {{&L->gate_inp, NULL, P(c->router), X}, {&L->shexp_gate, NULL, P(c->sgate), 1}};
     cu_matmul_set(s, rt, shexp ? 2 : 1, P(c->xn), E, 1, NULL, 0, n, true);
     cu_tile *d_tiles = (cu_tile *)c->tiles.p;
-    const bool on_device = n == 1 && !dm->streaming; /* routing never read back: the decode graph's path */
+    const bool on_device = route_dev && !dm->streaming;
     cu_route(s, P(c->router), n, X, K, hp->norm_topk, hp->expert_weights_scale, (int32_t *)c->sel.p, P(c->selw),
              on_device ? d_tiles : NULL);
     if (on_device) {
@@ -497,24 +534,36 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err)
  * blocks give the same bits as one pass. */
 enum { CU_LOGIT_ROWS = 512 };
 
-/* Enqueues the forward pass of n tokens; with logits, the last row's (or
- * every row's, `all`) into c->logits, and, where host is given, copied there
- * block by block (host = NULL: the caller copies the one block). */
+/* The embedding and the layers of n rows (c->tok) on c's stream, c's
+ * activations; the spans say whose KV and state each row's sequence uses. */
+static int enqueue_layers(cu_ctx *c, int n, const cu_span *spans, int n_spans, const int32_t *pos_dev, bool route_dev,
+                          qw_error *err) {
+    cu_model *dm = c->dm;
+    const qw_hparams *hp = &dm->hp;
+    cu_get_rows(c->s, &dm->tok_embd, (const int32_t *)c->tok.p, n, P(c->x));
+    for (int il = 0; il < hp->n_layer; il++) {
+        const cu_layer *L = &dm->layers[il];
+        if (L->recurrent)
+            deltanet_block(c, L, il, n, spans, n_spans);
+        else
+            attention_block(c, L, il, n, spans, n_spans, pos_dev);
+        if (moe_block(c, L, il, n, route_dev, err)) return -1;
+    }
+    return 0;
+}
+
+/* Enqueues the forward pass of n tokens of c's own sequence; with logits,
+ * the last row's (or every row's, `all`) into c->logits, and, where host is
+ * given, copied there block by block (host = NULL: the caller copies the one
+ * block). */
 static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool logits, bool all, float *host,
                    qw_error *err) {
     cu_model *dm = c->dm;
     const qw_hparams *hp = &dm->hp;
     const int E = hp->n_embd, V = hp->n_vocab;
     cudaStream_t s = c->s;
-    cu_get_rows(s, &dm->tok_embd, (const int32_t *)c->tok.p, n, P(c->x));
-    for (int il = 0; il < hp->n_layer; il++) {
-        const cu_layer *L = &dm->layers[il];
-        if (L->recurrent)
-            deltanet_block(c, L, il, n);
-        else
-            attention_block(c, L, il, n, n_past, pos_dev);
-        if (moe_block(c, L, il, n, err)) return -1;
-    }
+    const cu_span self = {c, 0, n, n_past};
+    if (enqueue_layers(c, n, &self, 1, pos_dev, n == 1, err)) return -1;
     if (logits) {
         const int rows = all ? n : 1;
         for (int r0 = 0; r0 < rows; r0 += CU_LOGIT_ROWS) {
@@ -587,4 +636,81 @@ int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *lo
     CU_TRY(cudaStreamSynchronize(s), err);
     CU_TRY(cudaGetLastError(), err);
     return 0;
+}
+
+/* ---- the lanes path's step: several sequences in one forward pass ---- */
+
+/* Most sequences one step takes (qw_batch_eval's own limit). */
+enum { CU_BATCH_MAX = 256 };
+
+int cu_eval_batch(void *p, const qw_backend_seq *seqs, int n_seqs, qw_error *err) {
+    cu_ctx *c = (cu_ctx *)p; /* the workspace: its activations, its stream */
+    cu_model *dm = c->dm;
+    const qw_hparams *hp = &dm->hp;
+    const int E = hp->n_embd, V = hp->n_vocab;
+    if (n_seqs < 1 || n_seqs > CU_BATCH_MAX) return cu_fail(err, "a batch of %d sequences (1..%d)", n_seqs, CU_BATCH_MAX);
+    cu_span spans[CU_BATCH_MAX];
+    int n = 0, n_logits = 0, max_pos = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        const qw_backend_seq *q = &seqs[i];
+        cu_ctx *sc = (cu_ctx *)q->dc;
+        if (!sc || sc->dm != dm) return cu_fail(err, "batch sequence %d: a context of another model", i);
+        if (q->n < 1 || q->n_past < 0 || q->n_past + q->n > sc->n_ctx)
+            return cu_fail(err, "batch sequence %d: %d tokens at %d: outside n_ctx %d", i, q->n, q->n_past, sc->n_ctx);
+        for (int j = 0; j < i; j++)
+            if (seqs[j].dc == q->dc) return cu_fail(err, "batch sequences %d and %d share a context", j, i);
+        if (kv_reserve(sc, q->n_past + q->n, err)) return -1; /* synchronous: sc's stream is idle after */
+        spans[i] = (cu_span){sc, n, q->n, q->n_past};
+        n += q->n;
+        n_logits += q->logits != NULL;
+        max_pos = q->n_past + q->n > max_pos ? q->n_past + q->n : max_pos;
+    }
+    if (reserve_rows(c, n, err) ||
+        grow(&c->asc, cu_attention_split_floats(hp->n_head, max_pos) * sizeof(float), err) ||
+        (n_logits && grow(&c->logits, (size_t)n_logits * V * sizeof(float), err)))
+        return -1;
+    cu_q8_scratch_use(&c->q8);
+    int32_t *ids = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    if (!ids) return cu_fail(err, "out of host memory for a batch of %d tokens", n);
+    for (int i = 0; i < n_seqs; i++) memcpy(ids + spans[i].row0, seqs[i].tokens, (size_t)seqs[i].n * sizeof(int32_t));
+    cudaStream_t s = c->s;
+    int rc = -1;
+    if (cudaMemcpyAsync(c->tok.p, ids, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, s) != cudaSuccess) {
+        cu_fail(err, "copying %d batch tokens: %s", n, cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+    /* a few decode tokens: routing on the device, no host round trip a layer */
+    if (enqueue_layers(c, n, spans, n_seqs, NULL, n <= CU_MM_NT, err)) goto out;
+    if (n_logits) {
+        /* each wanted sequence's last row gathered (into `down`, free after the
+         * last layer and >= n rows of E), then the head over those rows */
+        float *g = P(c->down);
+        for (int i = 0, j = 0; i < n_seqs; i++) {
+            if (!seqs[i].logits) continue;
+            const float *row = P(c->x) + (size_t)(spans[i].row0 + spans[i].n - 1) * E;
+            if (cudaMemcpyAsync(g + (size_t)j++ * E, row, (size_t)E * sizeof(float), cudaMemcpyDeviceToDevice, s) !=
+                cudaSuccess) {
+                cu_fail(err, "gathering batch rows: %s", cudaGetErrorString(cudaGetLastError()));
+                goto out;
+            }
+        }
+        cu_rmsnorm_q8(s, P(c->xn), g, (const float *)dm->output_norm.data, E, n_logits, hp->rms_eps, &dm->output);
+        cu_matmul_again(s, &dm->output, NULL, P(c->xn), E, 1, NULL, 0, n_logits, P(c->logits), V, false);
+        for (int i = 0, j = 0; i < n_seqs; i++) {
+            if (!seqs[i].logits) continue;
+            if (cudaMemcpyAsync(seqs[i].logits, P(c->logits) + (size_t)j++ * V, (size_t)V * sizeof(float),
+                                cudaMemcpyDeviceToHost, s) != cudaSuccess) {
+                cu_fail(err, "copying batch logits: %s", cudaGetErrorString(cudaGetLastError()));
+                goto out;
+            }
+        }
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess || cudaGetLastError() != cudaSuccess) {
+        cu_fail(err, "batched step: %s", cudaGetErrorString(cudaGetLastError()));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(ids);
+    return rc;
 }

@@ -440,6 +440,7 @@ int cu_ctx_kv_copy(void *dst, void *src, int32_t n, qw_error *err);
 void *cu_snap_new(void *dc, qw_error *err);
 int cu_snap_copy(void *dc, void *snap, int save, qw_error *err);
 void cu_snap_free(void *snap);
+int cu_eval_batch(void *ws, const qw_backend_seq *seqs, int n_seqs, qw_error *err);
 
 static int probe(char *dev, size_t n, qw_error *err) {
     int count = 0;
@@ -459,7 +460,7 @@ static int probe(char *dev, size_t n, qw_error *err) {
 static const qw_backend_ops k_ops = {
     QW_BACKEND_ABI, "cuda", probe, model_new, model_free, model_describe, model_stats,
     cu_ctx_new,     cu_ctx_free, cu_eval, cu_ctx_reset, cu_ctx_bytes,
-    cu_ctx_state_io, cu_ctx_kv_io, cu_ctx_kv_copy, cu_snap_new, cu_snap_copy, cu_snap_free,
+    cu_ctx_state_io, cu_ctx_kv_io, cu_ctx_kv_copy, cu_snap_new, cu_snap_copy, cu_snap_free, cu_eval_batch,
 };
 
 extern "C" __attribute__((visibility("default"))) const qw_backend_ops *qw_backend_cuda_ops(void) { return &k_ops; }

@@ -16,6 +16,7 @@
 #include "layers.h"
 #include "qwisp/backend.h"
 #include "qwisp/ops.h"
+#include "qwisp/options.h"
 #include "qwisp/pool.h"
 
 #include <string.h>
@@ -100,20 +101,23 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
 /* The device path (backend.h): the whole chunk runs on the GPU; only the
  * ids go in and the logits asked for come back into c->logits (or
  * all_logits, the ALL gather buffer of qw_ctx_eval). */
+/* c->logits holding at least `rows` rows (the device writes into it). */
+static int logits_rows_dev(qw_ctx *c, int32_t rows, qw_error *err) {
+    if (rows <= c->logits_cap) return 0;
+    qw_pool_free(c->logits);
+    c->logits = qw_pool_alloc((size_t)rows * c->m->hp.n_vocab * sizeof(float));
+    c->logits_cap = c->logits ? rows : 0;
+    return c->logits ? 0 : qw_fail(err, "out of memory for %d rows of logits", rows);
+}
+
 static int eval_chunk_dev(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode,
                           float *all_logits, qw_error *err) {
-    const int32_t V = c->m->hp.n_vocab;
     const int32_t rows = mode == QW_LOGITS_ALL ? n : mode == QW_LOGITS_LAST ? 1 : 0;
     float *out = NULL;
     if (rows && all_logits) {
         out = all_logits;
     } else if (rows) {
-        if (rows > c->logits_cap) {
-            qw_pool_free(c->logits);
-            c->logits = qw_pool_alloc((size_t)rows * V * sizeof(float));
-            c->logits_cap = c->logits ? rows : 0;
-            if (!c->logits) return qw_fail(err, "out of memory for %d rows of logits", rows);
-        }
+        if (logits_rows_dev(c, rows, err)) return -1;
         out = c->logits;
     }
     if (c->m->backend->eval(c->dev, tokens, n, c->n_past, out, mode == QW_LOGITS_ALL, err)) return -1;
@@ -158,8 +162,23 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
         want[i] = q->logits;
         n += q->n;
     }
+    if (ws->dev && ws->m->backend->eval_batch && qw_opt_int(QW_OPT_DEVICE_BATCH)) {
+        /* one forward pass on the device for every sequence (docs/cuda.md) */
+        qw_backend_seq bs[MAX_SEQS];
+        for (int i = 0; i < n_seqs; i++) {
+            qw_ctx *c = seqs[i].ctx;
+            if (seqs[i].logits && logits_rows_dev(c, 1, err)) return -1;
+            bs[i] = (qw_backend_seq){c->dev, seqs[i].tokens, seqs[i].n, c->n_past, seqs[i].logits ? c->logits : NULL};
+        }
+        if (ws->m->backend->eval_batch(ws->dev, bs, n_seqs, err)) return -1;
+        for (int i = 0; i < n_seqs; i++) {
+            if (seqs[i].logits) seqs[i].ctx->logits_rows = 1;
+            seqs[i].ctx->n_past += seqs[i].n;
+        }
+        return 0;
+    }
     if (ws->dev) {
-        /* the GPU runs the lanes' sequences one after another (docs/cuda.md);
+        /* QWISP_DEVICE_BATCH=0: the lanes' sequences one after another;
          * checked above, so a failure here is the device's own */
         for (int i = 0; i < n_seqs; i++)
             if (eval_chunk_dev(seqs[i].ctx, seqs[i].tokens, seqs[i].n, seqs[i].logits ? QW_LOGITS_LAST : QW_LOGITS_NONE,

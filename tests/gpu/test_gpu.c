@@ -18,7 +18,9 @@
  *     gives the resident tier's logits bit for bit;
  *   - the device pool's cache stays within its limit;
  *   - a device context's KV and state copied out and back in (prefix cache,
- *     marks, KV files) continue with the same logits, bit for bit.
+ *     marks, KV files) continue with the same logits, bit for bit;
+ *   - the lanes path's batched step (QWISP_DEVICE_BATCH=1) gives every
+ *     sequence the logits of its tokens run alone, bit for bit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -424,6 +426,75 @@ static void test_state_io(void **state) {
     qw_model_free(m);
 }
 
+/* The lanes path's batched step (cu_eval_batch) on one model and tier: four
+ * sequences' prompts of different lengths in one step (host-grouped
+ * routing), then steps of one token each (routing on the device), one of
+ * them giving a sequence three tokens: each sequence's logits after every
+ * step equal those of the same tokens run through its own context alone. */
+static void batch_one(const char *path, const char *slots) {
+    enum { B = 4, STEPS = 6, MAXT = 32 };
+    static const int plen[B] = {5, 9, 3, 12};
+    qw_model *m = load_on(path, "cuda", slots);
+    qw_error err = {{0}};
+    const int V = m->hp.n_vocab, vmax = V < 400 ? V : 400;
+    int32_t ids[B][MAXT];
+    int take[STEPS][B];
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < MAXT; t++) ids[b][t] = (b * 97 + t * 31 + 7) % vmax;
+        for (int st = 0; st < STEPS; st++) take[st][b] = st == 0 ? plen[b] : (st == 3 && b == 1 ? 3 : 1);
+    }
+    float *want = malloc((size_t)B * STEPS * V * sizeof(float));
+    for (int b = 0; b < B; b++) {
+        qw_ctx *c = qw_ctx_new(m, N_CTX, 2, &err);
+        assert_non_null(c);
+        for (int st = 0, pos = 0; st < STEPS; pos += take[st][b], st++) {
+            eval_or_fail(c, ids[b] + pos, take[st][b]);
+            memcpy(want + ((size_t)b * STEPS + st) * V, qw_ctx_logits(c), (size_t)V * sizeof(float));
+        }
+        qw_ctx_free(c);
+    }
+    set_opt(QW_OPT_DEVICE_BATCH, "1");
+    qw_ctx *ws = qw_ctx_new(m, 16, 2, &err), *lane[B];
+    assert_non_null(ws);
+    for (int b = 0; b < B; b++) assert_non_null(lane[b] = qw_ctx_new(m, N_CTX, 1, &err));
+    int pos[B] = {0};
+    for (int st = 0; st < STEPS; st++) {
+        qw_batch_seq seqs[B];
+        for (int b = 0; b < B; b++) seqs[b] = (qw_batch_seq){lane[b], ids[b] + pos[b], take[st][b], true};
+        if (qw_batch_eval(ws, seqs, B, &err)) fail_msg("%s: batched step %d: %s", path, st, err.msg);
+        for (int b = 0; b < B; b++) {
+            pos[b] += take[st][b];
+            assert_int_equal(qw_ctx_n_past(lane[b]), pos[b]);
+            if (memcmp(qw_ctx_logits(lane[b]), want + ((size_t)b * STEPS + st) * V, (size_t)V * sizeof(float)))
+                fail_msg("%s%s%s: step %d, sequence %d: batched logits differ from the sequence run alone", path,
+                         slots ? ", slots " : "", slots ? slots : "", st, b);
+        }
+    }
+    set_opt(QW_OPT_DEVICE_BATCH, "0");
+    printf("INFO: %s%s%s: %d sequences batched over %d steps: each one's logits its own run's, bit for bit\n", path,
+           slots ? ", slots " : "", slots ? slots : "", B, STEPS);
+    for (int b = 0; b < B; b++) qw_ctx_free(lane[b]);
+    qw_ctx_free(ws);
+    free(want);
+    qw_model_free(m);
+}
+
+static void test_batch(void **state) {
+    (void)state;
+    if (!gpu_or_skip("batched lanes step")) return;
+    const char *models[] = {"models/default.gguf", "models/qwen35moe.gguf"};
+    for (int i = 0; i < 2; i++) {
+        batch_one(models[i], NULL);
+        qw_error err = {{0}};
+        qw_model *probe_m = qw_model_load(models[i], &err);
+        assert_non_null(probe_m);
+        char slots[16];
+        snprintf(slots, sizeof slots, "%d", probe_m->hp.n_expert_used);
+        qw_model_free(probe_m);
+        batch_one(models[i], slots);
+    }
+}
+
 int main(void) {
     qw_error err = {{0}};
     if (qw_options_init(&err)) {
@@ -453,17 +524,18 @@ int main(void) {
     static char buf[8192];
     snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
     enum { MAX_MODELS = 64 };
-    struct CMUnitTest tests[7 + MAX_MODELS] = {
+    struct CMUnitTest tests[8 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
         cmocka_unit_test(test_pool_limit),
         cmocka_unit_test(test_state_io),
+        cmocka_unit_test(test_batch),
         {"test_long_decode(default)", test_long_decode, NULL, NULL, (void *)"models/default.gguf"},
         {"test_long_decode(qwen35moe)", test_long_decode, NULL, NULL, (void *)"models/qwen35moe.gguf"},
     };
-    size_t n = 7;
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 7 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
+    size_t n = 8;
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 8 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
         tests[n++] = (struct CMUnitTest){p, test_gpu_vs_cpu, NULL, NULL, p};
         if (!g_ops) break; /* no GPU: one SKIP line, not one a model */
     }
