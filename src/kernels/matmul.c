@@ -118,6 +118,31 @@ static void tile_tokens(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn fn,
     }
 }
 
+/* The last 2 or 3 tokens [t0, n_tok) of rows [r0, r1) (a multiple of
+ * QW_GEMM_ROWS) with the 4-token tile, the missing tokens padded with the last
+ * real one and their outputs thrown away.  For two or three tokens the tile
+ * is faster than the dot or the row loop a token (from cache the tile runs ~3x
+ * their MACs a second), and it gives the dot's bits (quant.h's contract).
+ * Rows go in slices so the thrown-away outputs fit on the stack. */
+static void tile_tokens_padded(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn fn, int64_t t0, int64_t r0,
+                               int64_t r1) {
+    enum { SLICE = 256 }; /* rows a call: even, as the tile's rows must be */
+    float junk[QW_GEMM_TOKS][SLICE];
+    const char *w = t->w, *xq = t->xq;
+    const int64_t n_real = t->n_tok - t0;
+    for (int64_t s0 = r0; s0 < r1; s0 += SLICE) {
+        const int64_t s1 = s0 + SLICE < r1 ? s0 + SLICE : r1;
+        const void *x[QW_GEMM_TOKS];
+        float *yr[QW_GEMM_TOKS];
+        for (int i = 0; i < QW_GEMM_TOKS; i++) {
+            const int64_t tok = t0 + (i < n_real ? i : n_real - 1);
+            x[i] = xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
+            yr[i] = i < n_real ? t->y + tok * t->ldy + s0 : junk[i];
+        }
+        fn(j->k, w + (size_t)s0 * t->w_row_bytes, t->w_row_bytes, s1 - s0, x, yr);
+    }
+}
+
 /* Rows [r0, r1) × all tokens with the tiles (token groups outer: the
  * tokens' prepared activations stay in L1 while the block's rows stream
  * from L2): 16- or 8-token groups where the level has a wide tile (AMX
@@ -134,10 +159,17 @@ static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm
         tile_tokens(j, t, gemm, QW_GEMM_TOKS, t_wide, t_end, r0, r_end);
     }
     if (r_end < r1) dot_range(j, t, dot, r_end, r1, 0, t_end);
-    /* the last 1-3 tokens (MoE experts rarely get a multiple of 4): the row
-     * loop prepares each token once per call, the dot once per row */
-    if (gemv) gemv_range(j, t, gemv, dot, r0, r1, t_end, t->n_tok);
-    else dot_range(j, t, dot, r0, r1, t_end, t->n_tok);
+    /* the last 1-3 tokens (MoE experts rarely get a multiple of 4, and many
+     * get fewer than 4): two or three go through the tile padded to four; one
+     * through the row loop (it prepares the token once per call) or the dot */
+    if (t->n_tok - t_end >= 2) {
+        if (r_end > r0) tile_tokens_padded(j, t, gemm, t_end, r0, r_end);
+        if (r_end < r1) dot_range(j, t, dot, r_end, r1, t_end, t->n_tok);
+    } else if (gemv) {
+        gemv_range(j, t, gemv, dot, r0, r1, t_end, t->n_tok);
+    } else {
+        dot_range(j, t, dot, r0, r1, t_end, t->n_tok);
+    }
 }
 
 static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
@@ -153,7 +185,7 @@ static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
         const qw_mm_task *t = &j->tasks[ti];
         const int64_t r0 = (b - j->block0[ti]) * j->row_block;
         const int64_t r1 = r0 + j->row_block < t->n_rows ? r0 + j->row_block : t->n_rows;
-        if (gemm && t->n_tok >= QW_GEMM_TOKS) gemm_range(j, t, gemm, wide, gemv, dot, r0, r1);
+        if (gemm && t->n_tok >= 2) gemm_range(j, t, gemm, wide, gemv, dot, r0, r1);
         else if (gemv) gemv_range(j, t, gemv, dot, r0, r1, 0, t->n_tok);
         else dot_range(j, t, dot, r0, r1, 0, t->n_tok);
     }

@@ -107,16 +107,63 @@ static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     return 0;
 }
 
+/* The per-row steps after the expert matmuls, spread over the pool's
+ * threads (each row alone, so the bits do not depend on the split):
+ * SwiGLU of a group's rows, their scaling into eout, and the final sum.
+ * Grains of 16 rows keep decode's few rows on the calling thread (a
+ * dispatch costs more than they do). */
+typedef struct {
+    qw_ctx *c;
+    const float *down;
+    const int32_t *tok, *slot;
+    const qw_layer *L;
+} rows_job;
+
+static void swiglu_rows(void *p, int64_t i0, int64_t i1, int ith) {
+    (void)ith;
+    const rows_job *j = p;
+    const int32_t F = j->c->m->hp.n_ff_exp;
+    for (int64_t i = i0; i < i1; i++)
+        qw_swiglu(j->c->gate + (size_t)i * F, j->c->gate + (size_t)i * F, j->c->up + (size_t)i * F, F);
+}
+
 /* Scales expert output rows down[i] by their routing weight into eout. */
+static void scatter_rows(void *p, int64_t i0, int64_t i1, int ith) {
+    (void)ith;
+    const rows_job *j = p;
+    const int32_t E = j->c->m->hp.n_embd, K = j->c->m->hp.n_expert_used;
+    for (int64_t i = i0; i < i1; i++) {
+        const int32_t t = j->tok[i], s = j->slot[i];
+        const float w = j->c->selw[t * K + s];
+        float *dst = j->c->eout + ((size_t)t * K + s) * E;
+        const float *src = j->down + (size_t)i * E;
+        for (int32_t d = 0; d < E; d++) dst[d] = src[d] * w;
+    }
+}
+
 static void scatter_expert_rows(qw_ctx *c, const float *down, const int32_t *tok, const int32_t *slot,
                                 int32_t m) {
+    rows_job j = {c, down, tok, slot, NULL};
+    qw_parallel_for(c->tp, m, 16, scatter_rows, &j);
+}
+
+/* Expert outputs summed in top-k order, the gated shared expert (if any)
+ * added, then added to the residual: token rows [i0, i1). */
+static void combine_rows(void *p, int64_t i0, int64_t i1, int ith) {
+    (void)ith;
+    const rows_job *j = p;
+    qw_ctx *c = j->c;
     const int32_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
-    for (int32_t i = 0; i < m; i++) {
-        const int32_t t = tok[i], s = slot[i];
-        const float w = c->selw[t * K + s];
-        float *dst = c->eout + ((size_t)t * K + s) * E;
-        const float *src = down + (size_t)i * E;
-        for (int32_t d = 0; d < E; d++) dst[d] = src[d] * w;
+    const bool shexp = j->L->gate_shexp.data != NULL;
+    for (int64_t t = i0; t < i1; t++) {
+        float *x = c->x + (size_t)t * E;
+        const float *eo = c->eout + (size_t)t * K * E;
+        const float *sd = shexp ? c->sd + (size_t)t * E : NULL;
+        for (int32_t d = 0; d < E; d++) {
+            float acc = eo[d];
+            for (int32_t s = 1; s < K; s++) acc += eo[(size_t)s * E + d];
+            x[d] += sd ? acc + sd[d] * c->sgate[t] : acc;
+        }
     }
 }
 
@@ -236,8 +283,8 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
             const int32_t rows = END(e_end - 1) - row0;
             if (nt) {
                 qw_matmul_batch(c->tp, gt, E, gu, 2 * nt);
-                for (int32_t i = 0; i < rows; i++)
-                    qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
+                rows_job sj = {c, NULL, NULL, NULL, L};
+                qw_parallel_for(c->tp, rows, 16, swiglu_rows, &sj);
                 qw_act_convert(c->tp, dt, c->gate, F, F, rows, hq);
                 qw_matmul_batch(c->tp, dt, F, dn, nt);
                 qw_experts_release(xs, il);
@@ -249,17 +296,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
 #undef END
 #undef START
     if (L->gate_shexp.data && shared_expert(c, L, n, err)) return -1;
-    /* Sum expert outputs in top-k order, add the gated shared expert (if
-     * any), then add to the residual. */
-    for (int32_t t = 0; t < n; t++) {
-        float *x = c->x + (size_t)t * E;
-        const float *eo = c->eout + (size_t)t * K * E;
-        const float *sd = L->gate_shexp.data ? c->sd + (size_t)t * E : NULL;
-        for (int32_t d = 0; d < E; d++) {
-            float acc = eo[d];
-            for (int32_t s = 1; s < K; s++) acc += eo[(size_t)s * E + d];
-            x[d] += sd ? acc + sd[d] * c->sgate[t] : acc;
-        }
-    }
+    rows_job cj = {c, NULL, NULL, NULL, L};
+    qw_parallel_for(c->tp, n, 16, combine_rows, &cj);
     return 0;
 }
