@@ -19,7 +19,8 @@
  *  - Scales: d_w * d_x is the same float product as the dot's.
  *  - The per-token parts are prepared once per call into a stack buffer
  *    (k <= QW_GEMM_K_MAX) and reused by every row of the block.
- * Weights are re-read from L1/L2 once per 4 tokens instead of once per token.
+ * Weights are re-read from L1/L2 once per 4 (the wide tile: 8) tokens instead
+ * of once per token.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -47,12 +48,16 @@ typedef struct {
     __m512 d;  /* their scales, 8 lanes each */
 } prep8;
 
-/* Prefill: 2 rows × 4 tokens; zmm halves are tokens (0,1) and (2,3). */
-static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
-                          float *const *y, prep8 *pp) {
+/* Prefill: 2 rows × 2·NP tokens (NP token pairs: 2, or 4 for the wide
+ * tile); zmm halves are tokens (0,1), (2,3), ...  The wide tile shares each
+ * weight block's load, -128*sum4(w) correction and scale among eight tokens
+ * instead of four; every (row, token) chain is the same either way. */
+static inline __attribute__((always_inline)) void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes,
+                                                                int64_t n_rows, const void *const *xv,
+                                                                float *const *y, prep8 *pp, const int NP) {
     const int64_t nb = n / QW_QK8_0;
     const __m512i k80 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-    for (int tp = 0; tp < 2; tp++) {
+    for (int tp = 0; tp < NP; tp++) {
         const qw_block_q8_0 *xa = xv[2 * tp], *xb = xv[2 * tp + 1];
         for (int64_t k = 0; k < nb; k++) {
             uint16_t da, db;
@@ -66,15 +71,15 @@ static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t
     qw_prefetch_bytes(wv, (size_t)(n_rows < 4 ? n_rows : 4) * w_row_bytes);
     for (int64_t r0 = 0; r0 < n_rows; r0 += 2) {
         if (r0 + 4 < n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r0 + 4) * w_row_bytes, group_bytes);
-        __m512 acc[2][2];
-        UNROLL for (int r = 0; r < 2; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        __m512 acc[2][4];
+        UNROLL for (int r = 0; r < 2; r++) UNROLL for (int tp = 0; tp < NP; tp++) acc[r][tp] = _mm512_setzero_ps();
         for (int64_t k = 0; k < nb; k++) {
             UNROLL for (int r = 0; r < 2; r++) {
                 const qw_block_q8_0 *wb = (const qw_block_q8_0 *)((const char *)wv + (size_t)(r0 + r) * w_row_bytes) + k;
                 const __m512i w = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)wb->qs));
                 const __m512i nw = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, w)); /* -128*sum4(w) */
                 const __m512 dw = _mm512_set1_ps(_cvtsh_ss(load_u16(&wb->d)));
-                UNROLL for (int tp = 0; tp < 2; tp++) {
+                UNROLL for (int tp = 0; tp < NP; tp++) {
                     const prep8 *q = &pp[tp * nb + k];
                     const __m512i p = _mm512_dpbusd_epi32(nw, q->u, w); /* x+128 u8, w s8 */
                     acc[r][tp] = _mm512_fmadd_ps(_mm512_mul_ps(dw, q->d), _mm512_cvtepi32_ps(p), acc[r][tp]);
@@ -82,7 +87,7 @@ static void q8_gemm_tiles(int64_t n, const void *wv, size_t w_row_bytes, int64_t
             }
         }
         UNROLL for (int r = 0; r < 2; r++)
-            UNROLL for (int tp = 0; tp < 2; tp++) {
+            UNROLL for (int tp = 0; tp < NP; tp++) {
                 y[2 * tp][r0 + r] = hsum8(_mm512_castps512_ps256(acc[r][tp]));
                 y[2 * tp + 1][r0 + r] = hsum8(_mm512_extractf32x8_ps(acc[r][tp], 1));
             }
@@ -149,7 +154,14 @@ static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t 
 void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
     prep8 pp[2 * QW_GEMM_K_MAX / QW_QK8_0];
-    q8_gemm_tiles(n, w, w_row_bytes, n_rows, x, y, pp);
+    q8_gemm_tiles(n, w, w_row_bytes, n_rows, x, y, pp, 2);
+}
+
+/* Prefill, the level's wide tile: 2 rows × 8 tokens (QW_Q8_WIDE_TOKS_AVX512). */
+void qw_avx512_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                              float *const *y) {
+    prep8 pp[4 * QW_GEMM_K_MAX / QW_QK8_0];
+    q8_gemm_tiles(n, w, w_row_bytes, n_rows, x, y, pp, 4);
 }
 
 /* Decode (one token): one row at a time, the token prepared once.  Rows are

@@ -157,6 +157,7 @@ static void build_amx(qw_kernel_table *t) {
     t->gemm_q4_0 = qw_amx_gemm_q4_0;
     t->gemm_wide_q8_0 = qw_amx_gemm_wide_q8_0;
     t->gemm_wide_q4_0 = qw_amx_gemm_wide_q4_0;
+    t->wide_toks_q8 = QW_GEMM_WIDE_TOKS;
 }
 
 static void detect_cpu(void) {
@@ -264,6 +265,7 @@ qw_gemm_fn qw_gemm_wide_get(qw_type type) {
 int qw_gemm_wide_toks(qw_type type) {
     switch (type) {
     case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K: return QW_KQ_WIDE_TOKS;
+    case QW_TYPE_Q8_0: case QW_TYPE_Q4_0: return active()->wide_toks_q8 ? active()->wide_toks_q8 : QW_GEMM_WIDE_TOKS;
     default: return QW_GEMM_WIDE_TOKS;
     }
 }

@@ -53,10 +53,12 @@ typedef struct qw_kernel_table {
     qw_gemm_fn gemm_q4_0;
     qw_gemm_fn gemv_q8_0; /* one token, rows in multiples of 4 */
     qw_gemm_fn gemv_q4_0;
-    /* QW_GEMM_WIDE_TOKS-token tiles, same contract; NULL where the level has
-     * none (all but avx512-amx) */
+    /* wide_toks_q8-token tiles (<= QW_GEMM_WIDE_TOKS), same contract; NULL
+     * where the level has none: 16 tokens at avx512-amx, 8 (Q8_0 only) at
+     * avx512 */
     qw_gemm_fn gemm_wide_q8_0;
     qw_gemm_fn gemm_wide_q4_0;
+    int wide_toks_q8;
     /* y[i] += a * f16(x[i]), as mul then add (two roundings, like the reference). */
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
     /* Q2_K..Q6_K (+ Q8_K) dots and the Q4_K/Q6_K tiles of this level (complete:
@@ -88,6 +90,8 @@ void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
                          float *const *y);
 void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
+void qw_avx512_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                              float *const *y);
 void qw_avx512_dot_q4_0(int64_t n, float *s, const void *w, const void *x);
 void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
