@@ -259,6 +259,8 @@ typedef struct qw_batch_seq {
  * and of ws's model; ws may be one of them.  0, or -1 + err with nothing
  * appended to any sequence. */
 int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *err);
+/* The most sequences one qw_batch_eval takes (the backends' eval_batch too). */
+enum { QW_BATCH_MAX_SEQS = 256 };
 
 /* Logits from the last eval: LAST -> [n_vocab]; ALL -> [n][n_vocab]. */
 const float *qw_ctx_logits(const qw_ctx *c);

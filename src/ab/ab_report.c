@@ -73,7 +73,6 @@ static const char *arm_env_text(const qw_ab_arm *a, char *buf, size_t cap) {
     return buf;
 }
 
-/* Where the speed numbers came from and what was done to make them quiet. */
 /* Where the footprint side came from: separate processes, or not measured. */
 static void footprint_line(FILE *f, const qw_ab_experiment *e, const char *what) {
     if (e->n_trials > 0 && e->footprint_jobs > 1)

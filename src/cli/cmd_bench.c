@@ -53,7 +53,7 @@ static const char *k_usage =
     "active weights do not fit in the CPU's last-level cache; when they do, the share reached can\n"
     "pass 100 % and a note says why (docs/bench.md).\n";
 
-enum { MAX_LANE_TESTS = 16, MAX_LANES = 256 };
+enum { MAX_LANE_TESTS = 16, MAX_LANES = QW_BATCH_MAX_SEQS };
 
 typedef struct {
     const char *model;
@@ -338,9 +338,9 @@ int qw_cmd_bench(int argc, char **argv) {
     double *tgl = calloc((size_t)a.r * (size_t)(a.n_lane_tests ? a.n_lane_tests : 1), sizeof *tgl);
     stats3 stgl[MAX_LANE_TESTS] = {0};
     /* the tier sees the lanes' contexts too (as serve's lanes path places it) */
-    qw_ctx *c = !lanes || qw_place_experts(m, (int64_t)(n_max + 16) + (int64_t)b_max * (a.n + 16), &err)
-                    ? NULL
-                    : qw_ctx_new(m, n_max + 16, threads, &err);
+    qw_ctx *c = NULL;
+    if (lanes && !qw_place_experts(m, (int64_t)(n_max + 16) + (int64_t)b_max * (a.n + 16), &err))
+        c = qw_ctx_new(m, n_max + 16, threads, &err);
     /* lane contexts never compute (the workspace c does): one thread each, as in runtime/lanes.c */
     for (int i = 0; c && i < b_max; i++)
         if (!(lanes[i] = qw_ctx_new(m, (int32_t)a.n + 16, 1, &err))) break;

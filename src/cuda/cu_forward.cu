@@ -640,16 +640,15 @@ int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *lo
 
 /* ---- the lanes path's step: several sequences in one forward pass ---- */
 
-/* Most sequences one step takes (qw_batch_eval's own limit). */
-enum { CU_BATCH_MAX = 256 };
 
 int cu_eval_batch(void *p, const qw_backend_seq *seqs, int n_seqs, qw_error *err) {
     cu_ctx *c = (cu_ctx *)p; /* the workspace: its activations, its stream */
     cu_model *dm = c->dm;
     const qw_hparams *hp = &dm->hp;
     const int E = hp->n_embd, V = hp->n_vocab;
-    if (n_seqs < 1 || n_seqs > CU_BATCH_MAX) return cu_fail(err, "a batch of %d sequences (1..%d)", n_seqs, CU_BATCH_MAX);
-    cu_span spans[CU_BATCH_MAX];
+    if (n_seqs < 1 || n_seqs > QW_BATCH_MAX_SEQS)
+        return cu_fail(err, "a batch of %d sequences (1..%d)", n_seqs, (int)QW_BATCH_MAX_SEQS);
+    cu_span spans[QW_BATCH_MAX_SEQS];
     int n = 0, n_logits = 0, max_pos = 0;
     for (int i = 0; i < n_seqs; i++) {
         const qw_backend_seq *q = &seqs[i];

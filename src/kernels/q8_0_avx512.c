@@ -157,7 +157,7 @@ void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
     q8_gemm_tiles(n, w, w_row_bytes, n_rows, x, y, pp, 2);
 }
 
-/* Prefill, the level's wide tile: 2 rows × 8 tokens (QW_Q8_WIDE_TOKS_AVX512). */
+/* Prefill, the level's wide tile: 2 rows × 8 tokens (wide_toks_q8 in quant_avx512.c's table). */
 void qw_avx512_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                               float *const *y) {
     prep8 pp[4 * QW_GEMM_K_MAX / QW_QK8_0];

@@ -98,9 +98,6 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
     return 0;
 }
 
-/* The device path (backend.h): the whole chunk runs on the GPU; only the
- * ids go in and the logits asked for come back into c->logits (or
- * all_logits, the ALL gather buffer of qw_ctx_eval). */
 /* c->logits holding at least `rows` rows (the device writes into it). */
 static int logits_rows_dev(qw_ctx *c, int32_t rows, qw_error *err) {
     if (rows <= c->logits_cap) return 0;
@@ -110,6 +107,9 @@ static int logits_rows_dev(qw_ctx *c, int32_t rows, qw_error *err) {
     return c->logits ? 0 : qw_fail(err, "out of memory for %d rows of logits", rows);
 }
 
+/* The device path (backend.h): the whole chunk runs on the GPU; only the
+ * ids go in and the logits asked for come back into c->logits (or
+ * all_logits, the ALL gather buffer of qw_ctx_eval). */
 static int eval_chunk_dev(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode,
                           float *all_logits, qw_error *err) {
     const int32_t rows = mode == QW_LOGITS_ALL ? n : mode == QW_LOGITS_LAST ? 1 : 0;
@@ -143,7 +143,7 @@ static int check_tokens(const qw_hparams *hp, const int32_t *tokens, int32_t n, 
 }
 
 int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *err) {
-    enum { MAX_SEQS = 256 };
+    enum { MAX_SEQS = QW_BATCH_MAX_SEQS };
     if (n_seqs <= 0 || n_seqs > MAX_SEQS) return qw_fail(err, "batch of %d sequences (1..%d)", n_seqs, MAX_SEQS);
     seq_span spans[MAX_SEQS];
     bool want[MAX_SEQS];

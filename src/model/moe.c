@@ -110,8 +110,10 @@ static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
 /* The per-row steps after the expert matmuls, spread over the pool's
  * threads (each row alone, so the bits do not depend on the split):
  * SwiGLU of a group's rows, their scaling into eout, and the final sum.
- * Grains of 16 rows keep decode's few rows on the calling thread (a
+ * Grains of ROW_GRAIN rows keep decode's few rows on the calling thread (a
  * dispatch costs more than they do). */
+enum { ROW_GRAIN = 16 };
+
 typedef struct {
     qw_ctx *c;
     const float *down;
@@ -125,6 +127,12 @@ static void swiglu_rows(void *p, int64_t i0, int64_t i1, int ith) {
     const int32_t F = j->c->m->hp.n_ff_exp;
     for (int64_t i = i0; i < i1; i++)
         qw_swiglu(j->c->gate + (size_t)i * F, j->c->gate + (size_t)i * F, j->c->up + (size_t)i * F, F);
+}
+
+/* gate = silu(gate) * up over the first `rows` expert rows. */
+static void swiglu_expert_rows(qw_ctx *c, int32_t rows) {
+    rows_job j = {c, NULL, NULL, NULL, NULL};
+    qw_parallel_for(c->tp, rows, ROW_GRAIN, swiglu_rows, &j);
 }
 
 /* Scales expert output rows down[i] by their routing weight into eout. */
@@ -144,7 +152,7 @@ static void scatter_rows(void *p, int64_t i0, int64_t i1, int ith) {
 static void scatter_expert_rows(qw_ctx *c, const float *down, const int32_t *tok, const int32_t *slot,
                                 int32_t m) {
     rows_job j = {c, down, tok, slot, NULL};
-    qw_parallel_for(c->tp, m, 16, scatter_rows, &j);
+    qw_parallel_for(c->tp, m, ROW_GRAIN, scatter_rows, &j);
 }
 
 /* Expert outputs summed in top-k order, the gated shared expert (if any)
@@ -182,8 +190,7 @@ static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, 
     if (qw_experts_get(c->m->experts, (int32_t)(L - c->m->layers), e, &wg, &wu, &wd, err)) return -1;
     qw_matmul_q(c->tp, gt, wg, L->gate_exps.row_bytes, F, E, gq, tok, m, c->gate, F);
     qw_matmul_q(c->tp, ut, wu, L->up_exps.row_bytes, F, E, uq, tok, m, c->up, F);
-    for (int32_t i = 0; i < m; i++)
-        qw_swiglu(c->gate + (size_t)i * F, c->gate + (size_t)i * F, c->up + (size_t)i * F, F);
+    swiglu_expert_rows(c, m);
     qw_act_convert(c->tp, dt, c->gate, F, F, m, hq);
     qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down, E);
     scatter_expert_rows(c, c->down, tok, slot, m);
@@ -283,8 +290,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
             const int32_t rows = END(e_end - 1) - row0;
             if (nt) {
                 qw_matmul_batch(c->tp, gt, E, gu, 2 * nt);
-                rows_job sj = {c, NULL, NULL, NULL, L};
-                qw_parallel_for(c->tp, rows, 16, swiglu_rows, &sj);
+                swiglu_expert_rows(c, rows);
                 qw_act_convert(c->tp, dt, c->gate, F, F, rows, hq);
                 qw_matmul_batch(c->tp, dt, F, dn, nt);
                 qw_experts_release(xs, il);
@@ -297,6 +303,6 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
 #undef START
     if (L->gate_shexp.data && shared_expert(c, L, n, err)) return -1;
     rows_job cj = {c, NULL, NULL, NULL, L};
-    qw_parallel_for(c->tp, n, 16, combine_rows, &cj);
+    qw_parallel_for(c->tp, n, ROW_GRAIN, combine_rows, &cj);
     return 0;
 }
