@@ -224,7 +224,11 @@ int qw_ctx_kv_import(qw_ctx *c, int32_t n, qw_kv_fn fn, void *user, qw_error *er
 
 /* Runs tokens[n] at positions n_past.. and appends them to the KV cache.
  * Internally splits into chunks of at most the context's chunk size.
- * Returns 0, or -1 + err (context full, invalid token id). */
+ * Returns 0, or -1 + err (context full, invalid token id: c unchanged).  A
+ * chunk that fails part-way (a streamed expert's disk read, memory) keeps
+ * the chunks before it; a model with recurrent layers is emptied instead
+ * (n_past 0, state zeroed, err says so), since its state may have taken part
+ * of the failed chunk and cannot be rewound. */
 int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err);
 /* Called by qw_ctx_eval after each chunk it runs: n_done of n_total tokens of
  * this eval are in the KV cache (n_past includes them).  Instruments (memory
@@ -257,7 +261,8 @@ typedef struct qw_batch_seq {
  * alone (rows are computed independently).  The total tokens should fit ws's
  * chunk size (larger batches grow its buffers).  Contexts must be distinct
  * and of ws's model; ws may be one of them.  0, or -1 + err with nothing
- * appended to any sequence. */
+ * appended to any sequence; when the pass itself failed part-way, sequences
+ * with recurrent state are emptied instead (as in qw_ctx_eval). */
 int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *err);
 /* The most sequences one qw_batch_eval takes (the backends' eval_batch too). */
 enum { QW_BATCH_MAX_SEQS = 256 };

@@ -214,20 +214,22 @@ uint64_t qw_ctx_state_bytes(const qw_ctx *c) { return qw_model_state_bytes(c->m)
 int32_t qw_ctx_n_past(const qw_ctx *c) { return c->n_past; }
 const float *qw_ctx_logits(const qw_ctx *c) { return c->logits; }
 
-int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
-    if (n_past < 0 || n_past >= c->n_past) return c->n_past;
+void qw_ctx_restart(qw_ctx *c) {
     const qw_hparams *hp = &c->m->hp;
-    bool recurrent = false;
     for (int il = 0; il < hp->n_layer; il++) {
-        if (!c->m->layers[il].recurrent) continue;
-        /* a recurrent state holds every token seen: it can only start over */
-        recurrent = true;
-        if (c->dev) continue;
+        if (!c->m->layers[il].recurrent || c->dev) continue;
         memset(c->conv[il], 0, qw_model_conv_state_bytes(hp));
         memset(c->delta[il], 0, qw_model_delta_state_bytes(hp));
     }
-    c->n_past = recurrent ? 0 : n_past;
-    if (c->dev && recurrent) c->m->backend->ctx_reset(c->dev);
+    if (c->dev && qw_ctx_state_bytes(c)) c->m->backend->ctx_reset(c->dev);
+    c->n_past = 0;
+}
+
+int32_t qw_ctx_truncate(qw_ctx *c, int32_t n_past) {
+    if (n_past < 0 || n_past >= c->n_past) return c->n_past;
+    /* a recurrent state holds every token seen: it can only start over */
+    if (qw_ctx_state_bytes(c)) qw_ctx_restart(c);
+    else c->n_past = n_past;
     return c->n_past;
 }
 

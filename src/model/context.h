@@ -97,6 +97,8 @@ int qw_fwd_linear(qw_ctx *c, const qw_tensor *w, const float *x, int32_t n, floa
 /* Grows c's KV cache (attention layers) to hold at least need positions
  * (doubling, capped at n_ctx).  0, or -1 + err. */
 int qw_ctx_kv_reserve(qw_ctx *c, int32_t need, qw_error *err);
+/* Empties c: n_past 0 and every recurrent state zeroed (on the device too). */
+void qw_ctx_restart(qw_ctx *c);
 /* (Re)allocates c's chunk buffers for chunks of `rows` rows.  0, or -1. */
 int qw_ctx_alloc_chunk_bufs(qw_ctx *c, int32_t rows);
 

@@ -19,6 +19,7 @@
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int output_logits(qw_ctx *c, int32_t n, int32_t first_row, qw_error *err) {
@@ -45,7 +46,8 @@ static int output_logits(qw_ctx *c, int32_t n, int32_t first_row, qw_error *err)
  * ALL (one span only) keeps every row in c->logits; otherwise each span with
  * want_logits[si] gets its last row's logits in its own ctx->logits. */
 static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, int n_spans,
-                      const bool *want_logits, qw_logits_mode mode, float *all_logits, qw_error *err) {
+                      const bool *want_logits, qw_logits_mode mode, float *all_logits, bool *stepped,
+                      qw_error *err) {
     const qw_model *m = c->m;
     const int32_t E = m->hp.n_embd, V = m->hp.n_vocab;
     int32_t n = 0;
@@ -59,6 +61,7 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
         qw_dequantize_row(m->tok_embd.type,
                           (const char *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
                           c->x + (size_t)t * E, E);
+    *stepped = true; /* from here a failure may leave recurrent states part-way through this chunk */
     for (int il = 0; il < m->hp.n_layer; il++) {
         const qw_layer *L = &m->layers[il];
         if ((L->recurrent ? qw_deltanet_block(c, L, il, spans, n_spans, n, err)
@@ -127,11 +130,30 @@ static int eval_chunk_dev(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits
 }
 
 static int eval_chunk(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode,
-                      float *all_logits, qw_error *err) {
-    if (c->dev) return eval_chunk_dev(c, tokens, n, mode, all_logits, err);
+                      float *all_logits, bool *stepped, qw_error *err) {
+    if (c->dev) {
+        *stepped = true; /* the device says only that it failed, not where */
+        return eval_chunk_dev(c, tokens, n, mode, all_logits, err);
+    }
     const seq_span span = {c, 0, n};
     const bool want = mode != QW_LOGITS_NONE;
-    return eval_spans(c, tokens, &span, 1, &want, mode, all_logits, err);
+    return eval_spans(c, tokens, &span, 1, &want, mode, all_logits, stepped, err);
+}
+
+/* After a chunk failed part-way (a disk read of a streamed expert, memory),
+ * the attention layers' KV rows past n_past are unused, but a recurrent
+ * layer's state has already taken some of the chunk's tokens and cannot be
+ * rewound: such a context is emptied (qw_ctx_truncate to 0 zeroes the state)
+ * so that no later eval builds on a state that matches no token list.  The
+ * error says so; callers that keep a token list (the prefix cache) start over
+ * from n_past = 0. */
+static void forget_broken_state(qw_ctx *c, bool stepped, qw_error *err) {
+    if (!stepped || !qw_ctx_state_bytes(c)) return;
+    qw_ctx_restart(c);
+    if (err) {
+        const size_t used = strlen(err->msg);
+        snprintf(err->msg + used, sizeof err->msg - used, " (context emptied: a recurrent state cannot be rewound)");
+    }
 }
 
 static int check_tokens(const qw_hparams *hp, const int32_t *tokens, int32_t n, qw_error *err) {
@@ -142,11 +164,33 @@ static int check_tokens(const qw_hparams *hp, const int32_t *tokens, int32_t n, 
     return 0;
 }
 
+/* A batched step that failed after the checks: every sequence back to the
+ * n_past it had (KV rows past it are unused), or emptied where a recurrent
+ * state may have taken part of the step (forget_broken_state).  -1. */
+static int undo_batch(const qw_batch_seq *seqs, int n_seqs, const int32_t *past, bool stepped, qw_error *err) {
+    bool emptied = false;
+    for (int i = 0; i < n_seqs; i++) {
+        qw_ctx *c = seqs[i].ctx;
+        if (stepped && qw_ctx_state_bytes(c)) {
+            qw_ctx_restart(c);
+            emptied = true;
+        } else if (c->n_past > past[i]) {
+            c->n_past = past[i];
+        }
+    }
+    if (emptied && err) {
+        const size_t used = strlen(err->msg);
+        snprintf(err->msg + used, sizeof err->msg - used, " (sequences emptied: a recurrent state cannot be rewound)");
+    }
+    return -1;
+}
+
 int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *err) {
     enum { MAX_SEQS = QW_BATCH_MAX_SEQS };
     if (n_seqs <= 0 || n_seqs > MAX_SEQS) return qw_fail(err, "batch of %d sequences (1..%d)", n_seqs, MAX_SEQS);
     seq_span spans[MAX_SEQS];
     bool want[MAX_SEQS];
+    int32_t past[MAX_SEQS];
     int32_t n = 0;
     for (int i = 0; i < n_seqs; i++) {
         const qw_batch_seq *q = &seqs[i];
@@ -160,6 +204,7 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
             if (seqs[j].ctx == q->ctx) return qw_fail(err, "batch sequences %d and %d share a context", j, i);
         spans[i] = (seq_span){q->ctx, n, q->n};
         want[i] = q->logits;
+        past[i] = q->ctx->n_past;
         n += q->n;
     }
     if (ws->dev && ws->m->backend->eval_batch && qw_opt_int(QW_OPT_DEVICE_BATCH)) {
@@ -170,7 +215,7 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
             if (seqs[i].logits && logits_rows_dev(c, 1, err)) return -1;
             bs[i] = (qw_backend_seq){c->dev, seqs[i].tokens, seqs[i].n, c->n_past, seqs[i].logits ? c->logits : NULL};
         }
-        if (ws->m->backend->eval_batch(ws->dev, bs, n_seqs, err)) return -1;
+        if (ws->m->backend->eval_batch(ws->dev, bs, n_seqs, err)) return undo_batch(seqs, n_seqs, past, true, err);
         for (int i = 0; i < n_seqs; i++) {
             if (seqs[i].logits) seqs[i].ctx->logits_rows = 1;
             seqs[i].ctx->n_past += seqs[i].n;
@@ -183,15 +228,16 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
         for (int i = 0; i < n_seqs; i++)
             if (eval_chunk_dev(seqs[i].ctx, seqs[i].tokens, seqs[i].n, seqs[i].logits ? QW_LOGITS_LAST : QW_LOGITS_NONE,
                                NULL, err))
-                return -1;
+                return undo_batch(seqs, n_seqs, past, true, err);
         return 0;
     }
     int32_t *tokens = qw_pool_alloc((size_t)n * sizeof(int32_t));
     if (!tokens) return qw_fail(err, "out of memory for a batch of %d tokens", n);
     for (int i = 0; i < n_seqs; i++) memcpy(tokens + spans[i].row0, seqs[i].tokens, (size_t)seqs[i].n * sizeof(int32_t));
-    int rc = eval_spans(ws, tokens, spans, n_seqs, want, QW_LOGITS_LAST, NULL, err);
+    bool stepped = false;
+    int rc = eval_spans(ws, tokens, spans, n_seqs, want, QW_LOGITS_LAST, NULL, &stepped, err);
     qw_pool_free(tokens);
-    return rc;
+    return rc ? undo_batch(seqs, n_seqs, past, stepped, err) : 0;
 }
 
 int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err) {
@@ -216,7 +262,9 @@ int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode
             return qw_fail(err, "cancelled after %d of %d tokens", i0, n);
         }
         qw_logits_mode cm = mode == QW_LOGITS_ALL ? QW_LOGITS_ALL : (last ? mode : QW_LOGITS_NONE);
-        if (eval_chunk(c, tokens + i0, m, cm, all ? all + (size_t)i0 * hp->n_vocab : NULL, err)) {
+        bool stepped = false;
+        if (eval_chunk(c, tokens + i0, m, cm, all ? all + (size_t)i0 * hp->n_vocab : NULL, &stepped, err)) {
+            forget_broken_state(c, stepped, err);
             qw_pool_free(all);
             return -1;
         }

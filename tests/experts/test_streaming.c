@@ -7,7 +7,9 @@
  * steps; every step's logits must be bit-identical to the resident tier's at
  * C = 4 (= top-k, the minimum), 7, 15 and 16.  Faults: QWISP_FAULT_READ=N
  * fails the N-th read with EIO — the eval fails with a message naming the
- * file and the knob, and the same context then reproduces the reference; a
+ * file and the knob, and the same context then reproduces the reference, also
+ * when the caller resumes from the n_past the failed eval left (a recurrent
+ * context is emptied, since its state cannot be rewound); a
  * file truncated under a loaded model fails with "short read ... truncated"
  * and does not crash. */
 #include <setjmp.h>
@@ -155,6 +157,54 @@ static void test_fault_eio_then_usable(void **st) {
     set_opt(QW_OPT_FAULT_READ, "0");
 }
 
+/* A read that fails part-way through an eval must leave a context that the
+ * next evals can build on: an attention-only model keeps n_past (plus the
+ * chunks before the failed one), a recurrent one is emptied (its state took
+ * part of the failed chunk).  For faults at reads spread over the prompt's
+ * chunks and the decode steps, the caller resumes from whatever n_past says
+ * and every step's logits must still be the resident reference's, bit for
+ * bit; before the fix a recurrent context kept n_past with a state that had
+ * stepped, and resumed on it. */
+static void check_fault_resume(const char *path, const float *ref, bool recurrent) {
+    int32_t toks[N_PROMPT + N_GEN];
+    for (int i = 0; i < N_PROMPT; i++) toks[i] = (i * 37 + 11) % g_vocab; /* run_seq's prompt */
+    for (int s = 1; s <= N_GEN; s++) toks[N_PROMPT + s - 1] = argmax(ref + (size_t)(s - 1) * g_vocab, g_vocab);
+    const char *at[] = {"1", "27", "150", "400", "450", "500", "550", "600", "650", "700", "800", "900"};
+    int failures = 0, after_context = 0;
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        set_opt(QW_OPT_FAULT_READ, at[k]);
+        qw_model *m = load(path, "4");
+        qw_ctx *c = new_ctx(m);
+        for (int s = 0; s <= N_GEN;) { /* step s: logits after N_PROMPT + s tokens */
+            const int32_t target = N_PROMPT + s, before = qw_ctx_n_past(c);
+            qw_error err = {0};
+            if (qw_ctx_eval(c, toks + before, target - before, QW_LOGITS_LAST, &err)) {
+                const int32_t after = qw_ctx_n_past(c);
+                failures++;
+                after_context += before > 0;
+                if (!strstr(err.msg, "QWISP_FAULT_READ")) fail_msg("fault %s: %s", at[k], err.msg);
+                if (recurrent) {
+                    if (after != 0 || !strstr(err.msg, "context emptied"))
+                        fail_msg("fault %s at %d: n_past %d, '%s'", at[k], before, after, err.msg);
+                } else if (after < before || after >= target || (after - before) % CHUNK) {
+                    fail_msg("fault %s at %d: n_past %d", at[k], before, after);
+                }
+                continue; /* the fault fires once: resume from n_past */
+            }
+            assert_memory_equal(qw_ctx_logits(c), ref + (size_t)s * g_vocab, (size_t)g_vocab * sizeof(float));
+            s++;
+        }
+        qw_ctx_free(c);
+        qw_model_free(m);
+    }
+    set_opt(QW_OPT_FAULT_READ, "0");
+    assert_true(failures >= 4);
+    assert_true(after_context >= 2); /* some faults hit a context that already held tokens */
+}
+
+static void test_fault_resume(void **st) { check_fault_resume(g_path, g_ref, false); }
+static void test_qwen35_fault_resume(void **st) { check_fault_resume(g_path35, g_ref35, true); }
+
 static void test_truncated_under_us(void **st) {
     char tp[400];
     snprintf(tp, sizeof tp, "%s/trunc.gguf", g_dir);
@@ -194,6 +244,8 @@ int main(void) {
         cmocka_unit_test(test_qwen35_c_topk),
         cmocka_unit_test(test_qwen35_c_7),
         cmocka_unit_test(test_fault_eio_then_usable),
+        cmocka_unit_test(test_fault_resume),
+        cmocka_unit_test(test_qwen35_fault_resume),
         cmocka_unit_test(test_truncated_under_us),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
