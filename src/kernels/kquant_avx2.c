@@ -240,7 +240,7 @@ static void dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
             summ += m6 * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
         }
         const int32_t sumi = block_sumi(q, sc, y->qs);
-        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi - qw_fp16_to_f32(b->dmin) * (float)summ);
+        acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi - _cvtsh_ss(b->dmin) * (float)summ);
     }
     *s = acc;
 }
@@ -330,7 +330,7 @@ static void dot_q3_K(int64_t n, float *s, const void *w, const void *x) {
             off += sc[g] * y->bsums[g];
         }
         const int32_t sumi = block_sumi(q, sc, y->qs) - 4 * off;
-        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi);
+        acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi);
     }
     *s = acc;
 }
@@ -356,7 +356,7 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
             summ += (b->scales[g] >> 4) * y->bsums[g];
         }
         const int32_t sumi = block_sumi(q, sc, y->qs);
-        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi - qw_fp16_to_f32(b->dmin) * (float)summ);
+        acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi - _cvtsh_ss(b->dmin) * (float)summ);
     }
     *s = acc;
 }

@@ -431,7 +431,7 @@ static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x) {
         __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), q8k_pair_sums(y));
         mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0x4E));
         const int32_t summ = _mm_cvtsi128_si32(_mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0xB1)));
-        acc += q8k_d(y) * (qw_fp16_to_f32(b->d) * (float)sumi - qw_fp16_to_f32(b->dmin) * (float)summ);
+        acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi - _cvtsh_ss(b->dmin) * (float)summ);
     }
     *s = acc;
 }
@@ -520,7 +520,7 @@ static inline __attribute__((always_inline)) void q5k_tile(int64_t n, const void
                 si[g] = hsum16_x4(s + 4 * g);
                 mi[g] = hsum4_x4(_mm512_madd_epi16(mins, pairs[g][i]));
             }
-            acc = kq_block_step(acc, d8v[i], qw_fp16_to_f32(b->d), join_groups(si, ng), qw_fp16_to_f32(b->dmin),
+            acc = kq_block_step(acc, d8v[i], _cvtsh_ss(b->d), join_groups(si, ng), _cvtsh_ss(b->dmin),
                                 join_groups(mi, ng));
         }
         store_lanes(acc, y, r, nt);
@@ -585,7 +585,7 @@ static inline __attribute__((always_inline)) void kq16_unpack(const void *bv, co
         }
         *sc16 = q3k_scales16(b->scales);
         *mn16 = _mm256_setzero_si256();
-        *d = qw_fp16_to_f32(b->d), *dmin = 0.0f;
+        *d = _cvtsh_ss(b->d), *dmin = 0.0f;
     } else {
         const qw_block_q2_K *b = bv;
 #pragma GCC unroll 4
@@ -593,7 +593,7 @@ static inline __attribute__((always_inline)) void kq16_unpack(const void *bv, co
         const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
         *sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F)));
         *mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
-        *d = qw_fp16_to_f32(b->d), *dmin = qw_fp16_to_f32(b->dmin);
+        *d = _cvtsh_ss(b->d), *dmin = _cvtsh_ss(b->dmin);
     }
 }
 
