@@ -11,7 +11,7 @@
  *
  * Not built by the Makefile:
  *   make && gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread \
- *       -o build/micro_gemm && build/micro_gemm q4_0     # or q8_0, q4_K, q6_K
+ *       -o build/micro_gemm && build/micro_gemm q4_0     # or q8_0, q4_K, q6_K, ...; [k] after the type
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -45,13 +45,17 @@ static void dot_rows(int64_t n, const void *w, size_t rb, int64_t n_rows, const 
 
 int main(int argc, char **argv) {
     const int wt_i = qw_type_from_name(argc > 1 ? argv[1] : "q4_0");
-    if (wt_i < 0) return fprintf(stderr, "usage: micro_gemm q4_0|q8_0|q4_K|q6_K\n"), 2;
+    if (wt_i < 0) return fprintf(stderr, "usage: micro_gemm q4_0|q8_0|q4_K|q6_K|... [k]\n"), 2;
     const qw_type wt = g_wt = (qw_type)wt_i;
     const qw_gemm_fn tile = qw_gemm_get(wt), wide = qw_gemm_wide_get(wt);
     const qw_gemm_fn rows_fn = qw_gemv_get(wt) ? qw_gemv_get(wt) : dot_rows;
     if (!tile) return fprintf(stderr, "%s has no tile at level %s\n", argv[1], qw_simd_level()), 1;
     const int n_wide = wide ? qw_gemm_wide_toks(wt) : 0;
-    enum { K = 2048, ROWS = 16, TOKS = QW_GEMM_WIDE_TOKS };
+    enum { ROWS = 16, TOKS = QW_GEMM_WIDE_TOKS };
+    const int64_t K = argc > 2 ? atoll(argv[2]) : 2048; /* the row width: 512 is an A3B expert's down projection */
+    if (K <= 0 || K % qw_type_block_elems(wt) || K % QW_GEMM_K || K > QW_GEMM_K_MAX)
+        return fprintf(stderr, "k=%lld: a multiple of %d and %d, at most %d\n", (long long)K,
+                       (int)qw_type_block_elems(wt), QW_GEMM_K, QW_GEMM_K_MAX), 2;
     const qw_type xt = qw_vec_dot_type(wt);
     const size_t wrb = qw_row_bytes(wt, K), xrb = qw_row_bytes(xt, K);
     char *w = malloc(wrb * ROWS), *x = malloc(xrb * TOKS);
@@ -92,9 +96,9 @@ int main(int argc, char **argv) {
         const double gbs = (double)wrb * (double)big_rows / (now_s() - t0) / 1e9;
         best_dram = gbs > best_dram ? gbs : best_dram;
     }
-    printf("%s at %s, k=%d: tile (cache) %.1f GMAC/s, wide %d-token tile (cache) %.1f GMAC/s, rows (cache) %.1f "
+    printf("%s at %s, k=%lld: tile (cache) %.1f GMAC/s, wide %d-token tile (cache) %.1f GMAC/s, rows (cache) %.1f "
            "GMAC/s, rows (DRAM) %.1f GB/s\n",
-           qw_type_name(wt), qw_simd_level(), K, best_tile, n_wide, best_wide, best_rows, best_dram);
+           qw_type_name(wt), qw_simd_level(), (long long)K, best_tile, n_wide, best_wide, best_rows, best_dram);
     free(big), free(y), free(w), free(x);
     return 0;
 }
