@@ -84,6 +84,11 @@ typedef struct qw_kernel_table {
 /* The table every kernel runs from now (quant.c; detects the CPU on first use). */
 const qw_kernel_table *qw_kernels_active(void);
 
+/* The AVX2 level's 4-token tiles (gemm_avx2.c), bit-identical with its dots. */
+void qw_avx2_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                       float *const *y);
+void qw_avx2_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                       float *const *y);
 void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
 void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,

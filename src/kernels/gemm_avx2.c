@@ -1,0 +1,121 @@
+/* gemm_avx2.c — the AVX2 level's prefill tiles for Q8_0 and Q4_0 weights:
+ * one weight row × 4 tokens a step (qw_gemm_fn, quant.h), bit-identical with
+ * the level's dots in quant_avx2.c.  The AVX-512 tables without VBMI borrow
+ * the Q4_0 one with the AVX2 Q4_0 dot (quant.c's build_patched).
+ *
+ * Bits: per (row, token) the same chain as the dot — the same exact int32
+ * lanes (pair sums of |w| · sign(x, w) for Q8_0; nib·x − 8·x for Q4_0, both
+ * through maddubs/madd), the same scale d_w·d_x (one f32 product), the same
+ * fma into the same accumulator: one 8-lane accumulator for Q8_0, two for
+ * Q4_0 (even and odd blocks, added before hsum8) — so y[t][r] is the dot's
+ * float, bit for bit.
+ * What the tile saves over four dots: each weight block is loaded, made
+ * unsigned (Q8_0: |w|) or unpacked (Q4_0: nibbles) and its scale converted
+ * once for four tokens; the tokens' scales (and Q4_0's 8·x sums, which
+ * depend only on the token) are prepared once per call for every row.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/quant_impl.h"
+#include "kernels/simd_x86.h"
+
+enum { NB_MAX = QW_GEMM_K_MAX / QW_QK8_0, T = QW_GEMM_TOKS };
+
+static inline __m256 scale8(uint16_t h) { return _mm256_set1_ps(_cvtsh_ss(h)); }
+
+/* The tokens' f16 scales as f32, [block][token] (broadcast where used). */
+static void prep_scales(const void *const *x, int64_t nb, float d[][T]) {
+    for (int t = 0; t < T; t++) {
+        const qw_block_q8_0 *xt = x[t];
+        for (int64_t k = 0; k < nb; k++) d[k][t] = _cvtsh_ss(load_u16(&xt[k].d));
+    }
+}
+
+/* One (row, token) pair's step for block k: the dot's int32 lanes, scale and fma. */
+static inline __attribute__((always_inline)) __m256 q8_pair(__m256i aw, __m256i wq, const qw_block_q8_0 *xb,
+                                                            __m256 dw, const float *dx, __m256i ones, __m256 acc) {
+    const __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), wq);
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), _mm256_cvtepi32_ps(p), acc);
+}
+
+void qw_avx2_gemm_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                       float *const *y) {
+    const int64_t nb = n / QW_QK8_0;
+    float dx[NB_MAX][T];
+    prep_scales(x, nb, dx);
+    const qw_block_q8_0 *xt[T] = {x[0], x[1], x[2], x[3]};
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const qw_block_q8_0 *w = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
+        if (r + 2 < n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r + 2) * w_row_bytes, w_row_bytes);
+        /* named accumulators: an array of them was kept in memory, each fma waiting on a store */
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t k = 0; k < nb; k++) {
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)w[k].qs);
+            const __m256i aw = _mm256_sign_epi8(wq, wq);
+            const __m256 dw = scale8(load_u16(&w[k].d));
+            a0 = q8_pair(aw, wq, &xt[0][k], dw, &dx[k][0], ones, a0);
+            a1 = q8_pair(aw, wq, &xt[1][k], dw, &dx[k][1], ones, a1);
+            a2 = q8_pair(aw, wq, &xt[2][k], dw, &dx[k][2], ones, a2);
+            a3 = q8_pair(aw, wq, &xt[3][k], dw, &dx[k][3], ones, a3);
+        }
+        y[0][r] = hsum8(a0), y[1][r] = hsum8(a1), y[2][r] = hsum8(a2), y[3][r] = hsum8(a3);
+    }
+}
+
+/* The 32 nibbles of a Q4_0 block in element order (quant_avx2.c's q4_nibbles). */
+static inline __m256i nibbles(const uint8_t *qs) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    const __m128i m = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+}
+
+/* One (row, token) pair's step for block k: the dot's int32 lanes, scale and fma. */
+static inline __attribute__((always_inline)) __m256 q4_pair(__m256i nib, const qw_block_q8_0 *xb, __m256i e8,
+                                                            __m256 dw, const float *dx, __m256i ones, __m256 acc) {
+    const __m256i p16 = _mm256_maddubs_epi16(nib, _mm256_loadu_si256((const __m256i *)xb->qs));
+    const __m256i p = _mm256_madd_epi16(_mm256_sub_epi16(p16, e8), ones);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), acc);
+}
+
+/* Block k of one row for the four tokens (named accumulators, see Q8_0). */
+#define Q4_BLOCK(k, A0, A1, A2, A3)                                                 \
+    do {                                                                            \
+        const __m256i nib = nibbles(w[k].qs);                                       \
+        const __m256 dw = scale8(load_u16(&w[k].d));                                \
+        A0 = q4_pair(nib, &xt[0][k], e8[k][0], dw, &dx[k][0], ones, A0);            \
+        A1 = q4_pair(nib, &xt[1][k], e8[k][1], dw, &dx[k][1], ones, A1);            \
+        A2 = q4_pair(nib, &xt[2][k], e8[k][2], dw, &dx[k][2], ones, A2);            \
+        A3 = q4_pair(nib, &xt[3][k], e8[k][3], dw, &dx[k][3], ones, A3);            \
+    } while (0)
+
+void qw_avx2_gemm_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                       float *const *y) {
+    const int64_t nb = n / QW_QK8_0;
+    float dx[NB_MAX][T];
+    __m256i e8[NB_MAX][T]; /* maddubs(8, x): the dot's "8 * x" pairs, per token and block */
+    prep_scales(x, nb, dx);
+    const qw_block_q8_0 *xt[T] = {x[0], x[1], x[2], x[3]};
+    for (int t = 0; t < T; t++)
+        for (int64_t k = 0; k < nb; k++)
+            e8[k][t] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), _mm256_loadu_si256((const __m256i *)xt[t][k].qs));
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const qw_block_q4_0 *w = (const qw_block_q4_0 *)((const char *)wv + (size_t)r * w_row_bytes);
+        if (r + 2 < n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r + 2) * w_row_bytes, w_row_bytes);
+        /* the dot's two accumulators a token: even (e) and odd (o) blocks */
+        __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0, o0 = e0, o1 = e0, o2 = e0, o3 = e0;
+        int64_t k = 0;
+        for (; k + 2 <= nb; k += 2) {
+            Q4_BLOCK(k, e0, e1, e2, e3);
+            Q4_BLOCK(k + 1, o0, o1, o2, o3);
+        }
+        if (k < nb) Q4_BLOCK(k, e0, e1, e2, e3);
+        y[0][r] = hsum8(_mm256_add_ps(e0, o0)), y[1][r] = hsum8(_mm256_add_ps(e1, o1));
+        y[2][r] = hsum8(_mm256_add_ps(e2, o2)), y[3][r] = hsum8(_mm256_add_ps(e3, o3));
+    }
+}
+
+#undef Q4_BLOCK
