@@ -283,5 +283,5 @@ const qw_kernel_table qw_kernels_avx2 = {
     .gemm_q4_0 = qw_avx2_gemm_q4_0,
     .axpy_f16 = axpy_f16,
     .kq = &qw_kq_dots_avx2,
-    .delta_step = qw_ref_delta_step,
+    .delta_step = qw_avx2_delta_step,
 };

@@ -108,6 +108,8 @@ bool qw_avx512_attn_scores4_f16(const uint16_t *const *q16, const char *k, size_
                                 float *const *scores);
 bool qw_avx512_attn_values4_f16(const float *const *p, const char *v, size_t kv_stride, int64_t n_pos, int64_t D,
                                 float *const *out);
+void qw_avx2_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta,
+                        float scale, int64_t S, float *o);
 void qw_avx512_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta,
                           float scale, int64_t S, float *o);
 
