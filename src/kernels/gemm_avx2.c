@@ -1,7 +1,8 @@
-/* gemm_avx2.c — the AVX2 level's prefill tiles for Q8_0 and Q4_0 weights:
- * one weight row × 4 tokens a step (qw_gemm_fn, quant.h), bit-identical with
- * the level's dots in quant_avx2.c.  The AVX-512 tables without VBMI borrow
- * the Q4_0 one with the AVX2 Q4_0 dot (quant.c's build_patched).
+/* gemm_avx2.c — the AVX2 level's prefill tiles for Q8_0 and Q4_0 weights
+ * (one weight row × 4 tokens a step, qw_gemm_fn in quant.h) and its decode
+ * row loops (one token), bit-identical with the level's dots in
+ * quant_avx2.c.  The AVX-512 tables without VBMI borrow the Q4_0 ones with
+ * the AVX2 Q4_0 dot (quant.c's build_patched).
  *
  * Bits: per (row, token) the same chain as the dot — the same exact int32
  * lanes (pair sums of |w| · sign(x, w) for Q8_0; nib·x − 8·x for Q4_0, both
@@ -119,3 +120,76 @@ void qw_avx2_gemm_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
 }
 
 #undef Q4_BLOCK
+
+/* ---- decode: one token, the rows streamed (qw_gemv_get's form) ----------
+ * Each row is the dot's own chain again; what the row loop saves is the
+ * token's side of every block (its scale's conversion, Q4_0's 8·x pair
+ * sums), prepared once per call instead of once per row, and the rows
+ * qw_decode_ahead_rows ahead are prefetched whole (tune.h).  Whether this or
+ * the plain dot streams DRAM faster is the calibrated QWISP_DECODE_GEMV. */
+
+void qw_avx2_gemv_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                       float *const *y) {
+    const int64_t nb = n / QW_QK8_0;
+    const qw_block_q8_0 *xb = x[0];
+    float dx[NB_MAX];
+    for (int64_t k = 0; k < nb; k++) dx[k] = _cvtsh_ss(load_u16(&xb[k].d));
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
+    qw_prefetch_decode(wv, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
+    int64_t r = 0;
+    /* two rows at a time: each row is one fma chain (the dot's order), and one
+     * chain alone waits on the fma latency every block */
+    for (; r + 2 <= n_rows; r += 2) {
+        if (r + ahead < n_rows)
+            qw_prefetch_decode((const char *)wv + (size_t)(r + ahead) * w_row_bytes,
+                               (size_t)(r + ahead + 2 <= n_rows ? 2 : 1) * w_row_bytes);
+        const qw_block_q8_0 *w0 = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
+        const qw_block_q8_0 *w1 = (const qw_block_q8_0 *)((const char *)w0 + w_row_bytes);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int64_t k = 0; k < nb; k++) {
+            const __m256i q0 = _mm256_loadu_si256((const __m256i *)w0[k].qs);
+            const __m256i q1 = _mm256_loadu_si256((const __m256i *)w1[k].qs);
+            a0 = q8_pair(_mm256_sign_epi8(q0, q0), q0, &xb[k], scale8(load_u16(&w0[k].d)), &dx[k], ones, a0);
+            a1 = q8_pair(_mm256_sign_epi8(q1, q1), q1, &xb[k], scale8(load_u16(&w1[k].d)), &dx[k], ones, a1);
+        }
+        y[0][r] = hsum8(a0), y[0][r + 1] = hsum8(a1);
+    }
+    if (r < n_rows) {
+        const qw_block_q8_0 *w = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t k = 0; k < nb; k++) {
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)w[k].qs);
+            acc = q8_pair(_mm256_sign_epi8(wq, wq), wq, &xb[k], scale8(load_u16(&w[k].d)), &dx[k], ones, acc);
+        }
+        y[0][r] = hsum8(acc);
+    }
+}
+
+void qw_avx2_gemv_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                       float *const *y) {
+    const int64_t nb = n / QW_QK8_0;
+    const qw_block_q8_0 *xb = x[0];
+    float dx[NB_MAX];
+    __m256i e8[NB_MAX];
+    for (int64_t k = 0; k < nb; k++) {
+        dx[k] = _cvtsh_ss(load_u16(&xb[k].d));
+        e8[k] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), _mm256_loadu_si256((const __m256i *)xb[k].qs));
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
+    qw_prefetch_decode(wv, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
+    for (int64_t r = 0; r < n_rows; r++) {
+        if (r + ahead < n_rows) qw_prefetch_decode((const char *)wv + (size_t)(r + ahead) * w_row_bytes, w_row_bytes);
+        const qw_block_q4_0 *w = (const qw_block_q4_0 *)((const char *)wv + (size_t)r * w_row_bytes);
+        __m256 ev = _mm256_setzero_ps(), od = ev; /* the dot's even- and odd-block accumulators */
+        int64_t k = 0;
+        for (; k + 2 <= nb; k += 2) {
+            ev = q4_pair(nibbles(w[k].qs), &xb[k], e8[k], scale8(load_u16(&w[k].d)), &dx[k], ones, ev);
+            od = q4_pair(nibbles(w[k + 1].qs), &xb[k + 1], e8[k + 1], scale8(load_u16(&w[k + 1].d)), &dx[k + 1],
+                         ones, od);
+        }
+        if (k < nb) ev = q4_pair(nibbles(w[k].qs), &xb[k], e8[k], scale8(load_u16(&w[k].d)), &dx[k], ones, ev);
+        y[0][r] = hsum8(_mm256_add_ps(ev, od));
+    }
+}

@@ -89,6 +89,11 @@ void qw_avx2_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_r
                        float *const *y);
 void qw_avx2_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                        float *const *y);
+/* Its decode row loops (one token, any n_rows), the same contract. */
+void qw_avx2_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                       float *const *y);
+void qw_avx2_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                       float *const *y);
 void qw_avx512_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y);
 void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
