@@ -640,7 +640,6 @@ int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *lo
 
 /* ---- the lanes path's step: several sequences in one forward pass ---- */
 
-
 int cu_eval_batch(void *p, const qw_backend_seq *seqs, int n_seqs, qw_error *err) {
     cu_ctx *c = (cu_ctx *)p; /* the workspace: its activations, its stream */
     cu_model *dm = c->dm;

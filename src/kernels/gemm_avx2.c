@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2_blocks.h"
 #include "kernels/quant_impl.h"
 #include "kernels/simd_x86.h"
 
@@ -35,9 +36,8 @@ static void prep_scales(const void *const *x, int64_t nb, float d[][T]) {
 
 /* One (row, token) pair's step for block k: the dot's int32 lanes, scale and fma. */
 static inline __attribute__((always_inline)) __m256 q8_pair(__m256i aw, __m256i wq, const qw_block_q8_0 *xb,
-                                                            __m256 dw, const float *dx, __m256i ones, __m256 acc) {
-    const __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), wq);
-    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+                                                            __m256 dw, const float *dx, __m256 acc) {
+    const __m256i p = dot_i8x32_abs(aw, wq, _mm256_loadu_si256((const __m256i *)xb->qs));
     return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), _mm256_cvtepi32_ps(p), acc);
 }
 
@@ -47,7 +47,6 @@ void qw_avx2_gemm_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
     float dx[NB_MAX][T];
     prep_scales(x, nb, dx);
     const qw_block_q8_0 *xt[T] = {x[0], x[1], x[2], x[3]};
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t r = 0; r < n_rows; r++) {
         const qw_block_q8_0 *w = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
         if (r + 2 < n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r + 2) * w_row_bytes, w_row_bytes);
@@ -57,39 +56,31 @@ void qw_avx2_gemm_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
             const __m256i wq = _mm256_loadu_si256((const __m256i *)w[k].qs);
             const __m256i aw = _mm256_sign_epi8(wq, wq);
             const __m256 dw = scale8(load_u16(&w[k].d));
-            a0 = q8_pair(aw, wq, &xt[0][k], dw, &dx[k][0], ones, a0);
-            a1 = q8_pair(aw, wq, &xt[1][k], dw, &dx[k][1], ones, a1);
-            a2 = q8_pair(aw, wq, &xt[2][k], dw, &dx[k][2], ones, a2);
-            a3 = q8_pair(aw, wq, &xt[3][k], dw, &dx[k][3], ones, a3);
+            a0 = q8_pair(aw, wq, &xt[0][k], dw, &dx[k][0], a0);
+            a1 = q8_pair(aw, wq, &xt[1][k], dw, &dx[k][1], a1);
+            a2 = q8_pair(aw, wq, &xt[2][k], dw, &dx[k][2], a2);
+            a3 = q8_pair(aw, wq, &xt[3][k], dw, &dx[k][3], a3);
         }
         y[0][r] = hsum8(a0), y[1][r] = hsum8(a1), y[2][r] = hsum8(a2), y[3][r] = hsum8(a3);
     }
 }
 
-/* The 32 nibbles of a Q4_0 block in element order (quant_avx2.c's q4_nibbles). */
-static inline __m256i nibbles(const uint8_t *qs) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    const __m128i m = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
-}
-
 /* One (row, token) pair's step for block k: the dot's int32 lanes, scale and fma. */
 static inline __attribute__((always_inline)) __m256 q4_pair(__m256i nib, const qw_block_q8_0 *xb, __m256i e8,
-                                                            __m256 dw, const float *dx, __m256i ones, __m256 acc) {
-    const __m256i p16 = _mm256_maddubs_epi16(nib, _mm256_loadu_si256((const __m256i *)xb->qs));
-    const __m256i p = _mm256_madd_epi16(_mm256_sub_epi16(p16, e8), ones);
+                                                            __m256 dw, const float *dx, __m256 acc) {
+    const __m256i p = dot_q4x32_e8(nib, _mm256_loadu_si256((const __m256i *)xb->qs), e8);
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_broadcast_ss(dx)), acc);
 }
 
 /* Block k of one row for the four tokens (named accumulators, see Q8_0). */
 #define Q4_BLOCK(k, A0, A1, A2, A3)                                                 \
     do {                                                                            \
-        const __m256i nib = nibbles(w[k].qs);                                       \
+        const __m256i nib = q4_nibbles(w[k].qs);                                    \
         const __m256 dw = scale8(load_u16(&w[k].d));                                \
-        A0 = q4_pair(nib, &xt[0][k], e8[k][0], dw, &dx[k][0], ones, A0);            \
-        A1 = q4_pair(nib, &xt[1][k], e8[k][1], dw, &dx[k][1], ones, A1);            \
-        A2 = q4_pair(nib, &xt[2][k], e8[k][2], dw, &dx[k][2], ones, A2);            \
-        A3 = q4_pair(nib, &xt[3][k], e8[k][3], dw, &dx[k][3], ones, A3);            \
+        A0 = q4_pair(nib, &xt[0][k], e8[k][0], dw, &dx[k][0], A0);                  \
+        A1 = q4_pair(nib, &xt[1][k], e8[k][1], dw, &dx[k][1], A1);                  \
+        A2 = q4_pair(nib, &xt[2][k], e8[k][2], dw, &dx[k][2], A2);                  \
+        A3 = q4_pair(nib, &xt[3][k], e8[k][3], dw, &dx[k][3], A3);                  \
     } while (0)
 
 void qw_avx2_gemm_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *x,
@@ -101,8 +92,7 @@ void qw_avx2_gemm_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
     const qw_block_q8_0 *xt[T] = {x[0], x[1], x[2], x[3]};
     for (int t = 0; t < T; t++)
         for (int64_t k = 0; k < nb; k++)
-            e8[k][t] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), _mm256_loadu_si256((const __m256i *)xt[t][k].qs));
-    const __m256i ones = _mm256_set1_epi16(1);
+            e8[k][t] = q4_e8(_mm256_loadu_si256((const __m256i *)xt[t][k].qs));
     for (int64_t r = 0; r < n_rows; r++) {
         const qw_block_q4_0 *w = (const qw_block_q4_0 *)((const char *)wv + (size_t)r * w_row_bytes);
         if (r + 2 < n_rows) qw_prefetch_bytes((const char *)wv + (size_t)(r + 2) * w_row_bytes, w_row_bytes);
@@ -134,7 +124,6 @@ void qw_avx2_gemv_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
     const qw_block_q8_0 *xb = x[0];
     float dx[NB_MAX];
     for (int64_t k = 0; k < nb; k++) dx[k] = _cvtsh_ss(load_u16(&xb[k].d));
-    const __m256i ones = _mm256_set1_epi16(1);
     const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
     qw_prefetch_decode(wv, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
     int64_t r = 0;
@@ -150,8 +139,8 @@ void qw_avx2_gemv_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
         for (int64_t k = 0; k < nb; k++) {
             const __m256i q0 = _mm256_loadu_si256((const __m256i *)w0[k].qs);
             const __m256i q1 = _mm256_loadu_si256((const __m256i *)w1[k].qs);
-            a0 = q8_pair(_mm256_sign_epi8(q0, q0), q0, &xb[k], scale8(load_u16(&w0[k].d)), &dx[k], ones, a0);
-            a1 = q8_pair(_mm256_sign_epi8(q1, q1), q1, &xb[k], scale8(load_u16(&w1[k].d)), &dx[k], ones, a1);
+            a0 = q8_pair(_mm256_sign_epi8(q0, q0), q0, &xb[k], scale8(load_u16(&w0[k].d)), &dx[k], a0);
+            a1 = q8_pair(_mm256_sign_epi8(q1, q1), q1, &xb[k], scale8(load_u16(&w1[k].d)), &dx[k], a1);
         }
         y[0][r] = hsum8(a0), y[0][r + 1] = hsum8(a1);
     }
@@ -160,7 +149,7 @@ void qw_avx2_gemv_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
         __m256 acc = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++) {
             const __m256i wq = _mm256_loadu_si256((const __m256i *)w[k].qs);
-            acc = q8_pair(_mm256_sign_epi8(wq, wq), wq, &xb[k], scale8(load_u16(&w[k].d)), &dx[k], ones, acc);
+            acc = q8_pair(_mm256_sign_epi8(wq, wq), wq, &xb[k], scale8(load_u16(&w[k].d)), &dx[k], acc);
         }
         y[0][r] = hsum8(acc);
     }
@@ -174,9 +163,8 @@ void qw_avx2_gemv_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
     __m256i e8[NB_MAX];
     for (int64_t k = 0; k < nb; k++) {
         dx[k] = _cvtsh_ss(load_u16(&xb[k].d));
-        e8[k] = _mm256_maddubs_epi16(_mm256_set1_epi8(8), _mm256_loadu_si256((const __m256i *)xb[k].qs));
+        e8[k] = q4_e8(_mm256_loadu_si256((const __m256i *)xb[k].qs));
     }
-    const __m256i ones = _mm256_set1_epi16(1);
     const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
     qw_prefetch_decode(wv, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
     for (int64_t r = 0; r < n_rows; r++) {
@@ -185,11 +173,11 @@ void qw_avx2_gemv_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
         __m256 ev = _mm256_setzero_ps(), od = ev; /* the dot's even- and odd-block accumulators */
         int64_t k = 0;
         for (; k + 2 <= nb; k += 2) {
-            ev = q4_pair(nibbles(w[k].qs), &xb[k], e8[k], scale8(load_u16(&w[k].d)), &dx[k], ones, ev);
-            od = q4_pair(nibbles(w[k + 1].qs), &xb[k + 1], e8[k + 1], scale8(load_u16(&w[k + 1].d)), &dx[k + 1],
-                         ones, od);
+            ev = q4_pair(q4_nibbles(w[k].qs), &xb[k], e8[k], scale8(load_u16(&w[k].d)), &dx[k], ev);
+            od = q4_pair(q4_nibbles(w[k + 1].qs), &xb[k + 1], e8[k + 1], scale8(load_u16(&w[k + 1].d)), &dx[k + 1],
+                         od);
         }
-        if (k < nb) ev = q4_pair(nibbles(w[k].qs), &xb[k], e8[k], scale8(load_u16(&w[k].d)), &dx[k], ones, ev);
+        if (k < nb) ev = q4_pair(q4_nibbles(w[k].qs), &xb[k], e8[k], scale8(load_u16(&w[k].d)), &dx[k], ev);
         y[0][r] = hsum8(_mm256_add_ps(ev, od));
     }
 }

@@ -9,21 +9,17 @@
  * FMA'd with the block's scale d_w*d_x into an 8-lane f32 accumulator, so no
  * block ever needs its own horizontal sum.
  *
- * int8 x int8 without VNNI: _mm256_maddubs_epi16 multiplies unsigned by
- * signed bytes, so the weight is made non-negative (|w|) and its sign moved to
- * the activation (sign(x, w)).  |w| of -128 is 0x80 = 128 read as unsigned,
- * which is right; the activation side never holds -128 (our Q8_0 quantizer
- * produces [-127, 127]), so negating it cannot overflow.  Pair sums fit int16:
- * 2 * 128 * 127 = 32512.
- *
- * Q4_0 nibbles are already unsigned (0..15), so the dot is computed as
- * sum(nib * x) - 8 * sum(x), both with maddubs, exactly.
+ * int8 x int8 without VNNI, and Q4_0's nibbles: avx2_blocks.h (shared with
+ * the tiles).  |w| of -128 is 0x80 = 128 read as unsigned, which is right;
+ * the activation side never holds -128 (our Q8_0 quantizer produces
+ * [-127, 127]), so negating it cannot overflow.
  *
  * Conversions and the Q8_0 quantizer give bytes identical to quant_ref.c.
  */
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/avx2_blocks.h"
 #include "kernels/quant_impl.h"
 #include "kernels/simd_x86.h"
 
@@ -93,14 +89,6 @@ static void dot_bf16(int64_t n, float *s, const void *wv, const void *xv) {
 
 /* ---- block dots -------------------------------------------------------- */
 
-/* 8 int32 lanes, each the sum of 4 products w*x of int8 (exact). */
-static inline __m256i dot_i8x32(__m256i w, __m256i x) {
-    const __m256i aw = _mm256_sign_epi8(w, w);
-    const __m256i sx = _mm256_sign_epi8(x, w);
-    const __m256i p16 = _mm256_maddubs_epi16(aw, sx);
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
 /* One 8-lane accumulator in block order, then hsum8: llama.cpp's order
  * (ggml_vec_dot_q8_0_q8_0, AVX2), so the result has its bits. */
 static void dot_q8_0(int64_t n, float *s, const void *wv, const void *xv) {
@@ -114,23 +102,6 @@ static void dot_q8_0(int64_t n, float *s, const void *wv, const void *xv) {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
     *s = hsum8(acc);
-}
-
-/* The 32 nibbles of a Q4_0 block in element order: low nibbles (elements
- * 0..15) in bytes 0..15, high nibbles (16..31) in bytes 16..31. */
-static inline __m256i q4_nibbles(const uint8_t *qs) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    const __m128i m = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_and_si128(b, m);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
-    return _mm256_set_m128i(hi, lo);
-}
-
-/* 8 int32 lanes of sum((nib - 8) * x), exact. */
-static inline __m256i dot_q4x32(__m256i nib, __m256i x) {
-    const __m256i p = _mm256_maddubs_epi16(nib, x);
-    const __m256i e = _mm256_maddubs_epi16(_mm256_set1_epi8(8), x);
-    return _mm256_madd_epi16(_mm256_sub_epi16(p, e), _mm256_set1_epi16(1));
 }
 
 static void dot_q4_0(int64_t n, float *s, const void *wv, const void *xv) {

@@ -140,22 +140,6 @@ static int eval_chunk(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mod
     return eval_spans(c, tokens, &span, 1, &want, mode, all_logits, stepped, err);
 }
 
-/* After a chunk failed part-way (a disk read of a streamed expert, memory),
- * the attention layers' KV rows past n_past are unused, but a recurrent
- * layer's state has already taken some of the chunk's tokens and cannot be
- * rewound: such a context is emptied (qw_ctx_truncate to 0 zeroes the state)
- * so that no later eval builds on a state that matches no token list.  The
- * error says so; callers that keep a token list (the prefix cache) start over
- * from n_past = 0. */
-static void forget_broken_state(qw_ctx *c, bool stepped, qw_error *err) {
-    if (!stepped || !qw_ctx_state_bytes(c)) return;
-    qw_ctx_restart(c);
-    if (err) {
-        const size_t used = strlen(err->msg);
-        snprintf(err->msg + used, sizeof err->msg - used, " (context emptied: a recurrent state cannot be rewound)");
-    }
-}
-
 static int check_tokens(const qw_hparams *hp, const int32_t *tokens, int32_t n, qw_error *err) {
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
@@ -164,13 +148,18 @@ static int check_tokens(const qw_hparams *hp, const int32_t *tokens, int32_t n, 
     return 0;
 }
 
-/* A batched step that failed after the checks: every sequence back to the
- * n_past it had (KV rows past it are unused), or emptied where a recurrent
- * state may have taken part of the step (forget_broken_state).  -1. */
-static int undo_batch(const qw_batch_seq *seqs, int n_seqs, const int32_t *past, bool stepped, qw_error *err) {
+/* After a pass that failed part-way (a streamed expert's disk read, memory,
+ * the device): each span's sequence goes back to the n_past it had before
+ * the pass (past[i]; KV rows beyond it are unused), except that a recurrent
+ * layer's state may already have taken part of the pass and cannot be
+ * rewound — such a sequence is emptied (qw_ctx_restart), so no later eval
+ * builds on a state that matches no token list, and err says so (callers
+ * that keep a token list, like the prefix cache, start over).  stepped: the
+ * layers had begun.  Returns -1. */
+static int undo_pass(const seq_span *spans, int n_spans, const int32_t *past, bool stepped, qw_error *err) {
     bool emptied = false;
-    for (int i = 0; i < n_seqs; i++) {
-        qw_ctx *c = seqs[i].ctx;
+    for (int i = 0; i < n_spans; i++) {
+        qw_ctx *c = spans[i].ctx;
         if (stepped && qw_ctx_state_bytes(c)) {
             qw_ctx_restart(c);
             emptied = true;
@@ -180,7 +169,8 @@ static int undo_batch(const qw_batch_seq *seqs, int n_seqs, const int32_t *past,
     }
     if (emptied && err) {
         const size_t used = strlen(err->msg);
-        snprintf(err->msg + used, sizeof err->msg - used, " (sequences emptied: a recurrent state cannot be rewound)");
+        snprintf(err->msg + used, sizeof err->msg - used, " (%s emptied: a recurrent state cannot be rewound)",
+                 n_spans > 1 ? "sequences" : "context");
     }
     return -1;
 }
@@ -215,7 +205,7 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
             if (seqs[i].logits && logits_rows_dev(c, 1, err)) return -1;
             bs[i] = (qw_backend_seq){c->dev, seqs[i].tokens, seqs[i].n, c->n_past, seqs[i].logits ? c->logits : NULL};
         }
-        if (ws->m->backend->eval_batch(ws->dev, bs, n_seqs, err)) return undo_batch(seqs, n_seqs, past, true, err);
+        if (ws->m->backend->eval_batch(ws->dev, bs, n_seqs, err)) return undo_pass(spans, n_seqs, past, true, err);
         for (int i = 0; i < n_seqs; i++) {
             if (seqs[i].logits) seqs[i].ctx->logits_rows = 1;
             seqs[i].ctx->n_past += seqs[i].n;
@@ -228,7 +218,7 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
         for (int i = 0; i < n_seqs; i++)
             if (eval_chunk_dev(seqs[i].ctx, seqs[i].tokens, seqs[i].n, seqs[i].logits ? QW_LOGITS_LAST : QW_LOGITS_NONE,
                                NULL, err))
-                return undo_batch(seqs, n_seqs, past, true, err);
+                return undo_pass(spans, n_seqs, past, true, err);
         return 0;
     }
     int32_t *tokens = qw_pool_alloc((size_t)n * sizeof(int32_t));
@@ -237,7 +227,7 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
     bool stepped = false;
     int rc = eval_spans(ws, tokens, spans, n_seqs, want, QW_LOGITS_LAST, NULL, &stepped, err);
     qw_pool_free(tokens);
-    return rc ? undo_batch(seqs, n_seqs, past, stepped, err) : 0;
+    return rc ? undo_pass(spans, n_seqs, past, stepped, err) : 0;
 }
 
 int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err) {
@@ -264,9 +254,10 @@ int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode
         qw_logits_mode cm = mode == QW_LOGITS_ALL ? QW_LOGITS_ALL : (last ? mode : QW_LOGITS_NONE);
         bool stepped = false;
         if (eval_chunk(c, tokens + i0, m, cm, all ? all + (size_t)i0 * hp->n_vocab : NULL, &stepped, err)) {
-            forget_broken_state(c, stepped, err);
+            const seq_span self = {c, 0, m};
+            const int32_t past = c->n_past; /* the chunks before this one stay */
             qw_pool_free(all);
-            return -1;
+            return undo_pass(&self, 1, &past, stepped, err);
         }
         if (c->chunk_cb) c->chunk_cb(c->chunk_user, c, i0 + m, n);
     }
