@@ -216,7 +216,7 @@ static void check_fault_resume(const char *path, const float *ref, bool recurren
         qw_model_free(m);
     }
     set_opt(QW_OPT_FAULT_READ, "0");
-    assert_true(failures >= 6); /* a fault on a look-ahead read is retried, not seen */
+    assert_true(failures >= 6); /* not every fault surfaces as an eval error (9-10 of 12 did here) */
     assert_true(after_context >= 3); /* some faults hit a context that already held tokens */
 }
 
