@@ -182,6 +182,11 @@ qw_gemm_fn qw_gemm_get(qw_type type);
 #define QW_GEMM_WIDE_TOKS 16
 qw_gemm_fn qw_gemm_wide_get(qw_type type);
 int qw_gemm_wide_toks(qw_type type);
+/* True where the wide tile should also take a task's last 2 .. wide_toks - 1
+ * tokens, padded with copies of the last one (outputs thrown away), instead
+ * of 4-token calls: a tile whose cost hardly depends on its token count (AMX
+ * Q4_K, which lays its weights out once per call). */
+bool qw_gemm_wide_tail(qw_type type);
 /* The one-token form for decode: x[0], y[0] only; any n_rows (a multiple of
  * QW_GEMV_ROWS = 1); same bit-exact contract and limits. */
 #define QW_GEMV_ROWS 1

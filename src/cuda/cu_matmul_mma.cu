@@ -31,8 +31,11 @@ static int g_mma_mode = CU_MMA_AUTO;
 void cu_mma_mode(int mode) { g_mma_mode = mode; }
 bool cu_mma_wanted(const cu_tile *tiles, int n_tiles, int n_tok, int xdiv) {
     /* tiles carry n_tok * xdiv assignments: more than one a tile on average
-     * is prefill's grouping; decode's tiles hold one each */
-    const bool multi = tiles ? (int64_t)n_tok * xdiv > n_tiles : n_tok > 1;
+     * is prefill's grouping; decode's tiles hold one each.  A dense matmul
+     * of one tile's tokens or fewer (a lanes step's few rows) stays on dp4a:
+     * a warp of the MMA kernel owns 16 rows, so a 2048-row matrix gives it
+     * 32 blocks, far fewer than the SMs, where dp4a spreads the rows wide */
+    const bool multi = tiles ? (int64_t)n_tok * xdiv > n_tiles : n_tok > CU_MM_NT;
     return g_mma_mode == CU_MMA_ALWAYS || (g_mma_mode == CU_MMA_AUTO && multi);
 }
 

@@ -94,12 +94,7 @@ static inline __m256i bit_to(__m256i v, int m, int val) {
 /* The 12 packed scale bytes -> 8 scales (low 64 bits) and 8 mins (high). */
 static inline __m128i q4k_scales_mins(const uint8_t *packed) {
     uint32_t u[4];
-    memcpy(u, packed, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
-    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    u[2] = mins_lo;
-    u[0] &= 0x3f3f3f3fu;
+    qw_kq_scales_mins_k4(packed, u);
     return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
 }
 
@@ -367,4 +362,4 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 const qw_kq_dots qw_kq_dots_avx2 = {KQ_DOT_Q2_K, KQ_DOT_Q3_K, KQ_DOT_Q4_K,       KQ_DOT_Q5_K,
                                     KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K,
                                     KQ_QUANTIZE_Q8_K, KQ_GEMM_Q5_K, KQ_GEMM_WIDE_Q5_K, KQ_GEMM_Q2_K,
-                                    KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K};
+                                    KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K, 0, false};

@@ -25,6 +25,9 @@
 #ifndef QWISP_KERNELS_KQUANT_IMPL_H
 #define QWISP_KERNELS_KQUANT_IMPL_H
 
+#include <stdbool.h>
+#include <string.h>
+
 #include "qwisp/quant.h"
 
 /* Tokens per call of the wide K-quant tile (qw_gemm_wide_toks). */
@@ -38,6 +41,11 @@ typedef struct qw_kq_dots {
     void (*quantize_q8_K)(const float *x, void *dst, int64_t n);
     qw_gemm_fn gemm_q5_K, gemm_wide_q5_K; /* Q5_K tiles, 4 and QW_KQ_WIDE_TOKS tokens; NULL: none */
     qw_gemm_fn gemm_q2_K, gemm_wide_q2_K, gemm_q3_K, gemm_wide_q3_K; /* the same for Q2_K, Q3_K */
+    /* gemm_wide_q4_K's tokens a call (0: QW_KQ_WIDE_TOKS), and whether the
+     * matmul should give it the 2.. leftover tokens too, padded (a tile whose
+     * cost hardly depends on its tokens: AMX) instead of 4-token calls */
+    int wide_toks_q4_K;
+    bool wide_tail_q4_K;
 } qw_kq_dots;
 
 extern const qw_kq_dots qw_kq_dots_ref;
@@ -83,6 +91,18 @@ static inline void qw_kq_scale_min_k4(int j, const uint8_t *s, uint8_t *sc, uint
         *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
         *mn = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
     }
+}
+
+/* All eight 6-bit scales and mins of a Q4_K/Q5_K block's 12 packed bytes at
+ * once, as bytes: u's bytes 0-7 are scales 0-7, bytes 8-15 mins 0-7 (the
+ * same values as qw_kq_scale_min_k4, word by word). */
+static inline void qw_kq_scales_mins_k4(const uint8_t *packed, uint32_t u[4]) {
+    memcpy(u, packed, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mins_lo = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = mins_lo;
+    u[0] &= 0x3f3f3f3fu;
 }
 
 /* 6-bit scale j (0..15) of a Q3_K block's 12 packed bytes, offset removed. */

@@ -197,7 +197,9 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
         past[i] = q->ctx->n_past;
         n += q->n;
     }
-    if (ws->dev && ws->m->backend->eval_batch && qw_opt_int(QW_OPT_DEVICE_BATCH)) {
+    /* one sequence alone takes the single-sequence path below: on the device
+     * that is the captured decode graph, which a batched step has not */
+    if (ws->dev && ws->m->backend->eval_batch && qw_opt_int(QW_OPT_DEVICE_BATCH) && n_seqs > 1) {
         /* one forward pass on the device for every sequence (docs/cuda.md) */
         qw_backend_seq bs[MAX_SEQS];
         for (int i = 0; i < n_seqs; i++) {

@@ -108,13 +108,89 @@ static void test_blockorder(void **s) {
     check_blockorder(QW_TYPE_Q4_0);
 }
 
+/* ---- Q4_K: the level's dot in the K-quant reference order ---- */
+
+static const int64_t k_kq_ks[] = {256, 512, 2048, QW_GEMM_K_MAX};
+
+/* Q4_K rows: even rows random bytes (every pattern is a valid level, scale
+ * and min: all-63 scales, the largest A bytes, come up), with fp16 d and
+ * dmin of either sign near 0.06; odd rows quantized from floats. */
+static char *q4k_rows(int64_t n_rows, int64_t k) {
+    char *w = rand_rows(QW_TYPE_Q4_K, n_rows, k);
+    const size_t rb = qw_row_bytes(QW_TYPE_Q4_K, k);
+    for (int64_t r = 0; r < n_rows; r += 2)
+        for (int64_t b = 0; b < k / QW_QK_K; b++) {
+            qw_block_q4_K *blk = (qw_block_q4_K *)(w + (size_t)r * rb) + b;
+            uint8_t *p = (uint8_t *)blk;
+            for (size_t i = 0; i < sizeof *blk; i++) {
+                g_rng = g_rng * 1664525u + 1013904223u;
+                p[i] = (uint8_t)(g_rng >> 24);
+            }
+            blk->d = (uint16_t)(0x2c00 | (g_rng & 0x83ff));
+            blk->dmin = (uint16_t)(0x2800 | ((g_rng >> 12) & 0x83ff));
+            if (b % 5 == 4) blk->dmin = 0; /* the reference's symmetric branch */
+        }
+    return w;
+}
+
+/* Q8_K activations of n_tok tokens from random floats (a few large ones). */
+static char *q8k_tokens(int64_t n_tok, int64_t k) {
+    float *f = malloc(sizeof(float) * (size_t)(k * n_tok));
+    for (int64_t i = 0; i < k * n_tok; i++) f[i] = frand() * (i % 61 == 0 ? 30.0f : 1.0f);
+    char *x = malloc(qw_row_bytes(QW_TYPE_Q8_K, k) * (size_t)n_tok);
+    qw_act_convert(NULL, QW_TYPE_Q4_K, f, k, k, n_tok, x);
+    free(f);
+    return x;
+}
+
+/* The dot (any AVX-512 VNNI CPU) and the AMX tiles through the software
+ * model of the tile instructions (qw_amx_q4_K_emulated): the reference's
+ * bits for 1..16 tokens, two strips of 16 rows and 8 rows left over. */
+static void test_q4_K_reference_order(void **s) {
+    (void)s;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq")) {
+        printf("SKIP: reference-order Q4_K kernels: this CPU has no AVX-512 VNNI\n");
+        return;
+    }
+    for (size_t ki = 0; ki < sizeof k_kq_ks / sizeof k_kq_ks[0]; ki++) {
+        const int64_t k = k_kq_ks[ki];
+        const size_t rb = qw_row_bytes(QW_TYPE_Q4_K, k), xrb = qw_row_bytes(QW_TYPE_Q8_K, k);
+        char *w = q4k_rows(ROWS, k), *x = q8k_tokens(QW_GEMM_WIDE_TOKS, k);
+        for (int64_t r = 0; r < ROWS; r++) {
+            float d;
+            qw_amx_kq.dot_q4_K(k, &d, w + (size_t)r * rb, x);
+            assert_ref_bits(QW_TYPE_Q4_K, k, w, rb, r, x, d, "reference-order dot");
+        }
+        if (k <= 2048) { /* the model multiplies bytes one by one: keep it short */
+            static const int nts[] = {1, 2, 3, 4, 7, 16};
+            for (size_t i = 0; i < sizeof nts / sizeof nts[0]; i++) {
+                const int nt = nts[i];
+                static float out[QW_GEMM_WIDE_TOKS][ROWS];
+                const void *xp[QW_GEMM_WIDE_TOKS];
+                float *yp[QW_GEMM_WIDE_TOKS];
+                for (int t = 0; t < nt; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
+                memset(out, 0xff, sizeof out);
+                assert_true(qw_amx_q4_K_emulated(k, w, rb, ROWS, xp, yp, nt));
+                for (int t = 0; t < nt; t++)
+                    for (int64_t r = 0; r < ROWS; r++)
+                        assert_ref_bits(QW_TYPE_Q4_K, k, w, rb, r, xp[t], out[t][r], "modelled AMX tile");
+            }
+        }
+        free(w);
+        free(x);
+    }
+}
+
 /* The AMX tiles (4 and 16 tokens) at the avx512-amx level. */
-static void check_tiles(qw_type wt) {
-    for (size_t ki = 0; ki < sizeof k_ks / sizeof k_ks[0]; ki++) {
-        const int64_t k = k_ks[ki];
-        const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(QW_TYPE_Q8_0, k);
-        char *w = rand_rows(wt, ROWS, k);
-        char *x = rand_rows(QW_TYPE_Q8_0, QW_GEMM_WIDE_TOKS, k);
+static void check_tiles(qw_type wt, const int64_t *ks, size_t n_ks) {
+    for (size_t ki = 0; ki < n_ks; ki++) {
+        const int64_t k = ks[ki];
+        const qw_type xt = qw_vec_dot_type(wt);
+        const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(xt, k);
+        char *w = wt == QW_TYPE_Q4_K ? q4k_rows(ROWS, k) : rand_rows(wt, ROWS, k);
+        char *x = rand_rows(xt, QW_GEMM_WIDE_TOKS, k);
         const void *xp[QW_GEMM_WIDE_TOKS];
         static float out[QW_GEMM_WIDE_TOKS][ROWS];
         float *yp[QW_GEMM_WIDE_TOKS];
@@ -141,8 +217,10 @@ static void test_amx_tiles(void **s) {
     if (!use_level("avx512-amx")) return;
     assert_non_null(qw_gemm_wide_get(QW_TYPE_Q8_0));
     assert_non_null(qw_gemm_wide_get(QW_TYPE_Q4_0));
-    check_tiles(QW_TYPE_Q8_0);
-    check_tiles(QW_TYPE_Q4_0);
+    assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q4_K), QW_GEMM_WIDE_TOKS);
+    check_tiles(QW_TYPE_Q8_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
+    check_tiles(QW_TYPE_Q4_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
+    check_tiles(QW_TYPE_Q4_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
     /* QWISP_SIMD=avx512 turns AMX off: no wide tile there */
     assert_int_equal(qw_simd_force("avx512"), 0);
     assert_null(qw_gemm_wide_get(QW_TYPE_Q8_0));
@@ -152,15 +230,16 @@ static void test_amx_tiles(void **s) {
 /* Whole matmuls at the AMX level: 16-token groups, 4-token groups, the
  * last tokens through the row loop, odd rows through the dot, 1 and 2
  * threads, gathered token ids — every (row, token) the reference's bits. */
-static void check_matmul(qw_type wt, qw_threadpool *tp) {
-    const int64_t k = 1024, rows = 77, n_tok = 39;
-    const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(QW_TYPE_Q8_0, k);
-    char *w = rand_rows(wt, rows, k);
+static void check_matmul(qw_type wt, qw_threadpool *tp, int64_t n_tok) {
+    const int64_t k = 1024, rows = 77;
+    const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(qw_vec_dot_type(wt), k);
+    char *w = wt == QW_TYPE_Q4_K ? q4k_rows(rows, k) : rand_rows(wt, rows, k);
     float *xf = malloc(sizeof(float) * (size_t)(k * n_tok));
     for (int64_t i = 0; i < k * n_tok; i++) xf[i] = frand();
     char *xq = malloc(xrb * (size_t)n_tok);
     qw_act_convert(NULL, wt, xf, k, k, n_tok, xq);
-    int32_t idx[39];
+    int32_t idx[64];
+    assert_true(n_tok <= 64);
     for (int i = 0; i < n_tok; i++) idx[i] = (int32_t)((i * 7) % n_tok);
     float *y = malloc(sizeof(float) * (size_t)(rows * n_tok));
     for (int gather = 0; gather < 2; gather++) {
@@ -177,8 +256,12 @@ static void test_amx_matmul(void **s) {
     if (!use_level("avx512-amx")) return;
     for (int nt = 1; nt <= 2; nt++) {
         qw_threadpool *tp = qw_threadpool_new(nt);
-        check_matmul(QW_TYPE_Q8_0, tp);
-        check_matmul(QW_TYPE_Q4_0, tp);
+        check_matmul(QW_TYPE_Q8_0, tp, 39);
+        check_matmul(QW_TYPE_Q4_0, tp, 39);
+        /* Q4_K: 16-token groups and the padded tail (2..15 tokens); one token
+         * left over goes through the dot */
+        static const int64_t q4k_toks[] = {2, 3, 16, 17, 39, 64};
+        for (size_t i = 0; i < sizeof q4k_toks / sizeof q4k_toks[0]; i++) check_matmul(QW_TYPE_Q4_K, tp, q4k_toks[i]);
         qw_threadpool_free(tp);
     }
     restore_best();
@@ -210,6 +293,7 @@ static void test_differs_from_avx512(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blockorder),
+        cmocka_unit_test(test_q4_K_reference_order),
         cmocka_unit_test(test_amx_tiles),
         cmocka_unit_test(test_amx_matmul),
         cmocka_unit_test(test_differs_from_avx512),

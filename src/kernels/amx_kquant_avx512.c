@@ -1,0 +1,342 @@
+/* amx_kquant_avx512.c — the "avx512-amx" level's Q4_K: a dot in the K-quant
+ * reference order (kquant_impl.h's contract: exactly kquant_ref.c's bits) and
+ * AMX-INT8 prefill tiles that give the same bits.
+ *
+ * Why the reference order at this level: the AVX-512 level's Q4_K dot keeps
+ * llama.cpp's eight float lanes a token, and a tile multiply gives whole
+ * integer sums, not those lanes.  The reference's step per super-block,
+ *     acc = acc + y.d * (d * (float)sumi - dmin * (float)summ),
+ * needs only two exact integers, sumi = sum_j sc_j * sum_{i in j} q_i x_i
+ * over the eight 32-element sub-blocks j, and summ = sum_j m_j * (the Q8_K
+ * sum of x over sub-block j); AMX can make the first.
+ *
+ * The tile: TDPBUSD multiplies unsigned bytes of A (16 weight rows × 64
+ * elements) with the signed bytes of B (64 elements × up to 16 tokens) into
+ * exact int32.  A scale (6 bits) times a level (4 bits) does not fit a byte,
+ * so each scale is split, sc = lo + 8 * hi with lo, hi in 0..7, and A is
+ * made twice — q * lo and q * hi, both <= 105 — into two accumulators:
+ * sumi = C_lo + 8 * C_hi, exactly.  Four 64-element steps make a
+ * super-block; the C tiles start from zero at each super-block, whose float
+ * step needs its own sums.  summ comes from the Q8_K group sums (VPDPWSSD),
+ * and the float step runs with one lane a token, row after row, each lane
+ * the reference's chain.
+ *
+ * A is made once per (16-row strip, super-block) and serves every token of
+ * the call, so a call should carry as many tokens as it can: the matmul
+ * gives this level's wide tile (16 tokens) the leftover tokens too, padded
+ * (qw_kq_dots.wide_tail_q4_K, matmul.c).
+ *
+ * Testing without AMX: the tile body is written once over five tile
+ * operations that issue the AMX instructions or, for qw_amx_q4_K_emulated,
+ * run a software model of them byte for byte, so a CPU without AMX still
+ * checks the layout and the bits (tests/kernels/test_amx.c).
+ */
+#include <immintrin.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/quant_impl.h"
+
+#define AMX __attribute__((target("amx-tile,amx-int8")))
+#define INLINE inline __attribute__((always_inline)) static
+
+enum {
+    M = 16,                           /* rows of a strip (one tile's rows) */
+    STEP = 64,                        /* elements of one tile multiply */
+    NSTEP = QW_QK_K / STEP,           /* steps a super-block */
+    MAX_SB = QW_GEMM_K_MAX / QW_QK_K, /* super-blocks a row at most */
+    TB = M * 64                       /* bytes of one tile */
+};
+
+/* ---- the reference-order dot ------------------------------------------- */
+
+/* Chunk j (0..3) of a super-block as 64 levels in element order: the 32
+ * bytes' low nibbles (sub-block 2j), then their high nibbles (2j + 1). */
+INLINE __m512i chunk_levels(const qw_block_q4_K *b, int j) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
+}
+
+/* Words of scale 2j in the low half, of scale 2j + 1 in the high half, from
+ * the eight int16 scales repeated in every 128-bit lane. */
+INLINE __m512i pick_scales(__m512i sc16, int j) {
+    const __m512i ctl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(0x0100 * (4 * j + 1) + 4 * j))),
+                                           _mm256_set1_epi16((short)(0x0100 * (4 * j + 3) + 4 * j + 2)), 1);
+    return _mm512_shuffle_epi8(sc16, ctl);
+}
+
+/* A Q8_K block's sixteen group sums added in pairs: its sums over the eight
+ * 32-element sub-blocks, as int16. */
+INLINE __m128i pair_sums(const qw_block_q8_K *y) {
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+}
+
+INLINE float q8k_scale(const qw_block_q8_K *y) {
+    float d;
+    memcpy(&d, &y->d, sizeof d);
+    return d;
+}
+
+/* The reference's float step (kquant_ref.c, symmetric branch included). */
+INLINE float ref_step(float acc, float yd, float d, float dmin, int32_t sumi, int32_t summ) {
+    if (dmin == 0.0f && summ == 0) return acc + yd * (d * (float)sumi);
+    return acc + yd * (d * (float)sumi - dmin * (float)summ);
+}
+
+static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
+    const qw_block_q4_K *b = w;
+    const qw_block_q8_K *y = x;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+        uint32_t u[4];
+        qw_kq_scales_mins_k4(b->scales, u);
+        const __m128i sm = _mm_loadu_si128((const __m128i *)u);
+        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
+        __m512i si = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int j = 0; j < NSTEP; j++) {
+            const __m512i p = _mm512_maddubs_epi16(chunk_levels(b, j), _mm512_loadu_si512((const void *)(y->qs + 64 * j)));
+            si = _mm512_dpwssd_epi32(si, p, pick_scales(sc16, j));
+        }
+        __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), pair_sums(y));
+        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
+        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1)));
+        const int32_t sumi = _mm512_reduce_add_epi32(si), summ = _mm_cvtsi128_si32(mm);
+        acc = ref_step(acc, q8k_scale(y), _cvtsh_ss(b->d), _cvtsh_ss(b->dmin), sumi, summ);
+    }
+    *s = acc;
+}
+
+/* ---- the tile operations: AMX, or the software model -------------------- */
+
+/* The model: eight tiles of up to 16 rows × 64 bytes, shaped as configured. */
+typedef struct {
+    uint8_t rows[8];
+    uint16_t colsb[8];
+    alignas(64) uint8_t t[8][TB];
+} tile_model;
+
+static void model_load(tile_model *e, int t, const void *p, size_t stride) {
+    memset(e->t[t], 0, TB);
+    for (int r = 0; r < e->rows[t]; r++) memcpy(e->t[t] + r * 64, (const char *)p + (size_t)r * stride, e->colsb[t]);
+}
+static void model_store(const tile_model *e, int t, void *p, size_t stride) {
+    for (int r = 0; r < e->rows[t]; r++) memcpy((char *)p + (size_t)r * stride, e->t[t] + r * 64, e->colsb[t]);
+}
+/* C[m][n] += sum over k of A[m][4k..4k+3] (unsigned) · B[k][4n..4n+3] (signed) */
+static void model_dpbusd(tile_model *e, int c, int a, int b) {
+    for (int m = 0; m < e->rows[c]; m++)
+        for (int n = 0; n < e->colsb[c] / 4; n++) {
+            int32_t acc;
+            memcpy(&acc, e->t[c] + m * 64 + 4 * n, 4);
+            for (int k = 0; k < e->colsb[a] / 4; k++)
+                for (int i = 0; i < 4; i++)
+                    acc += (int32_t)e->t[a][m * 64 + 4 * k + i] * (int32_t)(int8_t)e->t[b][k * 64 + 4 * n + i];
+            memcpy(e->t[c] + m * 64 + 4 * n, &acc, 4);
+        }
+}
+
+#define T_LOAD(e, T, p, stride)                                                                                   \
+    do {                                                                                                          \
+        if (e) model_load(e, T, p, stride);                                                                       \
+        else _tile_loadd(T, p, stride);                                                                           \
+    } while (0)
+#define T_STORE(e, T, p, stride)                                                                                  \
+    do {                                                                                                          \
+        if (e) model_store(e, T, p, stride);                                                                      \
+        else _tile_stored(T, p, stride);                                                                          \
+    } while (0)
+#define T_ZERO(e, T)                                                                                              \
+    do {                                                                                                          \
+        if (e) memset((e)->t[T], 0, TB);                                                                          \
+        else _tile_zero(T);                                                                                       \
+    } while (0)
+#define T_DPBUSD(e, C, A, B)                                                                                      \
+    do {                                                                                                          \
+        if (e) model_dpbusd(e, C, A, B);                                                                          \
+        else _tile_dpbusd(C, A, B);                                                                               \
+    } while (0)
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) tilecfg;
+
+/* tmm0, tmm1: C_lo, C_hi (16 rows × nt int32); tmm2, tmm3: A_lo, A_hi (16
+ * rows × 64 bytes); tmm4: B (16 dwords of 4 elements × nt tokens). */
+AMX static void configure(tile_model *e, int nt) {
+    tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 5; t++) {
+        c.rows[t] = M;
+        c.colsb[t] = (uint16_t)(t == 2 || t == 3 ? 64 : nt * 4);
+    }
+    if (e) {
+        for (int t = 0; t < 8; t++) e->rows[t] = c.rows[t], e->colsb[t] = c.colsb[t];
+        return;
+    }
+    /* the intrinsic tells the compiler it reads 8 bytes only: keep every store */
+    __asm__ volatile("" : : "r"(&c) : "memory");
+    _tile_loadconfig(&c);
+}
+
+/* ---- the tile body ------------------------------------------------------ */
+
+/* What the tokens bring, laid out once per call. */
+typedef struct {
+    /* B for super-block s, step j: dword kk of token t at [(s*NSTEP + j)][kk][4t] */
+    alignas(64) uint8_t b[MAX_SB * NSTEP][TB];
+    alignas(64) float yd[MAX_SB][M];     /* the tokens' Q8_K scales (0 past nt) */
+    alignas(64) int32_t ps[MAX_SB][4][M]; /* sub-block sums 2p, 2p+1 as two int16 (0 past nt) */
+} tokens_prep;
+
+static void prep_tokens(int64_t nsb, const void *const *xv, int nt, tokens_prep *tp) {
+    memset(tp->yd, 0, sizeof(float) * M * (size_t)nsb);
+    memset(tp->ps, 0, sizeof(int32_t) * 4 * M * (size_t)nsb);
+    for (int t = 0; t < nt; t++) {
+        const qw_block_q8_K *y = xv[t];
+        for (int64_t s = 0; s < nsb; s++) {
+            for (int j = 0; j < NSTEP; j++)
+                for (int kk = 0; kk < STEP / 4; kk++) memcpy(&tp->b[s * NSTEP + j][kk * 64 + 4 * t], y[s].qs + STEP * j + 4 * kk, 4);
+            tp->yd[s][t] = q8k_scale(&y[s]);
+            int16_t p[8];
+            _mm_storeu_si128((__m128i *)p, pair_sums(&y[s]));
+            for (int q = 0; q < 4; q++) tp->ps[s][q][t] = (int32_t)(uint16_t)p[2 * q] | (int32_t)((uint32_t)(uint16_t)p[2 * q + 1] << 16);
+        }
+    }
+}
+
+/* One strip's super-block s as A: a[j][0] = levels × (sc & 7), a[j][1] =
+ * levels × (sc >> 3), 16 rows of 64 bytes each; and its rows' d, dmin and
+ * mins (as int16 pairs for VPDPWSSD). */
+typedef struct {
+    alignas(64) uint8_t a[NSTEP][2][TB];
+    float d[M], dmin[M];
+    int32_t mins[M][4];
+} strip_sb;
+
+INLINE __m512i bytes_times(__m512i v, __m512i s16) {
+    /* every byte <= 15 and every scale <= 7, so no product leaves its byte */
+    const __m512i even = _mm512_mullo_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x00FF)), s16);
+    const __m512i odd = _mm512_mullo_epi16(_mm512_srli_epi16(v, 8), s16);
+    return _mm512_or_si512(even, _mm512_slli_epi16(odd, 8));
+}
+
+INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss) {
+    for (int r = 0; r < M; r++) {
+        const qw_block_q4_K *b = (const qw_block_q4_K *)(w + (size_t)r * rb) + s;
+        uint32_t u32[4];
+        uint8_t u[16];
+        qw_kq_scales_mins_k4(b->scales, u32);
+        memcpy(u, u32, sizeof u);
+        for (int j = 0; j < NSTEP; j++) {
+            const __m512i v = chunk_levels(b, j);
+            const uint8_t s0 = u[2 * j], s1 = u[2 * j + 1];
+            const __m512i lo = _mm512_inserti64x4(_mm512_set1_epi16(s0 & 7), _mm256_set1_epi16(s1 & 7), 1);
+            const __m512i hi = _mm512_inserti64x4(_mm512_set1_epi16(s0 >> 3), _mm256_set1_epi16(s1 >> 3), 1);
+            _mm512_store_si512((void *)(ss->a[j][0] + r * 64), bytes_times(v, lo));
+            _mm512_store_si512((void *)(ss->a[j][1] + r * 64), bytes_times(v, hi));
+        }
+        for (int q = 0; q < 4; q++) ss->mins[r][q] = (int32_t)u[8 + 2 * q] | ((int32_t)u[9 + 2 * q] << 16);
+        ss->d[r] = _cvtsh_ss(b->d);
+        ss->dmin[r] = _cvtsh_ss(b->dmin);
+    }
+}
+
+/* Rows [0, n_rows) × nt (1..16) tokens.  e: the software model, or NULL for AMX. */
+AMX INLINE void q4k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, const void *const *xv, float *const *y,
+                      int nt, tile_model *e, tokens_prep *tp) {
+    const int64_t nsb = n / QW_QK_K;
+    const uint8_t *w = wv;
+    const int64_t main_rows = n_rows / M * M;
+    const __mmask16 mk = (__mmask16)((1u << nt) - 1);
+    strip_sb ss;
+    alignas(64) int32_t c[2][M * M];
+    prep_tokens(nsb, xv, nt, tp);
+    configure(e, nt);
+    for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
+        __m512 acc[M];
+        for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t s = 0; s < nsb; s++) {
+            prep_strip_sb(w + (size_t)r0 * rb, rb, s, &ss);
+            /* TILELOADD's asm names its address, not the memory behind it: keep
+             * the stores into ss and tp before the loads */
+            __asm__ volatile("" : : "r"(&ss), "r"(tp) : "memory");
+            T_ZERO(e, 0);
+            T_ZERO(e, 1);
+            for (int j = 0; j < NSTEP; j++) {
+                T_LOAD(e, 4, tp->b[s * NSTEP + j], 64);
+                T_LOAD(e, 2, ss.a[j][0], 64);
+                T_LOAD(e, 3, ss.a[j][1], 64);
+                T_DPBUSD(e, 0, 2, 4);
+                T_DPBUSD(e, 1, 3, 4);
+            }
+            T_STORE(e, 0, c[0], M * 4);
+            T_STORE(e, 1, c[1], M * 4);
+            __asm__ volatile("" : : "r"(c) : "memory");
+            const __m512 yd = _mm512_load_ps(tp->yd[s]);
+            for (int r = 0; r < M; r++) {
+                const __m512i lo = _mm512_maskz_loadu_epi32(mk, c[0] + r * M);
+                const __m512i hi = _mm512_maskz_loadu_epi32(mk, c[1] + r * M);
+                const __m512i sumi = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
+                __m512i summ = _mm512_setzero_si512();
+                for (int q = 0; q < 4; q++)
+                    summ = _mm512_dpwssd_epi32(summ, _mm512_load_si512((const void *)tp->ps[s][q]),
+                                               _mm512_set1_epi32(ss.mins[r][q]));
+                /* the reference's step without its symmetric branch: that branch
+                 * drops "- dmin * 0", which changes at most the sign of a zero
+                 * term, and a zero term never changes acc's bits (acc starts at
+                 * +0, and +0 + -0 = +0) */
+                const __m512 t1 = _mm512_mul_ps(_mm512_set1_ps(ss.d[r]), _mm512_cvtepi32_ps(sumi));
+                const __m512 t2 = _mm512_mul_ps(_mm512_set1_ps(ss.dmin[r]), _mm512_cvtepi32_ps(summ));
+                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(yd, _mm512_sub_ps(t1, t2)));
+            }
+        }
+        for (int r = 0; r < M; r++) {
+            float o[M];
+            _mm512_storeu_ps(o, acc[r]);
+            for (int t = 0; t < nt; t++) y[t][r0 + r] = o[t];
+        }
+    }
+    if (!e) _tile_release();
+    for (int64_t r = main_rows; r < n_rows; r++)
+        for (int t = 0; t < nt; t++) dot_q4_K(n, &y[t][r], w + (size_t)r * rb, xv[t]);
+}
+
+AMX static void amx_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                         int nt) {
+    tokens_prep tp; /* 129 KiB at k = 8192 */
+    q4k_tiles(n, w, rb, n_rows, x, y, nt, NULL, &tp);
+}
+
+static void gemm_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
+    amx_q4_K(n, w, rb, n_rows, x, y, QW_GEMM_TOKS);
+}
+static void gemm_wide_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
+                           float *const *y) {
+    amx_q4_K(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS);
+}
+
+/* The same tiles through the software model: any AVX-512 CPU (tests).
+ * false when out of memory. */
+AMX bool qw_amx_q4_K_emulated(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
+                              float *const *y, int nt) {
+    tile_model *e = aligned_alloc(64, sizeof *e);
+    tokens_prep *tp = aligned_alloc(64, sizeof *tp);
+    if (e && tp) q4k_tiles(n, w, rb, n_rows, x, y, nt, e, tp);
+    const bool ok = e && tp;
+    free(e);
+    free(tp);
+    return ok;
+}
+
+const qw_amx_kq_kernels qw_amx_kq = {
+    .dot_q4_K = dot_q4_K,
+    .gemm_q4_K = gemm_q4_K,
+    .gemm_wide_q4_K = gemm_wide_q4_K,
+};
