@@ -220,13 +220,6 @@ typedef struct {
     int32_t mins[M][4];
 } strip_sb;
 
-INLINE __m512i bytes_times(__m512i v, __m512i s16) {
-    /* every byte <= 15 and every scale <= 7, so no product leaves its byte */
-    const __m512i even = _mm512_mullo_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x00FF)), s16);
-    const __m512i odd = _mm512_mullo_epi16(_mm512_srli_epi16(v, 8), s16);
-    return _mm512_or_si512(even, _mm512_slli_epi16(odd, 8));
-}
-
 INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss) {
     for (int r = 0; r < M; r++) {
         const qw_block_q4_K *b = (const qw_block_q4_K *)(w + (size_t)r * rb) + s;
@@ -234,13 +227,14 @@ INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss) 
         uint8_t u[16];
         qw_kq_scales_mins_k4(b->scales, u32);
         memcpy(u, u32, sizeof u);
+        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)));
         for (int j = 0; j < NSTEP; j++) {
-            const __m512i v = chunk_levels(b, j);
-            const uint8_t s0 = u[2 * j], s1 = u[2 * j + 1];
-            const __m512i lo = _mm512_inserti64x4(_mm512_set1_epi16(s0 & 7), _mm256_set1_epi16(s1 & 7), 1);
-            const __m512i hi = _mm512_inserti64x4(_mm512_set1_epi16(s0 >> 3), _mm256_set1_epi16(s1 >> 3), 1);
-            _mm512_store_si512((void *)(ss->a[j][0] + r * 64), bytes_times(v, lo));
-            _mm512_store_si512((void *)(ss->a[j][1] + r * 64), bytes_times(v, hi));
+            const __m512i v = chunk_levels(b, j), sc = pick_scales(sc16, j);
+            /* each word holds two levels (<= 15) and its scale part is <= 7, so
+             * one 16-bit multiply makes both bytes' products (<= 105), neither
+             * carrying into the other */
+            _mm512_store_si512((void *)(ss->a[j][0] + r * 64), _mm512_mullo_epi16(v, _mm512_and_si512(sc, _mm512_set1_epi16(7))));
+            _mm512_store_si512((void *)(ss->a[j][1] + r * 64), _mm512_mullo_epi16(v, _mm512_srli_epi16(sc, 3)));
         }
         for (int q = 0; q < 4; q++) ss->mins[r][q] = (int32_t)u[8 + 2 * q] | ((int32_t)u[9 + 2 * q] << 16);
         ss->d[r] = _cvtsh_ss(b->d);
