@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kquant_blocks_x86.h"
 #include "kernels/quant_impl.h"
 
 #define AMX __attribute__((target("amx-tile,amx-int8")))
@@ -51,34 +52,6 @@ enum {
 };
 
 /* ---- the reference-order dot ------------------------------------------- */
-
-/* Chunk j (0..3) of a super-block as 64 levels in element order: the 32
- * bytes' low nibbles (sub-block 2j), then their high nibbles (2j + 1). */
-INLINE __m512i chunk_levels(const qw_block_q4_K *b, int j) {
-    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
-    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
-}
-
-/* Words of scale 2j in the low half, of scale 2j + 1 in the high half, from
- * the eight int16 scales repeated in every 128-bit lane. */
-INLINE __m512i pick_scales(__m512i sc16, int j) {
-    const __m512i ctl = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(0x0100 * (4 * j + 1) + 4 * j))),
-                                           _mm256_set1_epi16((short)(0x0100 * (4 * j + 3) + 4 * j + 2)), 1);
-    return _mm512_shuffle_epi8(sc16, ctl);
-}
-
-/* A Q8_K block's sixteen group sums added in pairs: its sums over the eight
- * 32-element sub-blocks, as int16. */
-INLINE __m128i pair_sums(const qw_block_q8_K *y) {
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-}
-
-INLINE float q8k_scale(const qw_block_q8_K *y) {
-    float d;
-    memcpy(&d, &y->d, sizeof d);
-    return d;
-}
 
 /* The reference's float step (kquant_ref.c, symmetric branch included). */
 INLINE float ref_step(float acc, float yd, float d, float dmin, int32_t sumi, int32_t summ) {
@@ -98,14 +71,14 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
         __m512i si = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int j = 0; j < NSTEP; j++) {
-            const __m512i p = _mm512_maddubs_epi16(chunk_levels(b, j), _mm512_loadu_si512((const void *)(y->qs + 64 * j)));
-            si = _mm512_dpwssd_epi32(si, p, pick_scales(sc16, j));
+            const __m512i p = _mm512_maddubs_epi16(q4k_chunk_zmm(b, j), _mm512_loadu_si512((const void *)(y->qs + 64 * j)));
+            si = _mm512_dpwssd_epi32(si, p, _mm512_shuffle_epi8(sc16, q4k_pick_zmm(j)));
         }
-        __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), pair_sums(y));
+        __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), q8k_pair_sums(y));
         mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
         mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1)));
         const int32_t sumi = _mm512_reduce_add_epi32(si), summ = _mm_cvtsi128_si32(mm);
-        acc = ref_step(acc, q8k_scale(y), _cvtsh_ss(b->d), _cvtsh_ss(b->dmin), sumi, summ);
+        acc = ref_step(acc, q8k_d(y), _cvtsh_ss(b->d), _cvtsh_ss(b->dmin), sumi, summ);
     }
     *s = acc;
 }
@@ -203,9 +176,9 @@ static void prep_tokens(int64_t nsb, const void *const *xv, int nt, tokens_prep 
         for (int64_t s = 0; s < nsb; s++) {
             for (int j = 0; j < NSTEP; j++)
                 for (int kk = 0; kk < STEP / 4; kk++) memcpy(&tp->b[s * NSTEP + j][kk * 64 + 4 * t], y[s].qs + STEP * j + 4 * kk, 4);
-            tp->yd[s][t] = q8k_scale(&y[s]);
+            tp->yd[s][t] = q8k_d(&y[s]);
             int16_t p[8];
-            _mm_storeu_si128((__m128i *)p, pair_sums(&y[s]));
+            _mm_storeu_si128((__m128i *)p, q8k_pair_sums(&y[s]));
             for (int q = 0; q < 4; q++) tp->ps[s][q][t] = (int32_t)(uint16_t)p[2 * q] | (int32_t)((uint32_t)(uint16_t)p[2 * q + 1] << 16);
         }
     }
@@ -229,7 +202,7 @@ INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss) 
         memcpy(u, u32, sizeof u);
         const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)));
         for (int j = 0; j < NSTEP; j++) {
-            const __m512i v = chunk_levels(b, j), sc = pick_scales(sc16, j);
+            const __m512i v = q4k_chunk_zmm(b, j), sc = _mm512_shuffle_epi8(sc16, q4k_pick_zmm(j));
             /* each word holds two levels (<= 15) and its scale part is <= 7, so
              * one 16-bit multiply makes both bytes' products (<= 105), neither
              * carrying into the other */

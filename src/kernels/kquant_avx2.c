@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "kernels/kquant_blocks_x86.h"
 #include "kernels/kquant_impl.h"
 
 /* acc + madd(p, s) (int16 pairs times scales, summed into int32 lanes): one
@@ -69,12 +70,6 @@ static inline int32_t block_sumi(const __m256i q[8], const int16_t sc[16], const
     return _mm_cvtsi128_si32(v);
 }
 
-static inline float q8k_d(const qw_block_q8_K *y) {
-    float d;
-    memcpy(&d, &y->d, sizeof d);
-    return d;
-}
-
 static inline __m256i lo_nib(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
 static inline __m256i hi_nib(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
 /* Per byte: (v & m) ? val : 0, for a single-bit mask m. */
@@ -98,9 +93,6 @@ static inline __m128i q4k_scales_mins(const uint8_t *packed) {
     return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
 }
 
-/* pshufb control selecting int16 element g in every position of a lane. */
-static inline __m256i q4k_pick(int g) { return _mm256_set1_epi16((short)(0x0100 * (2 * g + 1) + 2 * g)); }
-
 /* Sum of 8 float lanes minus 4 (the mins' correction; zero for Q6_K). */
 static inline float hsum8_minus4(__m256 acc, __m128 sub) {
     __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
@@ -111,13 +103,6 @@ static inline float hsum8_minus4(__m256 acc, __m128 sub) {
 }
 
 static inline float q4k_finish(__m256 acc, __m128 accm) { return hsum8_minus4(acc, accm); }
-
-/* A Q8_K block's sixteen group sums added in pairs: the sums over the 32
- * elements each Q4_K scale and min covers. */
-static inline __m128i q8k_pair_sums(const qw_block_q8_K *y) {
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
-    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-}
 
 /* One block's mins correction for one token, in 4 lanes (q4k_finish
  * subtracts them): accm += d8 * dmin * (mins . pair sums). */

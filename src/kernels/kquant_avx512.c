@@ -57,19 +57,6 @@ KQ_TILE_DECLS(q6_K)
 #define qw_kq_dots_avx2 qw_kq_dots_avx512
 #include "kquant_avx2.c"
 
-/* Per chunk j of 32 bytes: group 2j's scale in the low half of a 512-bit
- * register, group 2j+1's in the high half (pshufb controls). */
-static inline __m512i q4k_pick_zmm(int j) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(q4k_pick(2 * j)), q4k_pick(2 * j + 1), 1);
-}
-
-/* Chunk j of a Q4_K super-block as 64 levels in element order: the 32
- * bytes' low nibbles, then their high nibbles. */
-static inline __m512i q4k_chunk_zmm(const qw_block_q4_K *b, int j) {
-    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
-    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
-}
-
 /* The one-token dot in the same registers (decode): half the vector
  * instructions of the 256-bit loop, the same int32 lanes once the two
  * halves are added, the same float steps — the same bits. */
