@@ -168,14 +168,51 @@ typedef struct {
     alignas(64) int32_t ps[MAX_SB][4][M]; /* sub-block sums 2p, 2p+1 as two int16 (0 past nt) */
 } tokens_prep;
 
+/* r[t] = 16 dwords of token t  ->  r[kk] = dword kk of the 16 tokens: a
+ * 16 x 16 transpose of 32-bit elements in four rounds of unpacks and
+ * 128-bit-lane shuffles. */
+INLINE void transpose16(__m512i r[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4)
+        for (int h = 0; h < 2; h++) {
+            b[i + 2 * h] = _mm512_unpacklo_epi64(a[i + h], a[i + 2 + h]);
+            b[i + 2 * h + 1] = _mm512_unpackhi_epi64(a[i + h], a[i + 2 + h]);
+        }
+    /* b[4g + c]'s 128-bit lane l holds dword 4l + c of tokens 4g..4g+3; row
+     * 4l + c wants lane l of b[c], b[4 + c], b[8 + c], b[12 + c]: pair the
+     * groups' lanes (0, 2 | 1, 3), then the pairs */
+    for (int i = 0; i < 16; i += 8)
+        for (int c = 0; c < 4; c++) {
+            a[i + c] = _mm512_shuffle_i32x4(b[i + c], b[i + 4 + c], _MM_SHUFFLE(2, 0, 2, 0));
+            a[i + 4 + c] = _mm512_shuffle_i32x4(b[i + c], b[i + 4 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        }
+    for (int c = 0; c < 4; c++)
+        for (int h = 0; h < 2; h++) {
+            r[4 * h + c] = _mm512_shuffle_i32x4(a[4 * h + c], a[8 + 4 * h + c], _MM_SHUFFLE(2, 0, 2, 0));
+            r[4 * (h + 2) + c] = _mm512_shuffle_i32x4(a[4 * h + c], a[8 + 4 * h + c], _MM_SHUFFLE(3, 1, 3, 1));
+        }
+}
+
 static void prep_tokens(int64_t nsb, const void *const *xv, int nt, tokens_prep *tp) {
     memset(tp->yd, 0, sizeof(float) * M * (size_t)nsb);
     memset(tp->ps, 0, sizeof(int32_t) * 4 * M * (size_t)nsb);
+    for (int64_t s = 0; s < nsb; s++)
+        for (int j = 0; j < NSTEP; j++) {
+            /* B rows: token t's 64 bytes of this step as 16 dwords, transposed */
+            __m512i r[16];
+            for (int t = 0; t < M; t++)
+                r[t] = t < nt ? _mm512_loadu_si512((const void *)(((const qw_block_q8_K *)xv[t])[s].qs + STEP * j))
+                              : _mm512_setzero_si512();
+            transpose16(r);
+            for (int kk = 0; kk < M; kk++) _mm512_store_si512((void *)(tp->b[s * NSTEP + j] + kk * 64), r[kk]);
+        }
     for (int t = 0; t < nt; t++) {
         const qw_block_q8_K *y = xv[t];
         for (int64_t s = 0; s < nsb; s++) {
-            for (int j = 0; j < NSTEP; j++)
-                for (int kk = 0; kk < STEP / 4; kk++) memcpy(&tp->b[s * NSTEP + j][kk * 64 + 4 * t], y[s].qs + STEP * j + 4 * kk, 4);
             tp->yd[s][t] = q8k_d(&y[s]);
             int16_t p[8];
             _mm_storeu_si128((__m128i *)p, q8k_pair_sums(&y[s]));
