@@ -53,12 +53,6 @@ enum {
 
 /* ---- the reference-order dot ------------------------------------------- */
 
-/* The reference's float step (kquant_ref.c, symmetric branch included). */
-INLINE float ref_step(float acc, float yd, float d, float dmin, int32_t sumi, int32_t summ) {
-    if (dmin == 0.0f && summ == 0) return acc + yd * (d * (float)sumi);
-    return acc + yd * (d * (float)sumi - dmin * (float)summ);
-}
-
 static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
     const qw_block_q4_K *b = w;
     const qw_block_q8_K *y = x;
@@ -78,7 +72,9 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
         mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
         mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1)));
         const int32_t sumi = _mm512_reduce_add_epi32(si), summ = _mm_cvtsi128_si32(mm);
-        acc = ref_step(acc, q8k_d(y), _cvtsh_ss(b->d), _cvtsh_ss(b->dmin), sumi, summ);
+        /* the reference's step; its branch for dmin == 0 and summ == 0 only drops
+         * "- 0", which never changes acc's bits (as in kquant_avx2.c's Q5_K) */
+        acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi - _cvtsh_ss(b->dmin) * (float)summ);
     }
     *s = acc;
 }
