@@ -280,14 +280,15 @@ AMX INLINE void q4k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
             T_STORE(e, 1, c[1], M * 4);
             __asm__ volatile("" : : "r"(c) : "memory");
             const __m512 yd = _mm512_load_ps(tp->yd[s]);
+            __m512i ps[4]; /* the tokens' sub-block sums, the same for every row */
+            for (int q = 0; q < 4; q++) ps[q] = _mm512_load_si512((const void *)tp->ps[s][q]);
             for (int r = 0; r < M; r++) {
                 const __m512i lo = _mm512_maskz_loadu_epi32(mk, c[0] + r * M);
                 const __m512i hi = _mm512_maskz_loadu_epi32(mk, c[1] + r * M);
                 const __m512i sumi = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
                 __m512i summ = _mm512_setzero_si512();
                 for (int q = 0; q < 4; q++)
-                    summ = _mm512_dpwssd_epi32(summ, _mm512_load_si512((const void *)tp->ps[s][q]),
-                                               _mm512_set1_epi32(ss.mins[r][q]));
+                    summ = _mm512_dpwssd_epi32(summ, ps[q], _mm512_set1_epi32(ss.mins[r][q]));
                 /* the reference's step without its symmetric branch: that branch
                  * drops "- dmin * 0", which changes at most the sign of a zero
                  * term, and a zero term never changes acc's bits (acc starts at
@@ -323,9 +324,11 @@ static void gemm_wide_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, 
 }
 
 /* The same tiles through the software model: any AVX-512 CPU (tests).
- * false when out of memory. */
+ * false when out of memory or outside the tiles' limits (nt 1..16, n a
+ * multiple of 256 up to QW_GEMM_K_MAX). */
 AMX bool qw_amx_q4_K_emulated(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                               float *const *y, int nt) {
+    if (nt < 1 || nt > M || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
     tile_model *e = aligned_alloc(64, sizeof *e);
     tokens_prep *tp = aligned_alloc(64, sizeof *tp);
     if (e && tp) q4k_tiles(n, w, rb, n_rows, x, y, nt, e, tp);

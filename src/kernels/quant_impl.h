@@ -141,7 +141,7 @@ void qw_amx_gemm_wide_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t
  * K-quant reference order and AMX tiles with its bits (4 and 16 tokens).
  * qw_amx_q4_K_emulated runs those tiles (nt = 1..16 tokens) through a
  * software model of the tile instructions, on any AVX-512 CPU: for tests;
- * false when out of memory. */
+ * false when out of memory or outside the tiles' limits. */
 typedef struct {
     qw_vec_dot_fn dot_q4_K;
     qw_gemm_fn gemm_q4_K, gemm_wide_q4_K;

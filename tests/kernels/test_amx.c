@@ -173,6 +173,8 @@ static void test_q4_K_reference_order(void **s) {
                 for (int t = 0; t < nt; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
                 memset(out, 0xff, sizeof out);
                 assert_true(qw_amx_q4_K_emulated(k, w, rb, ROWS, xp, yp, nt));
+                assert_false(qw_amx_q4_K_emulated(k, w, rb, ROWS, xp, yp, 0)); /* outside the limits: refused */
+                assert_false(qw_amx_q4_K_emulated(k + 128, w, rb, ROWS, xp, yp, nt));
                 for (int t = 0; t < nt; t++)
                     for (int64_t r = 0; r < ROWS; r++)
                         assert_ref_bits(QW_TYPE_Q4_K, k, w, rb, r, xp[t], out[t][r], "modelled AMX tile");
