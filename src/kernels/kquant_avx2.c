@@ -343,8 +343,13 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 #define KQ_DOT_Q2_K dot_q2_K
 #endif
 
+#ifndef KQ_GEMV_Q4_K /* the AVX-512 build brings them (kquant_avx512.c) */
+#define KQ_GEMV_Q4_K NULL
+#define KQ_GEMV_Q6_K NULL
+#endif
+
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
 const qw_kq_dots qw_kq_dots_avx2 = {KQ_DOT_Q2_K, KQ_DOT_Q3_K, KQ_DOT_Q4_K,       KQ_DOT_Q5_K,
                                     KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K,
                                     KQ_QUANTIZE_Q8_K, KQ_GEMM_Q5_K, KQ_GEMM_WIDE_Q5_K, KQ_GEMM_Q2_K,
-                                    KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K, 0, false};
+                                    KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K, 0, false, KQ_GEMV_Q4_K, KQ_GEMV_Q6_K};

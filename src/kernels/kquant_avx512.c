@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/kquant_impl.h"
+#include "kernels/quant_impl.h" /* the decode prefetch (qw_prefetch_decode) */
 
 /* The 4-token (qw_gemm_fn) and QW_KQ_WIDE_TOKS-token entry points of a
  * K-quant tile body BODY(n, w, row_bytes, n_rows, x, y, tokens). */
@@ -36,11 +37,15 @@ static void quantize_q8_K_zmm(const float *x, void *dst, int64_t n);
 KQ_TILE_DECLS(q2_K)
 KQ_TILE_DECLS(q3_K)
 KQ_TILE_DECLS(q4_K)
+static KQ_TILE_FN(gemv_q4_K_zmm);
+static KQ_TILE_FN(gemv_q6_K_zmm);
 KQ_TILE_DECLS(q5_K)
 KQ_TILE_DECLS(q6_K)
 #define KQ_DOT_Q2_K dot_q2_K_zmm
 #define KQ_DOT_Q3_K dot_q3_K_zmm
 #define KQ_DOT_Q4_K dot_q4_K_zmm
+#define KQ_GEMV_Q4_K gemv_q4_K_zmm
+#define KQ_GEMV_Q6_K gemv_q6_K_zmm
 #define KQ_DOT_Q5_K dot_q5_K_zmm
 #define KQ_DOT_Q6_K dot_q6_K_zmm
 #define KQ_QUANTIZE_Q8_K quantize_q8_K_zmm
@@ -57,29 +62,107 @@ KQ_TILE_DECLS(q6_K)
 #define qw_kq_dots_avx2 qw_kq_dots_avx512
 #include "kquant_avx2.c"
 
-/* The one-token dot in the same registers (decode): half the vector
- * instructions of the 256-bit loop, the same int32 lanes once the two
- * halves are added, the same float steps — the same bits. */
-static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
-    const qw_block_q4_K *b = w;
-    const qw_block_q8_K *y = x;
+/* A Q4_K block's eight scales (bytes 0-7) and eight mins (bytes 8-15) from
+ * its 12 packed bytes, in vector registers: the values of
+ * qw_kq_scales_mins_k4 without its scalar shifts and moves into a vector
+ * register.  Reads 16 bytes from `packed` (the block's scales and its first
+ * 4 level bytes, all inside the block). */
+static inline __m128i q4k_scales_mins_vec(const uint8_t *packed) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)packed); /* u0 u1 u2 (junk) */
+    /* lanes u0 u2 u1 u2, the last shifted by 4: each output's low bits */
+    const __m128i lo = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_set_epi32(4, 0, 0, 0));
+    /* lanes u0 u0 u1 u1 >> 2: outputs 1 and 3 take bits 6-7 of u0 / u1 as bits 4-5 */
+    const __m128i hi = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                                     _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    const __m128i mlo = _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f);
+    return _mm_ternarylogic_epi32(lo, mlo, hi, 0xEA); /* (lo & mlo) | hi */
+}
+
+/* The decode row loops (qw_gemv_get): rows read strictly in order, as the
+ * dot a row would (two rows side by side lost the hardware prefetcher's
+ * stream; RESULTS.md).  What they save over a dot a row is the per-call
+ * work: the constants, the token's preparation and the call itself — much
+ * of the work on short rows (an A3B expert's down projection is 2
+ * super-blocks a row, where the dot's set-up and finish were a third of its
+ * instructions) — and the prefetch loop: each block prefetches its twin in
+ * the row qw_decode_ahead_rows rows on (a few prefetches in the block's
+ * work, not a separate loop of one branch a line). */
+typedef struct {
+    const void *row; /* the row to prefetch, NULL past the last */
+    int l2;          /* into L2 (tune.h's decode_prefetch_l2) */
+} row_prefetch;
+
+static inline int64_t decode_rows_start(const char *w, size_t w_row_bytes, int64_t n_rows) {
+    const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
+    qw_prefetch_decode(w, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
+    return ahead;
+}
+
+static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes, int64_t r, int64_t n_rows,
+                                               int64_t ahead) {
+    return (row_prefetch){r + ahead < n_rows ? w + (size_t)(r + ahead) * w_row_bytes : NULL,
+                          qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2) != 0};
+}
+
+/* What a Q4_K row's dot needs of the token besides its bytes, per block:
+ * its Q8_K scale and its group sums paired per 32 elements. */
+typedef struct {
+    float d8[QW_GEMM_K_MAX / QW_QK_K];
+    __m128i pairs[QW_GEMM_K_MAX / QW_QK_K];
+} q4k_token;
+
+/* One Q4_K row of nb blocks against a Q8_K token: the dot in 512-bit
+ * registers, half the vector instructions of the 256-bit loop, the same
+ * int32 lanes once the two halves are added and the same float steps, so
+ * the same bits (d8*d and d8*dmin are the same products either way round).
+ * tok: the token's scales and pair sums prepared (the row loop), or NULL to
+ * read them from y (the dot, any width); pf: the row loop's prefetch. */
+static inline __attribute__((always_inline)) float q4k_row(const qw_block_q4_K *b, const qw_block_q8_K *y,
+                                                           int64_t nb, const q4k_token *tok, const row_prefetch *pf) {
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
-        const __m128i sm = q4k_scales_mins(b->scales);
+    for (int64_t i = 0; i < nb; i++, b++) {
+        if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i, sizeof *b, pf->l2);
+        const __m128i sm = q4k_scales_mins_vec(b->scales);
         const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
-        const float d8 = q8k_d(y);
-        accm = q4k_mins_step(sm, y, d8, b->dmin, accm);
-        __m512i sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            const __m512i p = _mm512_maddubs_epi16(q4k_chunk_zmm(b, j), _mm512_loadu_si512((const void *)(y->qs + 64 * j)));
-            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_shuffle_epi8(scales, q4k_pick_zmm(j)));
-        }
+        uint32_t d_dmin;
+        memcpy(&d_dmin, &b->d, sizeof d_dmin); /* d and dmin: two adjacent halves */
+        const float d8 = tok ? tok->d8[i] : q8k_d(&y[i]);
+        const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(d8));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+        const __m128i pairs = tok ? tok->pairs[i] : q8k_pair_sums(&y[i]);
+        accm = _mm_fmadd_ps(_mm_permute_ps(dd, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)),
+                            accm);
+        const int8_t *yq = y[i].qs;
+        /* chunk 0 starts the sums (madd = dpwssd into zero, the same integers) */
+        __m512i sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(q4k_chunk_zmm(b, 0), _mm512_loadu_si512(yq)),
+                                         _mm512_shuffle_epi8(scales, q4k_pick_zmm(0)));
+#pragma GCC unroll 3
+        for (int j = 1; j < 4; j++)
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q4k_chunk_zmm(b, j), _mm512_loadu_si512(yq + 64 * j)),
+                                       _mm512_shuffle_epi8(scales, q4k_pick_zmm(j)));
         const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(s8), acc);
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(s8), acc);
     }
-    *s = q4k_finish(acc, accm);
+    return q4k_finish(acc, accm);
+}
+
+static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
+    *s = q4k_row(w, x, n / QW_QK_K, NULL, NULL);
+}
+
+static void gemv_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    const int64_t nb = n / QW_QK_K;
+    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
+    const qw_block_q8_K *xt = x[0];
+    q4k_token tok;
+    for (int64_t i = 0; i < nb; i++) tok.d8[i] = q8k_d(&xt[i]), tok.pairs[i] = q8k_pair_sums(&xt[i]);
+    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
+        y[0][r] = q4k_row((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf);
+    }
 }
 
 /* The Q4_K prefill tile in 512-bit registers, bit-identical with dot_q4_K.
@@ -239,11 +322,13 @@ static inline __attribute__((always_inline)) __m256i q6k_scales_zmm(const qw_blo
     return sc16;
 }
 
-static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x) {
-    const qw_block_q6_K *b = w;
-    const qw_block_q8_K *y = x;
+/* One Q6_K row of nb blocks against a Q8_K token (the dot, and the row
+ * loop's body with its prefetch pf). */
+static inline __attribute__((always_inline)) float q6k_row(const qw_block_q6_K *b, const qw_block_q8_K *y, int64_t nb,
+                                                           const row_prefetch *pf) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+    for (int64_t i = 0; i < nb; i++, b++, y++) {
+        if (pf && pf->row) qw_prefetch_block((const qw_block_q6_K *)pf->row + i, sizeof *b, pf->l2);
         __m512i q[4], sc[4];
         q6k_levels_zmm(b, q);
         const __m256i sc16 = q6k_scales_zmm(b, sc);
@@ -257,7 +342,21 @@ static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x) {
             _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1)), _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(s8), acc);
     }
-    *s = hsum8_minus4(acc, _mm_setzero_ps());
+    return hsum8_minus4(acc, _mm_setzero_ps());
+}
+
+static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x) { *s = q6k_row(w, x, n / QW_QK_K, NULL); }
+
+/* Decode: rows in order (row_prefetch); the constants set once a call. */
+static void gemv_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    const int64_t nb = n / QW_QK_K;
+    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
+    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
+        y[0][r] = q6k_row((const qw_block_q6_K *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);
+    }
 }
 
 /* The tokens' Q8_K scales for each block, one lane per token (lanes past nt zero). */

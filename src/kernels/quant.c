@@ -157,6 +157,7 @@ static void build_amx(qw_kernel_table *t) {
     g_kq_amx.gemm_wide_q4_K = qw_amx_kq.gemm_wide_q4_K;
     g_kq_amx.wide_toks_q4_K = QW_GEMM_WIDE_TOKS;
     g_kq_amx.wide_tail_q4_K = true;
+    g_kq_amx.gemv_q4_K = NULL; /* the AVX-512 row loop has the 8-lane order, not the reference's */
     *t = qw_kernels_avx512;
     t->name = qw_simd_levels[QW_LEVEL_AMX];
     t->dot_q8_0 = qw_blockorder_avx512.dot_q8_0;
@@ -286,6 +287,10 @@ bool qw_gemm_wide_tail(qw_type type) { return type == QW_TYPE_Q4_K && active()->
 
 qw_gemm_fn qw_gemv_get(qw_type type) {
     const qw_kernel_table *t = active();
+    /* the K-quant loops read the rows in the dots' order, one after
+     * another: they only save work, so they are not calibrated */
+    if (type == QW_TYPE_Q4_K) return t->kq->gemv_q4_K;
+    if (type == QW_TYPE_Q6_K) return t->kq->gemv_q6_K;
     /* calibrated: on some cores (a Zen 4 measured 2.5x) the row dots stream
      * DRAM faster than the multi-row loop; both give the dot's bits */
     if (!qw_tune_get(QW_TUNE_DECODE_GEMV)) return NULL;

@@ -90,36 +90,52 @@ static void check_tiles(qw_type wt) {
     }
 }
 
+/* Q4_K rows of random bytes (every packed scale and min pattern, levels
+ * 0..15 in every place) with finite d and dmin. */
+static void randomize_q4_K(char *w, int64_t n_rows, int64_t k) {
+    qw_block_q4_K *b = (qw_block_q4_K *)w;
+    for (int64_t i = 0; i < n_rows * (k / QW_QK_K); i++) {
+        unsigned char *p = (unsigned char *)&b[i];
+        for (size_t j = 0; j < sizeof b[i]; j++) p[j] = (unsigned char)(frand() * 128.0f + 128.0f);
+        b[i].d = qw_f32_to_fp16(frand() * 0.01f);
+        b[i].dmin = qw_f32_to_fp16(frand() * 0.01f);
+    }
+}
+
 static void check_gemv(qw_type wt) {
     if (!qw_gemv_get(wt)) return;
-    const int64_t ks[] = {128, 1024, QW_GEMM_K_MAX};
-    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-        const int64_t k = ks[ki];
-        enum { ROWS = 21 }; /* not a multiple of 2, 4, 8 or 16 */
-        const size_t wrb = qw_row_bytes(wt, k);
-        char *w = rand_rows(wt, ROWS, k);
-        char *x = rand_rows(QW_TYPE_Q8_0, 1, k);
-        float out[ROWS];
-        const void *xp[1] = {x};
-        float *yp[1] = {out};
-        /* every calibration of the row loop (tune.h) gives the dot's bits */
-        for (int64_t rows_at_once = 2; rows_at_once <= 8; rows_at_once *= 2)
-            for (int l2 = 0; l2 <= 1; l2++) {
-                qw_tune_set(QW_TUNE_DECODE_ROWS, rows_at_once, QW_TUNE_SRC_KNOB);
-                qw_tune_set(QW_TUNE_DECODE_PREFETCH_L2, l2, QW_TUNE_SRC_KNOB);
-                qw_tune_set(QW_TUNE_DECODE_AHEAD, l2 ? 1 << 10 : 64 << 10, QW_TUNE_SRC_KNOB);
-                memset(out, 0xff, sizeof out);
-                qw_gemv_get(wt)(k, w, wrb, ROWS, xp, yp);
-                for (int r = 0; r < ROWS; r++) {
-                    float d;
-                    qw_vec_dot_get(wt)(k, &d, w + (size_t)r * wrb, x);
-                    assert_memory_equal(&d, &out[r], sizeof d);
+    const int64_t ks[] = {128, 256, 512, 1024, QW_GEMM_K_MAX};
+    const qw_type xt = qw_vec_dot_type(wt);
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+        for (int raw = 0; raw <= (wt == QW_TYPE_Q4_K); raw++) {
+            const int64_t k = ks[ki];
+            if (k % qw_type_block_elems(wt)) continue; /* K-quants: whole 256-element blocks */
+            enum { ROWS = 21 }; /* not a multiple of 2, 4, 8 or 16 */
+            const size_t wrb = qw_row_bytes(wt, k);
+            char *w = rand_rows(wt, ROWS, k);
+            if (raw) randomize_q4_K(w, ROWS, k);
+            char *x = rand_rows(xt, 1, k);
+            float out[ROWS];
+            const void *xp[1] = {x};
+            float *yp[1] = {out};
+            /* every calibration of the row loop (tune.h) gives the dot's bits */
+            for (int64_t rows_at_once = 2; rows_at_once <= 8; rows_at_once *= 2)
+                for (int l2 = 0; l2 <= 1; l2++) {
+                    qw_tune_set(QW_TUNE_DECODE_ROWS, rows_at_once, QW_TUNE_SRC_KNOB);
+                    qw_tune_set(QW_TUNE_DECODE_PREFETCH_L2, l2, QW_TUNE_SRC_KNOB);
+                    qw_tune_set(QW_TUNE_DECODE_AHEAD, l2 ? 1 << 10 : 64 << 10, QW_TUNE_SRC_KNOB);
+                    memset(out, 0xff, sizeof out);
+                    qw_gemv_get(wt)(k, w, wrb, ROWS, xp, yp);
+                    for (int r = 0; r < ROWS; r++) {
+                        float d;
+                        qw_vec_dot_get(wt)(k, &d, w + (size_t)r * wrb, x);
+                        assert_memory_equal(&d, &out[r], sizeof d);
+                    }
                 }
-            }
-        qw_tune_reset();
-        free(w);
-        free(x);
-    }
+            qw_tune_reset();
+            free(w);
+            free(x);
+        }
 }
 
 /* Tiles and row loops at every level this CPU runs: each level's tile must
@@ -134,11 +150,11 @@ static void check_levels(qw_type wt, bool gemv) {
 }
 static void test_tile_q8_0(void **s) { (void)s; check_levels(QW_TYPE_Q8_0, true); }
 static void test_tile_q4_0(void **s) { (void)s; check_levels(QW_TYPE_Q4_0, true); }
-static void test_tile_q4_K(void **s) { (void)s; check_levels(QW_TYPE_Q4_K, false); }
+static void test_tile_q4_K(void **s) { (void)s; check_levels(QW_TYPE_Q4_K, true); }
 static void test_tile_q2_K(void **s) { (void)s; check_levels(QW_TYPE_Q2_K, false); }
 static void test_tile_q3_K(void **s) { (void)s; check_levels(QW_TYPE_Q3_K, false); }
 static void test_tile_q5_K(void **s) { (void)s; check_levels(QW_TYPE_Q5_K, false); }
-static void test_tile_q6_K(void **s) { (void)s; check_levels(QW_TYPE_Q6_K, false); }
+static void test_tile_q6_K(void **s) { (void)s; check_levels(QW_TYPE_Q6_K, true); }
 
 static void check_batch(qw_type wt, int64_t k, int threads) {
     qw_threadpool *tp = qw_threadpool_new(threads);
