@@ -187,8 +187,15 @@ static inline void qw_prefetch_decode(const void *p, size_t bytes) {
 /* The lines of one block of `bytes` (a constant: unrolled) at p, for the
  * decode row loops that prefetch block by block. */
 static inline __attribute__((always_inline)) void qw_prefetch_block(const void *p, size_t bytes, int l2) {
-    for (size_t o = 0; o < bytes; o += 64) qw_prefetch_line((const char *)p + o, l2);
-    if (bytes % 64) qw_prefetch_line((const char *)p + bytes - 1, l2); /* its last line, where it straddles one more */
+    const char *c = p;
+    if (l2) {
+#pragma GCC unroll 8
+        for (size_t o = 0; o < bytes; o += 64) qw_prefetch_line(c + o, 1);
+    } else {
+#pragma GCC unroll 8
+        for (size_t o = 0; o < bytes; o += 64) qw_prefetch_line(c + o, 0);
+    }
+    if (bytes % 64) qw_prefetch_line(c + bytes - 1, l2); /* its last line, where it straddles one more */
 }
 
 /* Rows of `row_bytes` to prefetch ahead of the one being read in decode. */
