@@ -116,33 +116,69 @@ static inline __m128 q4k_mins_step(__m128i sm, const qw_block_q8_K *y, float d8,
  * int32 lanes (integer sums are exact in any order) and the same float
  * operations, so the same bits. */
 #ifndef KQ_DOT_Q4_K /* the AVX-512 build brings its own (kquant_avx512.c) */
-static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
-    const qw_block_q4_K *b = w;
-    const qw_block_q8_K *y = x;
+/* What the row loop prepares of the token once a call, per block: its Q8_K
+ * scale and its group sums paired per 32 elements. */
+typedef struct {
+    float d8[QW_GEMM_K_MAX / QW_QK_K];
+    __m128i pairs[QW_GEMM_K_MAX / QW_QK_K];
+} q4k_token;
+
+/* One Q4_K row of nb blocks: the dot (tok, pf NULL: the token read from y)
+ * and the row loop's body (tok prepared, pf its prefetch).  Both run this
+ * code, so both give its bits (d8*d and d8*dmin are the same products as
+ * the tile's). */
+static inline __attribute__((always_inline)) float q4k_row(const qw_block_q4_K *b, const qw_block_q8_K *y,
+                                                           int64_t nb, const q4k_token *tok, const row_prefetch *pf) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
-    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
-        const __m128i sm = q4k_scales_mins(b->scales);
+    for (int64_t i = 0; i < nb; i++, b++) {
+        if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i, sizeof *b, pf->l2);
+        const __m128i sm = q4k_scales_mins_vec(b->scales);
         const __m128i s16 = _mm_cvtepu8_epi16(sm);
         const __m256i scales = _mm256_set_m128i(s16, s16);
-        const float d8 = q8k_d(y);
-        accm = q4k_mins_step(sm, y, d8, b->dmin, accm);
+        uint32_t d_dmin;
+        memcpy(&d_dmin, &b->d, sizeof d_dmin); /* d and dmin: two adjacent halves */
+        const float d8 = tok ? tok->d8[i] : q8k_d(&y[i]);
+        const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(d8));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+        const __m128i pairs = tok ? tok->pairs[i] : q8k_pair_sums(&y[i]);
+        accm = _mm_fmadd_ps(_mm_permute_ps(dd, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)),
+                            accm);
+        const int8_t *yq = y[i].qs;
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             const __m256i q4 = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
             const __m256i lo = _mm256_and_si256(q4, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
-            const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
-            const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
+            const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(yq + 64 * j)));
+            const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(yq + 64 * j + 32)));
             sumi = add_madd(sumi, pl, _mm256_shuffle_epi8(scales, q4k_pick(2 * j)));
             sumi = add_madd(sumi, ph, _mm256_shuffle_epi8(scales, q4k_pick(2 * j + 1)));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d8 * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = q4k_finish(acc, accm);
+    return q4k_finish(acc, accm);
 }
+
+static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) { *s = q4k_row(w, x, n / QW_QK_K, NULL, NULL); }
 #define KQ_DOT_Q4_K dot_q4_K
+
+/* Decode: the row loop (kquant_blocks_x86.h's walk), the token prepared once. */
+static void gemv_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                      float *const *y) {
+    const int64_t nb = n / QW_QK_K;
+    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
+    const qw_block_q8_K *xt = x[0];
+    q4k_token tok;
+    for (int64_t i = 0; i < nb; i++) tok.d8[i] = q8k_d(&xt[i]), tok.pairs[i] = q8k_pair_sums(&xt[i]);
+    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
+        y[0][r] = q4k_row((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf);
+    }
+}
+#define KQ_GEMV_Q4_K gemv_q4_K
 #endif
 
 #ifndef KQ_GEMM_Q4_K /* the AVX-512 build brings its own (kquant_avx512.c) */
@@ -246,11 +282,12 @@ static inline __attribute__((always_inline)) void q6k_levels(const qw_block_q6_K
 }
 
 #ifndef KQ_DOT_Q6_K /* the AVX-512 build brings its own (kquant_avx512.c) */
-static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
-    const qw_block_q6_K *b = w;
-    const qw_block_q8_K *y = x;
+/* One Q6_K row of nb blocks: the dot (pf NULL) and the row loop's body. */
+static inline __attribute__((always_inline)) float q6k_row(const qw_block_q6_K *b, const qw_block_q8_K *y, int64_t nb,
+                                                           const row_prefetch *pf) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
+    for (int64_t i = 0; i < nb; i++, b++, y++) {
+        if (pf && pf->row) qw_prefetch_block((const qw_block_q6_K *)pf->row + i, sizeof *b, pf->l2);
         __m256i q[8];
         q6k_levels(b, q);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
@@ -258,9 +295,24 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
         const __m256i sumi = _mm256_sub_epi32(block_sumi_vs(q, sc16, y->qs), _mm256_slli_epi32(off, 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(q8k_d(y) * _cvtsh_ss(b->d)), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *s = hsum8_minus4(acc, _mm_setzero_ps());
+    return hsum8_minus4(acc, _mm_setzero_ps());
 }
+
+static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) { *s = q6k_row(w, x, n / QW_QK_K, NULL); }
 #define KQ_DOT_Q6_K dot_q6_K
+
+/* Decode: the row loop (kquant_blocks_x86.h's walk), the constants set once. */
+static void gemv_q6_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                      float *const *y) {
+    const int64_t nb = n / QW_QK_K;
+    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
+    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
+        y[0][r] = q6k_row((const qw_block_q6_K *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);
+    }
+}
+#define KQ_GEMV_Q6_K gemv_q6_K
 #endif
 
 #ifndef KQ_GEMM_WIDE_Q4_K
@@ -343,8 +395,10 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 #define KQ_DOT_Q2_K dot_q2_K
 #endif
 
-#ifndef KQ_GEMV_Q4_K /* the AVX-512 build brings them (kquant_avx512.c) */
+#ifndef KQ_GEMV_Q4_K
 #define KQ_GEMV_Q4_K NULL
+#endif
+#ifndef KQ_GEMV_Q6_K
 #define KQ_GEMV_Q6_K NULL
 #endif
 

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "kernels/kquant_impl.h"
-#include "kernels/quant_impl.h" /* the decode prefetch (qw_prefetch_decode) */
 
 /* The 4-token (qw_gemm_fn) and QW_KQ_WIDE_TOKS-token entry points of a
  * K-quant tile body BODY(n, w, row_bytes, n_rows, x, y, tokens). */
@@ -61,48 +60,6 @@ KQ_TILE_DECLS(q6_K)
 #define KQ_GEMM_WIDE_Q6_K gemm_wide_q6_K_zmm
 #define qw_kq_dots_avx2 qw_kq_dots_avx512
 #include "kquant_avx2.c"
-
-/* A Q4_K block's eight scales (bytes 0-7) and eight mins (bytes 8-15) from
- * its 12 packed bytes, in vector registers: the values of
- * qw_kq_scales_mins_k4 without its scalar shifts and moves into a vector
- * register.  Reads 16 bytes from `packed` (the block's scales and its first
- * 4 level bytes, all inside the block). */
-static inline __m128i q4k_scales_mins_vec(const uint8_t *packed) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)packed); /* u0 u1 u2 (junk) */
-    /* lanes u0 u2 u1 u2, the last shifted by 4: each output's low bits */
-    const __m128i lo = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_set_epi32(4, 0, 0, 0));
-    /* lanes u0 u0 u1 u1 >> 2: outputs 1 and 3 take bits 6-7 of u0 / u1 as bits 4-5 */
-    const __m128i hi = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
-                                     _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
-    const __m128i mlo = _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f);
-    return _mm_ternarylogic_epi32(lo, mlo, hi, 0xEA); /* (lo & mlo) | hi */
-}
-
-/* The decode row loops (qw_gemv_get): rows read strictly in order, as the
- * dot a row would (two rows side by side lost the hardware prefetcher's
- * stream; RESULTS.md).  What they save over a dot a row is the per-call
- * work: the constants, the token's preparation and the call itself — much
- * of the work on short rows (an A3B expert's down projection is 2
- * super-blocks a row, where the dot's set-up and finish were a third of its
- * instructions) — and the prefetch loop: each block prefetches its twin in
- * the row qw_decode_ahead_rows rows on (a few prefetches in the block's
- * work, not a separate loop of one branch a line). */
-typedef struct {
-    const void *row; /* the row to prefetch, NULL past the last */
-    int l2;          /* into L2 (tune.h's decode_prefetch_l2) */
-} row_prefetch;
-
-static inline int64_t decode_rows_start(const char *w, size_t w_row_bytes, int64_t n_rows) {
-    const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
-    qw_prefetch_decode(w, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
-    return ahead;
-}
-
-static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes, int64_t r, int64_t n_rows,
-                                               int64_t ahead) {
-    return (row_prefetch){r + ahead < n_rows ? w + (size_t)(r + ahead) * w_row_bytes : NULL,
-                          qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2) != 0};
-}
 
 /* The row body reads a block's 128 level bytes in two 64-byte halves h:
  * the low nibbles are groups 4h and 4h+2 (elements 128h..+31 and

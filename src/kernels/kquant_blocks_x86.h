@@ -1,7 +1,8 @@
 /* kquant_blocks_x86.h — private to the x86 K-quant kernels (kquant_avx2.c,
  * kquant_avx512.c, amx_kquant_avx512.c): the block pieces they share, so that
- * the levels read a Q8_K block and a Q4_K chunk the same way.  The 512-bit
- * ones exist where the including file is built for AVX-512. */
+ * the levels read a Q8_K block and a Q4_K chunk the same way, and the walk
+ * of their decode row loops.  The 512-bit ones exist where the including
+ * file is built for AVX-512. */
 #ifndef QWISP_KERNELS_KQUANT_BLOCKS_X86_H
 #define QWISP_KERNELS_KQUANT_BLOCKS_X86_H
 
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/kquant_impl.h"
+#include "kernels/quant_impl.h"
 
 /* A Q8_K block's scale (a float; Q8_K rows are only 4-byte aligned). */
 static inline float q8k_d(const qw_block_q8_K *y) {
@@ -26,6 +28,52 @@ static inline __m128i q8k_pair_sums(const qw_block_q8_K *y) {
 
 /* pshufb control selecting int16 element g in every position of a lane. */
 static inline __m256i q4k_pick(int g) { return _mm256_set1_epi16((short)(0x0100 * (2 * g + 1) + 2 * g)); }
+
+/* A Q4_K block's eight scales (bytes 0-7) and eight mins (bytes 8-15) from
+ * its 12 packed bytes, in vector registers: the values of
+ * qw_kq_scales_mins_k4 without its scalar shifts and moves into a vector
+ * register.  Reads 16 bytes from `packed` (the block's scales and its first
+ * 4 level bytes, all inside the block). */
+static inline __m128i q4k_scales_mins_vec(const uint8_t *packed) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)packed); /* u0 u1 u2 (junk) */
+    /* lanes u0 u2 u1 u2, the last shifted by 4: each output's low bits */
+    const __m128i lo = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_set_epi32(4, 0, 0, 0));
+    /* lanes u0 u0 u1 u1 >> 2: outputs 1 and 3 take bits 6-7 of u0 / u1 as bits 4-5 */
+    const __m128i hi = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                                     _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    const __m128i mlo = _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f);
+#ifdef __AVX512VL__
+    return _mm_ternarylogic_epi32(lo, mlo, hi, 0xEA); /* (lo & mlo) | hi */
+#else
+    return _mm_or_si128(_mm_and_si128(lo, mlo), hi);
+#endif
+}
+
+/* The decode row loops (qw_gemv_get) of the K-quants: rows read strictly in
+ * order, as the dot a row would (two rows side by side lost the hardware prefetcher's
+ * stream; RESULTS.md).  What they save over a dot a row is the per-call
+ * work: the constants, the token's preparation and the call itself — much
+ * of the work on short rows (an A3B expert's down projection is 2
+ * super-blocks a row, where the dot's set-up and finish were a third of its
+ * instructions) — and the prefetch loop: each block prefetches its twin in
+ * the row qw_decode_ahead_rows rows on (a few prefetches in the block's
+ * work, not a separate loop of one branch a line). */
+typedef struct {
+    const void *row; /* the row to prefetch, NULL past the last */
+    int l2;          /* into L2 (tune.h's decode_prefetch_l2) */
+} row_prefetch;
+
+static inline int64_t decode_rows_start(const char *w, size_t w_row_bytes, int64_t n_rows) {
+    const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
+    qw_prefetch_decode(w, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
+    return ahead;
+}
+
+static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes, int64_t r, int64_t n_rows,
+                                               int64_t ahead) {
+    return (row_prefetch){r + ahead < n_rows ? w + (size_t)(r + ahead) * w_row_bytes : NULL,
+                          qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2) != 0};
+}
 
 #ifdef __AVX512F__
 /* Per chunk j of 32 bytes: group 2j's scale in the low half of a 512-bit
