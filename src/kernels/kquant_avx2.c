@@ -401,9 +401,12 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 #ifndef KQ_GEMV_Q6_K
 #define KQ_GEMV_Q6_K NULL
 #endif
+#ifndef KQ_GEMV_Q5_K /* only the AVX-512 build has one */
+#define KQ_GEMV_Q5_K NULL
+#endif
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
 const qw_kq_dots qw_kq_dots_avx2 = {KQ_DOT_Q2_K, KQ_DOT_Q3_K, KQ_DOT_Q4_K,       KQ_DOT_Q5_K,
                                     KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K,
                                     KQ_QUANTIZE_Q8_K, KQ_GEMM_Q5_K, KQ_GEMM_WIDE_Q5_K, KQ_GEMM_Q2_K,
-                                    KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K, 0, false, KQ_GEMV_Q4_K, KQ_GEMV_Q6_K};
+                                    KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K, 0, false, KQ_GEMV_Q4_K, KQ_GEMV_Q6_K, KQ_GEMV_Q5_K};

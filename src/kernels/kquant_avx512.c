@@ -38,6 +38,7 @@ KQ_TILE_DECLS(q3_K)
 KQ_TILE_DECLS(q4_K)
 static KQ_TILE_FN(gemv_q4_K_zmm);
 static KQ_TILE_FN(gemv_q6_K_zmm);
+static KQ_TILE_FN(gemv_q5_K_zmm);
 KQ_TILE_DECLS(q5_K)
 KQ_TILE_DECLS(q6_K)
 #define KQ_DOT_Q2_K dot_q2_K_zmm
@@ -45,6 +46,7 @@ KQ_TILE_DECLS(q6_K)
 #define KQ_DOT_Q4_K dot_q4_K_zmm
 #define KQ_GEMV_Q4_K gemv_q4_K_zmm
 #define KQ_GEMV_Q6_K gemv_q6_K_zmm
+#define KQ_GEMV_Q5_K gemv_q5_K_zmm
 #define KQ_DOT_Q5_K dot_q5_K_zmm
 #define KQ_DOT_Q6_K dot_q6_K_zmm
 #define KQ_QUANTIZE_Q8_K quantize_q8_K_zmm
@@ -495,12 +497,13 @@ static inline __m512i q5k_sumi_zmm(const qw_block_q5_K *b, __m512i scales, __m51
     return sumi;
 }
 
-static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x) {
-    const qw_block_q5_K *b = w;
-    const qw_block_q8_K *y = x;
+/* One Q5_K row of nb blocks: the dot (pf NULL) and the row loop's body. */
+static inline __attribute__((always_inline)) float q5k_row(const qw_block_q5_K *b, const qw_block_q8_K *y, int64_t nb,
+                                                           const row_prefetch *pf) {
     float acc = 0.0f;
-    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
-        const __m128i sm = q4k_scales_mins(b->scales);
+    for (int64_t i = 0; i < nb; i++, b++, y++) {
+        if (pf && pf->row) qw_prefetch_block((const qw_block_q5_K *)pf->row + i, sizeof *b, pf->l2);
+        const __m128i sm = q4k_scales_mins_vec(b->scales);
         const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
         const __m512i qh2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
         const int32_t sumi = _mm512_reduce_add_epi32(q5k_sumi_zmm(b, scales, qh2, y));
@@ -509,7 +512,21 @@ static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x) {
         const int32_t summ = _mm_cvtsi128_si32(_mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0xB1)));
         acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi - _cvtsh_ss(b->dmin) * (float)summ);
     }
-    *s = acc;
+    return acc;
+}
+
+static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x) { *s = q5k_row(w, x, n / QW_QK_K, NULL); }
+
+/* Decode: the row loop (kquant_blocks_x86.h's walk), the constants set once. */
+static void gemv_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y) {
+    const int64_t nb = n / QW_QK_K;
+    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
+    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
+        y[0][r] = q5k_row((const qw_block_q5_K *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);
+    }
 }
 
 /* The sums of the 16 int32 lanes of s[0..3], one per lane. */

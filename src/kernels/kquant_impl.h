@@ -46,9 +46,9 @@ typedef struct qw_kq_dots {
      * cost hardly depends on its tokens: AMX) instead of 4-token calls */
     int wide_toks_q4_K;
     bool wide_tail_q4_K;
-    /* decode: the Q4_K / Q6_K dot over a run of rows, the token prepared
-     * once (qw_gemv_get's contract: the dot's bits); NULL: none */
-    qw_gemm_fn gemv_q4_K, gemv_q6_K;
+    /* decode: the Q4_K / Q6_K / Q5_K dot over a run of rows, the token
+     * prepared once (qw_gemv_get's contract: the dot's bits); NULL: none */
+    qw_gemm_fn gemv_q4_K, gemv_q6_K, gemv_q5_K;
 } qw_kq_dots;
 
 extern const qw_kq_dots qw_kq_dots_ref;

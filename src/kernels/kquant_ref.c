@@ -189,7 +189,7 @@ void qw_ref_dot_q8_K(int64_t n, float *s, const void *w, const void *x) { dot_re
 
 const qw_kq_dots qw_kq_dots_ref = {ref_dot_q2_K, ref_dot_q3_K, ref_dot_q4_K,
                                    ref_dot_q5_K, ref_dot_q6_K, qw_ref_dot_q8_K, NULL, NULL, NULL, NULL,
-                                   qw_ref_quantize_q8_K, NULL, NULL, NULL, NULL, NULL, NULL, 0, false, NULL, NULL};
+                                   qw_ref_quantize_q8_K, NULL, NULL, NULL, NULL, NULL, NULL, 0, false, NULL, NULL, NULL};
 
 /* ---- Q8_K activations ---------------------------------------------------- */
 

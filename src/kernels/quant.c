@@ -291,6 +291,7 @@ qw_gemm_fn qw_gemv_get(qw_type type) {
      * another: they only save work, so they are not calibrated */
     if (type == QW_TYPE_Q4_K) return t->kq->gemv_q4_K;
     if (type == QW_TYPE_Q6_K) return t->kq->gemv_q6_K;
+    if (type == QW_TYPE_Q5_K) return t->kq->gemv_q5_K;
     /* calibrated: on some cores (a Zen 4 measured 2.5x) the row dots stream
      * DRAM faster than the multi-row loop; both give the dot's bits */
     if (!qw_tune_get(QW_TUNE_DECODE_GEMV)) return NULL;

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -90,15 +91,18 @@ static void check_tiles(qw_type wt) {
     }
 }
 
-/* Q4_K rows of random bytes (every packed scale and min pattern, levels
- * 0..15 in every place) with finite d and dmin. */
-static void randomize_q4_K(char *w, int64_t n_rows, int64_t k) {
-    qw_block_q4_K *b = (qw_block_q4_K *)w;
+/* Q4_K / Q5_K rows of random bytes (every packed scale and min pattern,
+ * every level in every place) with finite d and dmin (both blocks start
+ * with them). */
+static bool has_d_dmin_first(qw_type t) { return t == QW_TYPE_Q4_K || t == QW_TYPE_Q5_K; }
+static void randomize_blocks(qw_type t, char *w, int64_t n_rows, int64_t k) {
+    const size_t bb = qw_type_block_bytes(t);
     for (int64_t i = 0; i < n_rows * (k / QW_QK_K); i++) {
-        unsigned char *p = (unsigned char *)&b[i];
-        for (size_t j = 0; j < sizeof b[i]; j++) p[j] = (unsigned char)(frand() * 128.0f + 128.0f);
-        b[i].d = qw_f32_to_fp16(frand() * 0.01f);
-        b[i].dmin = qw_f32_to_fp16(frand() * 0.01f);
+        unsigned char *p = (unsigned char *)w + (size_t)i * bb;
+        for (size_t j = 0; j < bb; j++) p[j] = (unsigned char)(frand() * 128.0f + 128.0f);
+        const uint16_t d = qw_f32_to_fp16(frand() * 0.01f), dmin = qw_f32_to_fp16(frand() * 0.01f);
+        memcpy(p, &d, 2);
+        memcpy(p + 2, &dmin, 2);
     }
 }
 
@@ -107,13 +111,13 @@ static void check_gemv(qw_type wt) {
     const int64_t ks[] = {128, 256, 512, 1024, QW_GEMM_K_MAX};
     const qw_type xt = qw_vec_dot_type(wt);
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-        for (int raw = 0; raw <= (wt == QW_TYPE_Q4_K); raw++) {
+        for (int raw = 0; raw <= has_d_dmin_first(wt); raw++) {
             const int64_t k = ks[ki];
             if (k % qw_type_block_elems(wt)) continue; /* K-quants: whole 256-element blocks */
             enum { ROWS = 21 }; /* not a multiple of 2, 4, 8 or 16 */
             const size_t wrb = qw_row_bytes(wt, k);
             char *w = rand_rows(wt, ROWS, k);
-            if (raw) randomize_q4_K(w, ROWS, k);
+            if (raw) randomize_blocks(wt, w, ROWS, k);
             char *x = rand_rows(xt, 1, k);
             float out[ROWS];
             const void *xp[1] = {x};
@@ -153,7 +157,7 @@ static void test_tile_q4_0(void **s) { (void)s; check_levels(QW_TYPE_Q4_0, true)
 static void test_tile_q4_K(void **s) { (void)s; check_levels(QW_TYPE_Q4_K, true); }
 static void test_tile_q2_K(void **s) { (void)s; check_levels(QW_TYPE_Q2_K, false); }
 static void test_tile_q3_K(void **s) { (void)s; check_levels(QW_TYPE_Q3_K, false); }
-static void test_tile_q5_K(void **s) { (void)s; check_levels(QW_TYPE_Q5_K, false); }
+static void test_tile_q5_K(void **s) { (void)s; check_levels(QW_TYPE_Q5_K, true); }
 static void test_tile_q6_K(void **s) { (void)s; check_levels(QW_TYPE_Q6_K, true); }
 
 static void check_batch(qw_type wt, int64_t k, int threads) {

@@ -69,9 +69,9 @@ static void test_type_table(void **state) {
         assert_int_equal(qw_vec_dot_type(k_kq[i]), QW_TYPE_Q8_K);
         assert_non_null(qw_vec_dot_get(k_kq[i]));
         /* tiles (test_gemm.c checks them): Q4_K from the AVX2 level on, all K-quants at AVX-512;
-         * one-token row loops (test_gemm.c too): Q4_K and Q6_K from the AVX2 level on, none
-         * at the scalar level; the other K-quants decode with the dot */
-        if (!strcmp(qw_simd_level(), "scalar") || (k_kq[i] != QW_TYPE_Q4_K && k_kq[i] != QW_TYPE_Q6_K))
+         * one-token row loops (test_gemm.c too): Q4_K and Q6_K from the AVX2 level on, Q5_K at
+         * AVX-512, none at the scalar level; Q2_K and Q3_K decode with the dot */
+        if (!strcmp(qw_simd_level(), "scalar") || k_kq[i] == QW_TYPE_Q2_K || k_kq[i] == QW_TYPE_Q3_K)
             assert_null(qw_gemv_get(k_kq[i]));
     }
     assert_int_equal(qw_type_from_name("Q4_k"), QW_TYPE_Q4_K); /* case-insensitive */
