@@ -159,39 +159,54 @@ static void gemv_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t 
 
 /* The Q4_K prefill tile in 512-bit registers, bit-identical with dot_q4_K.
  *
- * Why: the 256-bit tile did much of its work beside the multiplies — per
- * row, block and token it paired the token's group sums, loaded and
- * multiplied its scale, and kept a 4-lane min accumulator (on a Zen 5 this
- * tile prefills 14-15 % faster; bench/RESULTS.md).  Here:
- *  - what depends only on the tokens (their Q8_K scales, their group sums
- *    paired per 32) is prepared once per call for all rows;
- *  - one 512-bit register holds a 32-byte chunk's low nibbles (elements
- *    64j..64j+31) in its low half and its high nibbles (64j+32..64j+63) in
- *    its high half, which matches the token's 64 contiguous bytes: one
- *    maddubs + one VPDPWSSD per 64 elements and token, the two halves
- *    weighted by their own group scale;
- *  - the four tokens' mins corrections share one register (4 lanes each).
- * Bits: int32 lane l of the 256-bit dot's sum is this register's lane l
- * plus lane 8 + l (exact integers, added before conversion); every float
- * product and fma is the dot's, per lane, in the dot's order.
+ * One 512-bit register holds two tokens, one per 256-bit half: for each
+ * 32-element group c of a block, token pair p's register is [token 2p's 32
+ * bytes of group c | token 2p+1's], and the row's levels of group c sit in
+ * both halves (a 32-byte chunk's low nibbles are group 2j, its high
+ * nibbles group 2j+1, each broadcast once per row and block for all the
+ * tokens).  So per 32 weights and token pair: one maddubs + one VPDPWSSD
+ * weighted by the group's scale, as before per 64 weights and token, and
+ * each half's eight int32 lanes are already that token's lanes of the dot:
+ * lane l holds bytes 4l..4l+3 of every group times its scale.  A pair's
+ * block then costs one multiply by d, one conversion and one fma, with no
+ * folding of halves and no moving of lanes between registers.
+ *  - What depends only on the tokens is prepared once per call for all
+ *    rows: their bytes regrouped in pairs, their Q8_K scales (d8p: a pair's
+ *    two scales, each in 8 lanes; d8x: a group of four's, each in 4 lanes,
+ *    for the mins) and their group sums paired per 32.
+ *  - The four tokens' mins corrections share one register (4 lanes each).
+ * Bits: every int32 lane is the dot's (exact integers), every float product
+ * and fma is the dot's, per lane, in the dot's order (d8*d in either order
+ * is the same product).
  * Two widths from one body: 4 tokens (the qw_gemm_fn contract) and 8 (the
- * level's wide Q4_K tile: each unpacked chunk feeds eight tokens, so the
- * unpacking and the per-block scale work are shared by twice the tokens). */
+ * level's wide Q4_K tile: each unpacked chunk feeds eight tokens). */
 enum { Q4K_TILE_BLOCKS = QW_GEMM_K_MAX / QW_QK_K, Q4K_WIDE = 8 };
 _Static_assert(Q4K_WIDE == QW_KQ_WIDE_TOKS && QW_GEMM_TOKS == 4, "the tiles' register arrays hold 4 or 8 tokens");
+
+/* pshufb control selecting int16 element g in every position. */
+static inline __m512i q4k_pick_all(int g) { return _mm512_broadcast_i64x4(q4k_pick(g)); }
 
 static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void *w, size_t w_row_bytes,
                                                           int64_t n_rows, const void *const *x, float *const *y,
                                                           const int nt) {
-    const int ng = nt / 4; /* groups of four tokens */
+    const int ng = nt / 4, np = nt / 2; /* groups of four tokens, pairs */
     const int64_t nb = n / QW_QK_K;
-    /* per group and block: the tokens' Q8_K scales (d8v: one lane per token;
-     * d8x: each repeated 4 times, for the mins lanes) and paired group sums
-     * (lane t of 128 bits = token t's eight 32-element sums) */
+    /* per pair, block and 32-element group: the pair's bytes of that group */
+    alignas(64) __m512i yp[Q4K_WIDE / 2][Q4K_TILE_BLOCKS][8];
+    alignas(64) __m512 d8p[Q4K_WIDE / 2][Q4K_TILE_BLOCKS];
     alignas(64) __m512 d8x[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
     alignas(64) __m512i pairs[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
-    alignas(16) __m128 d8v[Q4K_WIDE / 4][Q4K_TILE_BLOCKS];
     const __m512i rep4 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+#pragma GCC unroll 8
+    for (int p = 0; p < np; p++)
+        for (int64_t i = 0; i < nb; i++) {
+            const qw_block_q8_K *ya = (const qw_block_q8_K *)x[2 * p] + i, *yb = (const qw_block_q8_K *)x[2 * p + 1] + i;
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++)
+                yp[p][i][c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(ya->qs + 32 * c))),
+                                                 _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * c)), 1);
+            d8p[p][i] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(q8k_d(ya))), _mm256_set1_ps(q8k_d(yb)), 1);
+        }
 #pragma GCC unroll 8
     for (int g = 0; g < ng; g++)
         for (int64_t i = 0; i < nb; i++) {
@@ -202,25 +217,20 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
                 pr[t] = q8k_pair_sums(yb);
                 d8[t] = q8k_d(yb);
             }
-            d8v[g][i] = _mm_set_ps(d8[3], d8[2], d8[1], d8[0]);
-            d8x[g][i] = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(d8v[g][i]));
+            d8x[g][i] = _mm512_permutexvar_ps(rep4, _mm512_castps128_ps512(_mm_set_ps(d8[3], d8[2], d8[1], d8[0])));
             pairs[g][i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(pr[1], pr[0])),
                                              _mm256_set_m128i(pr[3], pr[2]), 1);
         }
-    const qw_block_q8_K *yt[Q4K_WIDE];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) yt[t] = x[t];
-    const __m512i tok01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i tok23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t r = 0; r < n_rows; r++) {
         const qw_block_q4_K *b = (const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes);
         __m512 acc[Q4K_WIDE / 2], accm[Q4K_WIDE / 4]; /* acc[p]: tokens 2p | 2p+1; accm[g]: 4 lanes a token */
 #pragma GCC unroll 8
-        for (int p = 0; p < nt / 2; p++) acc[p] = _mm512_setzero_ps();
+        for (int p = 0; p < np; p++) acc[p] = _mm512_setzero_ps();
 #pragma GCC unroll 8
         for (int g = 0; g < ng; g++) accm[g] = _mm512_setzero_ps();
         for (int64_t i = 0; i < nb; i++, b++) {
-            const __m128i sm = q4k_scales_mins(b->scales);
+            const __m128i sm = q4k_scales_mins_vec(b->scales);
             const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
             const __m512i mins = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)));
             const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
@@ -228,33 +238,25 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
             for (int g = 0; g < ng; g++)
                 accm[g] = _mm512_fmadd_ps(_mm512_mul_ps(d8x[g][i], _mm512_set1_ps(dmin)),
                                           _mm512_cvtepi32_ps(_mm512_madd_epi16(mins, pairs[g][i])), accm[g]);
-            __m512i s[Q4K_WIDE];
+            __m512i s[Q4K_WIDE / 2];
 #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
-                const __m512i q = q4k_chunk_zmm(b, j);
-                const __m512i sc = _mm512_shuffle_epi8(scales, q4k_pick_zmm(j));
-#pragma GCC unroll 8
-                for (int t = 0; t < nt; t++) {
-                    const __m512i yv = _mm512_loadu_si512((const void *)(yt[t][i].qs + 64 * j));
-                    const __m512i p = _mm512_maddubs_epi16(q, yv);
-                    /* chunk 0 starts the sums (madd = dpwssd into zero, the same
-                     * integers) instead of zeroing eight registers a block */
-                    s[t] = j ? _mm512_dpwssd_epi32(s[t], p, sc) : _mm512_madd_epi16(p, sc);
+                const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                const __m512i sc_lo = _mm512_shuffle_epi8(scales, q4k_pick_all(2 * j));
+                const __m512i sc_hi = _mm512_shuffle_epi8(scales, q4k_pick_all(2 * j + 1));
+#pragma GCC unroll 4
+                for (int p = 0; p < np; p++) {
+                    const __m512i pl = _mm512_maddubs_epi16(lo, yp[p][i][2 * j]);
+                    /* the first group starts the sums (madd = dpwssd into zero, the same integers) */
+                    s[p] = j ? _mm512_dpwssd_epi32(s[p], pl, sc_lo) : _mm512_madd_epi16(pl, sc_lo);
+                    s[p] = _mm512_dpwssd_epi32(s[p], _mm512_maddubs_epi16(hi, yp[p][i][2 * j + 1]), sc_hi);
                 }
             }
-#pragma GCC unroll 8
-            for (int g = 0; g < ng; g++) {
-                const __m512 dd = _mm512_castps128_ps512(_mm_mul_ps(d8v[g][i], _mm_set1_ps(d)));
-                /* two tokens' 8-lane sums in one register: [t0 | t1], [t2 | t3] */
-                const __m512i *sg = s + 4 * g;
-                const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i64x2(sg[0], sg[1], 0x44),
-                                                     _mm512_shuffle_i64x2(sg[0], sg[1], 0xEE));
-                const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i64x2(sg[2], sg[3], 0x44),
-                                                     _mm512_shuffle_i64x2(sg[2], sg[3], 0xEE));
-                acc[2 * g] = _mm512_fmadd_ps(_mm512_permutexvar_ps(tok01, dd), _mm512_cvtepi32_ps(s01), acc[2 * g]);
-                acc[2 * g + 1] =
-                    _mm512_fmadd_ps(_mm512_permutexvar_ps(tok23, dd), _mm512_cvtepi32_ps(s23), acc[2 * g + 1]);
-            }
+            const __m512 vd = _mm512_set1_ps(d);
+#pragma GCC unroll 4
+            for (int p = 0; p < np; p++)
+                acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(d8p[p][i], vd), _mm512_cvtepi32_ps(s[p]), acc[p]);
         }
 #pragma GCC unroll 8
         for (int g = 0; g < ng; g++) {
