@@ -134,17 +134,11 @@ static inline __attribute__((always_inline)) float q4k_row(const qw_block_q4_K *
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++, b++) {
         if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i, sizeof *b, pf->l2);
-        const __m128i sm = q4k_scales_mins_vec(b->scales);
+        __m128 dd;
+        const __m128i sm = q4k_block_head(b, tok ? tok->d8[i] : q8k_d(&y[i]),
+                                          tok ? tok->pairs[i] : q8k_pair_sums(&y[i]), &accm, &dd);
         const __m128i s16 = _mm_cvtepu8_epi16(sm);
         const __m256i scales = _mm256_set_m128i(s16, s16);
-        uint32_t d_dmin;
-        memcpy(&d_dmin, &b->d, sizeof d_dmin); /* d and dmin: two adjacent halves */
-        const float d8 = tok ? tok->d8[i] : q8k_d(&y[i]);
-        const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(d8));
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-        const __m128i pairs = tok ? tok->pairs[i] : q8k_pair_sums(&y[i]);
-        accm = _mm_fmadd_ps(_mm_permute_ps(dd, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)),
-                            accm);
         const int8_t *yq = y[i].qs;
         __m256i sumi = _mm256_setzero_si256();
 #pragma GCC unroll 4
@@ -301,17 +295,8 @@ static inline __attribute__((always_inline)) float q6k_row(const qw_block_q6_K *
 static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) { *s = q6k_row(w, x, n / QW_QK_K, NULL); }
 #define KQ_DOT_Q6_K dot_q6_K
 
-/* Decode: the row loop (kquant_blocks_x86.h's walk), the constants set once. */
-static void gemv_q6_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                      float *const *y) {
-    const int64_t nb = n / QW_QK_K;
-    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
-    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
-    for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
-        y[0][r] = q6k_row((const qw_block_q6_K *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);
-    }
-}
+/* Decode: the row loop (kquant_blocks_x86.h), the constants set once a call. */
+KQ_GEMV_ROWS(gemv_q6_K, qw_block_q6_K, q6k_row)
 #define KQ_GEMV_Q6_K gemv_q6_K
 #endif
 

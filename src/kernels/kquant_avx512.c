@@ -106,16 +106,10 @@ static inline __attribute__((always_inline)) float q4k_row(const qw_block_q4_K *
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++, b++) {
         if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i, sizeof *b, pf->l2);
-        const __m128i sm = q4k_scales_mins_vec(b->scales);
+        __m128 dd;
+        const __m128i sm = q4k_block_head(b, tok ? tok->d8[i] : q8k_d(&y[i]),
+                                          tok ? tok->pairs[i] : q8k_pair_sums(&y[i]), &accm, &dd);
         const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
-        uint32_t d_dmin;
-        memcpy(&d_dmin, &b->d, sizeof d_dmin); /* d and dmin: two adjacent halves */
-        const float d8 = tok ? tok->d8[i] : q8k_d(&y[i]);
-        const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(d8));
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
-        const __m128i pairs = tok ? tok->pairs[i] : q8k_pair_sums(&y[i]);
-        accm = _mm_fmadd_ps(_mm_permute_ps(dd, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)),
-                            accm);
         __m512i yl[4];
         if (!tok) q4k_token_block(&y[i], yl);
         const __m512i *yv = tok ? tok->yv[i] : yl;
@@ -341,17 +335,8 @@ static inline __attribute__((always_inline)) float q6k_row(const qw_block_q6_K *
 
 static void dot_q6_K_zmm(int64_t n, float *s, const void *w, const void *x) { *s = q6k_row(w, x, n / QW_QK_K, NULL); }
 
-/* Decode: rows in order (row_prefetch); the constants set once a call. */
-static void gemv_q6_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    const int64_t nb = n / QW_QK_K;
-    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
-    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
-    for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
-        y[0][r] = q6k_row((const qw_block_q6_K *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);
-    }
-}
+/* Decode: the row loop (kquant_blocks_x86.h), the constants set once a call. */
+KQ_GEMV_ROWS(gemv_q6_K_zmm, qw_block_q6_K, q6k_row)
 
 /* The tokens' Q8_K scales for each block, one lane per token (lanes past nt zero). */
 static inline void tokens_d8(const void *const *x, int nt, int64_t nb, __m256 *d8v) {
@@ -519,17 +504,8 @@ static inline __attribute__((always_inline)) float q5k_row(const qw_block_q5_K *
 
 static void dot_q5_K_zmm(int64_t n, float *s, const void *w, const void *x) { *s = q5k_row(w, x, n / QW_QK_K, NULL); }
 
-/* Decode: the row loop (kquant_blocks_x86.h's walk), the constants set once. */
-static void gemv_q5_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    const int64_t nb = n / QW_QK_K;
-    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
-    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
-    for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
-        y[0][r] = q5k_row((const qw_block_q5_K *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);
-    }
-}
+/* Decode: the row loop (kquant_blocks_x86.h), the constants set once a call. */
+KQ_GEMV_ROWS(gemv_q5_K_zmm, qw_block_q5_K, q5k_row)
 
 /* The sums of the 16 int32 lanes of s[0..3], one per lane. */
 static inline __m128i hsum16_x4(const __m512i *s) {

@@ -49,6 +49,24 @@ static inline __m128i q4k_scales_mins_vec(const uint8_t *packed) {
 #endif
 }
 
+/* The per-block head of a Q4_K row's dot: the block's scales and mins
+ * unpacked (returned: scales in bytes 0-7, mins in 8-15), d and dmin
+ * converted together and multiplied by the token's Q8_K scale (*d8d: lane 0
+ * = d8*d, lane 1 = d8*dmin, the products of the reference's order), and the
+ * mins' correction added to the row's 4 lanes: accm += d8*dmin *
+ * (mins . pairs), pairs the token's group sums paired per 32. */
+static inline __attribute__((always_inline)) __m128i q4k_block_head(const qw_block_q4_K *b, float d8, __m128i pairs,
+                                                                    __m128 *accm, __m128 *d8d) {
+    const __m128i sm = q4k_scales_mins_vec(b->scales);
+    uint32_t d_dmin;
+    memcpy(&d_dmin, &b->d, sizeof d_dmin); /* d and dmin: two adjacent halves */
+    *d8d = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(d8));
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm));
+    *accm = _mm_fmadd_ps(_mm_permute_ps(*d8d, _MM_SHUFFLE(1, 1, 1, 1)), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)),
+                         *accm);
+    return sm;
+}
+
 /* The decode row loops (qw_gemv_get) of the K-quants: rows read strictly in
  * order, as the dot a row would (two rows side by side lost the hardware prefetcher's
  * stream; RESULTS.md).  What they save over a dot a row is the per-call
@@ -74,6 +92,20 @@ static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes
     return (row_prefetch){r + ahead < n_rows ? w + (size_t)(r + ahead) * w_row_bytes : NULL,
                           qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2) != 0};
 }
+
+/* A decode row loop NAME over blocks of BLOCK_T whose row body is
+ * ROW(block, token, nb, &prefetch) (a K-quant's dot, inlined). */
+#define KQ_GEMV_ROWS(NAME, BLOCK_T, ROW)                                                                          \
+    static void NAME(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,        \
+                     float *const *y) {                                                                          \
+        const int64_t nb = n / QW_QK_K;                                                                          \
+        if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */      \
+        const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);                                        \
+        for (int64_t r = 0; r < n_rows; r++) {                                                                   \
+            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);                     \
+            y[0][r] = ROW((const BLOCK_T *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);         \
+        }                                                                                                        \
+    }
 
 #ifdef __AVX512F__
 /* Per chunk j of 32 bytes: group 2j's scale in the low half of a 512-bit
