@@ -53,14 +53,14 @@ enum {
 
 /* ---- the reference-order dot ------------------------------------------- */
 
-static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
-    const qw_block_q4_K *b = w;
-    const qw_block_q8_K *y = x;
+/* One Q4_K row of nb blocks in the reference's order: the dot (pf NULL) and
+ * the decode row loop's body (kquant_blocks_x86.h). */
+static inline __attribute__((always_inline)) float q4k_ref_row(const qw_block_q4_K *b, const qw_block_q8_K *y,
+                                                               int64_t nb, const row_prefetch *pf) {
     float acc = 0.0f;
-    for (int64_t i = 0; i < n / QW_QK_K; i++, b++, y++) {
-        uint32_t u[4];
-        qw_kq_scales_mins_k4(b->scales, u);
-        const __m128i sm = _mm_loadu_si128((const __m128i *)u);
+    for (int64_t i = 0; i < nb; i++, b++, y++) {
+        if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i, sizeof *b, pf->l2);
+        const __m128i sm = q4k_scales_mins_vec(b->scales);
         const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
         __m512i si = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -76,8 +76,13 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
          * "- 0", which never changes acc's bits (as in kquant_avx2.c's Q5_K) */
         acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi - _cvtsh_ss(b->dmin) * (float)summ);
     }
-    *s = acc;
+    return acc;
 }
+
+static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) { *s = q4k_ref_row(w, x, n / QW_QK_K, NULL); }
+
+/* Decode: the row loop, the constants set once a call. */
+KQ_GEMV_ROWS(gemv_q4_K, qw_block_q4_K, q4k_ref_row)
 
 /* ---- the tile operations: AMX, or the software model -------------------- */
 
@@ -340,6 +345,7 @@ AMX bool qw_amx_q4_K_emulated(int64_t n, const void *w, size_t rb, int64_t n_row
 
 const qw_amx_kq_kernels qw_amx_kq = {
     .dot_q4_K = dot_q4_K,
+    .gemv_q4_K = gemv_q4_K,
     .gemm_q4_K = gemm_q4_K,
     .gemm_wide_q4_K = gemm_wide_q4_K,
 };

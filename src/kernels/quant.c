@@ -157,7 +157,7 @@ static void build_amx(qw_kernel_table *t) {
     g_kq_amx.gemm_wide_q4_K = qw_amx_kq.gemm_wide_q4_K;
     g_kq_amx.wide_toks_q4_K = QW_GEMM_WIDE_TOKS;
     g_kq_amx.wide_tail_q4_K = true;
-    g_kq_amx.gemv_q4_K = NULL; /* the AVX-512 row loop has the 8-lane order, not the reference's */
+    g_kq_amx.gemv_q4_K = qw_amx_kq.gemv_q4_K; /* the reference's order, as its dot */
     *t = qw_kernels_avx512;
     t->name = qw_simd_levels[QW_LEVEL_AMX];
     t->dot_q8_0 = qw_blockorder_avx512.dot_q8_0;

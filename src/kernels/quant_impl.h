@@ -145,6 +145,7 @@ void qw_amx_gemm_wide_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t
 typedef struct {
     qw_vec_dot_fn dot_q4_K;
     qw_gemm_fn gemm_q4_K, gemm_wide_q4_K;
+    qw_gemm_fn gemv_q4_K; /* decode: the dot over a run of rows (its bits) */
 } qw_amx_kq_kernels;
 extern const qw_amx_kq_kernels qw_amx_kq;
 bool qw_amx_q4_K_emulated(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,

@@ -29,6 +29,7 @@
 #include "qwisp/ops.h"
 #include "qwisp/quant.h"
 #include "qwisp/threadpool.h"
+#include "qwisp/tune.h"
 #include "levels.h"
 
 static uint32_t g_rng = 7;
@@ -162,6 +163,19 @@ static void test_q4_K_reference_order(void **s) {
             float d;
             qw_amx_kq.dot_q4_K(k, &d, w + (size_t)r * rb, x);
             assert_ref_bits(QW_TYPE_Q4_K, k, w, rb, r, x, d, "reference-order dot");
+        }
+        { /* the decode row loop: the dot's bits, whatever the prefetch distance */
+            static float out[ROWS];
+            const void *xp[1] = {x};
+            float *yp[1] = {out};
+            for (int ahead = 1024; ahead <= 65536; ahead *= 64) {
+                qw_tune_set(QW_TUNE_DECODE_AHEAD, ahead, QW_TUNE_SRC_KNOB);
+                memset(out, 0xff, sizeof out);
+                qw_amx_kq.gemv_q4_K(k, w, rb, ROWS, xp, yp);
+                for (int64_t r = 0; r < ROWS; r++)
+                    assert_ref_bits(QW_TYPE_Q4_K, k, w, rb, r, x, out[r], "reference-order row loop");
+            }
+            qw_tune_reset();
         }
         if (k <= 2048) { /* the model multiplies bytes one by one: keep it short */
             static const int nts[] = {1, 2, 3, 4, 7, 16};
