@@ -16,6 +16,20 @@
 #include <math.h>
 #include <string.h>
 
+/* The output gate of gated attention (qwen35moe) for (row, head) items
+ * [i0, i1): attn *= sigmoid(gate), the gate being the second half of the
+ * head's row in qg.  One expf an element: split over the threads. */
+static void gate_heads(void *arg, int64_t i0, int64_t i1, int ith) {
+    (void)ith;
+    const qw_ctx *c = arg;
+    const int64_t D = c->m->hp.head_dim;
+    for (int64_t i = i0; i < i1; i++) {
+        float *a = c->attn + (size_t)i * D;
+        const float *g = c->qg + (size_t)i * 2 * D + D;
+        for (int64_t d = 0; d < D; d++) a[d] *= 1.0f / (1.0f + expf(-g[d]));
+    }
+}
+
 int qw_attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spans, int n_spans, int32_t n,
                        qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
@@ -63,13 +77,7 @@ int qw_attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spa
         qw_attention(c->tp, c->q + (size_t)r0 * H * D, sq->k[il], sq->v[il], sq->kv_type, c->attn + (size_t)r0 * H * D,
                      ns, sq->n_past, H, HKV, D, 1.0f / sqrtf((float)D), c->attn_scratch);
     }
-    if (L->gated_attn)
-        for (int32_t r = 0; r < n; r++)
-            for (int32_t h = 0; h < H; h++) {
-                float *a = c->attn + ((size_t)r * H + h) * D;
-                const float *g = c->qg + ((size_t)r * H + h) * 2 * D + D;
-                for (int32_t d = 0; d < D; d++) a[d] *= 1.0f / (1.0f + expf(-g[d]));
-            }
+    if (L->gated_attn) qw_parallel_for(c->tp, (int64_t)n * H, 4, gate_heads, c);
     if (qw_fwd_linear(c, &L->wo, c->attn, n, c->proj, err)) return -1;
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->proj[i];
     return 0;

@@ -71,6 +71,14 @@ static void conv_range(void *arg, int64_t ch0, int64_t ch1, int ith) {
     }
 }
 
+/* The output gate o *= silu(z) over elements [i0, i1) of the chunk (one
+ * expf each: split over the threads, not left to the caller alone). */
+static void gate_range(void *arg, int64_t i0, int64_t i1, int ith) {
+    (void)ith;
+    const qw_ctx *c = arg;
+    for (int64_t i = i0; i < i1; i++) c->o[i] *= siluf(c->z[i]);
+}
+
 /* L2 norm of every key head's q and k in rows [r0, r1) of the chunk. */
 static void qk_norm_rows(void *arg, int64_t r0, int64_t r1, int ith) {
     (void)ith;
@@ -151,7 +159,7 @@ int qw_deltanet_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *span
     }
     /* gated RMS norm per value head, then the output projection */
     qw_rmsnorm(c->o, c->o, L->ssm_norm.data, S, (int64_t)n * HV, hp->rms_eps);
-    for (size_t i = 0; i < (size_t)n * VD; i++) c->o[i] *= siluf(c->z[i]);
+    qw_parallel_for(c->tp, (int64_t)n * VD, 1024, gate_range, c);
     if (qw_fwd_linear(c, &L->ssm_out, c->o, n, c->proj, err)) return -1;
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->proj[i];
     return 0;
