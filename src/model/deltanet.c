@@ -47,26 +47,43 @@ typedef struct {
     int32_t row0, n;
 } span_job;
 
-/* Causal conv + silu for channels [ch0, ch1) over the span's tokens; each
- * channel's state column shifts by one token per step. */
+/* Causal conv + silu for channels [ch0, ch1) over the span's tokens.  The
+ * K-1 inputs before token t are the span's rows t-K+1..t-1 where t-K+1+s >= 0
+ * and the conv state's rows otherwise (row s of the state is the input s
+ * steps after the oldest), so the tokens are walked with the channels
+ * innermost: every row is read contiguously (a channel at a time over the
+ * tokens strode a whole row per token).  Each channel's sum is the same
+ * expression as before, oldest input first, then this token's.  The state
+ * then takes the span's last K-1 inputs. */
 static void conv_range(void *arg, int64_t ch0, int64_t ch1, int ith) {
     (void)ith;
     const span_job *j = arg;
     const qw_hparams *hp = &j->c->m->hp;
     const int64_t K = hp->ssm_d_conv, C = j->L->conv1d.ne[1];
     float *st = j->conv;
-    const float *w = j->L->conv1d.data;
-    for (int64_t ch = ch0; ch < ch1; ch++) {
-        const float *wc = w + ch * K;
+    const float *w = j->L->conv1d.data, *mix = j->c->mix + (size_t)j->row0 * C;
+    float *cv = j->c->cv + (size_t)j->row0 * C;
+    enum { CB = 64 }; /* channels a pass: their sums stay in L1 */
+    for (int64_t c0 = ch0; c0 < ch1; c0 += CB) {
+        const int64_t nc = ch1 - c0 < CB ? ch1 - c0 : CB;
+        float sum[CB];
         for (int32_t t = 0; t < j->n; t++) {
-            const size_t r = (size_t)(j->row0 + t) * C + ch;
-            const float in = j->c->mix[r];
-            float sum = 0.0f;
-            for (int64_t s = 0; s < K - 1; s++) sum += st[s * C + ch] * wc[s];
-            sum += in * wc[K - 1];
-            j->c->cv[r] = siluf(sum);
-            for (int64_t s = 0; s + 1 < K - 1; s++) st[s * C + ch] = st[(s + 1) * C + ch];
-            if (K > 1) st[(K - 2) * C + ch] = in;
+            for (int64_t c = 0; c < nc; c++) sum[c] = 0.0f;
+            for (int64_t s = 0; s < K - 1; s++) {
+                const int64_t tau = t - (K - 1) + s; /* the input's token, < 0: in the state */
+                const float *src = (tau >= 0 ? mix + (size_t)tau * C : st + (size_t)(tau + K - 1) * C) + c0;
+                for (int64_t c = 0; c < nc; c++) sum[c] += src[c] * w[(c0 + c) * K + s];
+            }
+            const float *in = mix + (size_t)t * C + c0;
+            float *out = cv + (size_t)t * C + c0;
+            for (int64_t c = 0; c < nc; c++) out[c] = siluf(sum[c] + in[c] * w[(c0 + c) * K + K - 1]);
+        }
+        /* state row q = the input at token n-(K-1)+q: a row of the span, or an
+         * older state row q+n (read before row q+n is written: q rises) */
+        for (int64_t q = 0; q < K - 1; q++) {
+            const int64_t tau = j->n - (K - 1) + q;
+            const float *src = (tau >= 0 ? mix + (size_t)tau * C : st + (size_t)(q + j->n) * C) + c0;
+            memmove(st + (size_t)q * C + c0, src, (size_t)nc * sizeof(float));
         }
     }
 }
