@@ -60,7 +60,7 @@ static inline __attribute__((always_inline)) float q4k_ref_row(const qw_block_q4
     float acc = 0.0f;
     for (int64_t i = 0; i < nb; i++, b++, y++) {
         if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i, sizeof *b, pf->l2);
-        const __m128i sm = q4k_scales_mins_vec(b->scales);
+        const __m128i sm = q4k_scales_mins(b->scales);
         const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
         __m512i si = _mm512_setzero_si512();
 #pragma GCC unroll 4

@@ -79,19 +79,14 @@ static inline __m256i bit_to(__m256i v, int m, int val) {
 }
 
 /* Q4_K is the bulk of real files (Q4_K_M), so it gets its own loop: scales
- * and mins unpacked with word operations, the mins' correction as one
+ * and mins unpacked in vector registers, the mins' correction as one
  * 8-lane madd against the paired group sums, and float accumulators carried
  * across super-blocks (one horizontal sum per row instead of one per block).
  * The float order therefore differs from the reference's per-block
  * expression (tests allow 1e-5 of the sum of |terms|); the integer sums per
  * group are the same.  The prefill tile (gemm_q4_K) does the dot's float
- * operations per token in the same order, so it gives the dot's bits. */
-/* The 12 packed scale bytes -> 8 scales (low 64 bits) and 8 mins (high). */
-static inline __m128i q4k_scales_mins(const uint8_t *packed) {
-    uint32_t u[4];
-    qw_kq_scales_mins_k4(packed, u);
-    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
-}
+ * operations per token in the same order, so it gives the dot's bits.  The
+ * packed scales are unpacked by kquant_blocks_x86.h's q4k_scales_mins. */
 
 /* Sum of 8 float lanes minus 4 (the mins' correction; zero for Q6_K). */
 static inline float hsum8_minus4(__m256 acc, __m128 sub) {
@@ -166,9 +161,9 @@ static void gemv_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_ro
     const qw_block_q8_K *xt = x[0];
     q4k_token tok;
     for (int64_t i = 0; i < nb; i++) tok.d8[i] = q8k_d(&xt[i]), tok.pairs[i] = q8k_pair_sums(&xt[i]);
-    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
+    const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);
     for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
+        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);
         y[0][r] = q4k_row((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf);
     }
 }

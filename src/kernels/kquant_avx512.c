@@ -144,9 +144,9 @@ static void gemv_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t 
         tok.d8[i] = q8k_d(&xt[i]);
         tok.pairs[i] = q8k_pair_sums(&xt[i]);
     }
-    const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);
+    const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);
     for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);
+        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);
         y[0][r] = q4k_row((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf);
     }
 }
@@ -224,7 +224,7 @@ static inline __attribute__((always_inline)) void q4k_tile(int64_t n, const void
 #pragma GCC unroll 8
         for (int g = 0; g < ng; g++) accm[g] = _mm512_setzero_ps();
         for (int64_t i = 0; i < nb; i++, b++) {
-            const __m128i sm = q4k_scales_mins_vec(b->scales);
+            const __m128i sm = q4k_scales_mins(b->scales);
             const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
             const __m512i mins = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)));
             const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
@@ -490,7 +490,7 @@ static inline __attribute__((always_inline)) float q5k_row(const qw_block_q5_K *
     float acc = 0.0f;
     for (int64_t i = 0; i < nb; i++, b++, y++) {
         if (pf && pf->row) qw_prefetch_block((const qw_block_q5_K *)pf->row + i, sizeof *b, pf->l2);
-        const __m128i sm = q4k_scales_mins_vec(b->scales);
+        const __m128i sm = q4k_scales_mins(b->scales);
         const __m512i scales = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
         const __m512i qh2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
         const int32_t sumi = _mm512_reduce_add_epi32(q5k_sumi_zmm(b, scales, qh2, y));

@@ -29,12 +29,12 @@ static inline __m128i q8k_pair_sums(const qw_block_q8_K *y) {
 /* pshufb control selecting int16 element g in every position of a lane. */
 static inline __m256i q4k_pick(int g) { return _mm256_set1_epi16((short)(0x0100 * (2 * g + 1) + 2 * g)); }
 
-/* A Q4_K block's eight scales (bytes 0-7) and eight mins (bytes 8-15) from
- * its 12 packed bytes, in vector registers: the values of
+/* A Q4_K / Q5_K block's eight scales (bytes 0-7) and eight mins (bytes
+ * 8-15) from its 12 packed bytes, in vector registers: the values of
  * qw_kq_scales_mins_k4 without its scalar shifts and moves into a vector
  * register.  Reads 16 bytes from `packed` (the block's scales and its first
  * 4 level bytes, all inside the block). */
-static inline __m128i q4k_scales_mins_vec(const uint8_t *packed) {
+static inline __m128i q4k_scales_mins(const uint8_t *packed) {
     const __m128i v = _mm_loadu_si128((const __m128i *)packed); /* u0 u1 u2 (junk) */
     /* lanes u0 u2 u1 u2, the last shifted by 4: each output's low bits */
     const __m128i lo = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_set_epi32(4, 0, 0, 0));
@@ -57,7 +57,7 @@ static inline __m128i q4k_scales_mins_vec(const uint8_t *packed) {
  * (mins . pairs), pairs the token's group sums paired per 32. */
 static inline __attribute__((always_inline)) __m128i q4k_block_head(const qw_block_q4_K *b, float d8, __m128i pairs,
                                                                     __m128 *accm, __m128 *d8d) {
-    const __m128i sm = q4k_scales_mins_vec(b->scales);
+    const __m128i sm = q4k_scales_mins(b->scales);
     uint32_t d_dmin;
     memcpy(&d_dmin, &b->d, sizeof d_dmin); /* d and dmin: two adjacent halves */
     *d8d = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)), _mm_set1_ps(d8));
@@ -81,16 +81,22 @@ typedef struct {
     int l2;          /* into L2 (tune.h's decode_prefetch_l2) */
 } row_prefetch;
 
-static inline int64_t decode_rows_start(const char *w, size_t w_row_bytes, int64_t n_rows) {
-    const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
-    qw_prefetch_decode(w, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
-    return ahead;
+/* A call's walk: rows of prefetch distance, and the prefetch level. */
+typedef struct {
+    int64_t ahead;
+    int l2;
+} decode_walk;
+
+/* Prefetches the first `ahead` rows at once (the rest go block by block). */
+static inline decode_walk decode_rows_start(const char *w, size_t w_row_bytes, int64_t n_rows) {
+    const decode_walk wk = {qw_decode_ahead_rows(w_row_bytes), qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2) != 0};
+    qw_prefetch_decode(w, (size_t)(n_rows < wk.ahead ? n_rows : wk.ahead) * w_row_bytes);
+    return wk;
 }
 
 static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes, int64_t r, int64_t n_rows,
-                                               int64_t ahead) {
-    return (row_prefetch){r + ahead < n_rows ? w + (size_t)(r + ahead) * w_row_bytes : NULL,
-                          qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2) != 0};
+                                               decode_walk wk) {
+    return (row_prefetch){r + wk.ahead < n_rows ? w + (size_t)(r + wk.ahead) * w_row_bytes : NULL, wk.l2};
 }
 
 /* A decode row loop NAME over blocks of BLOCK_T whose row body is
@@ -100,9 +106,9 @@ static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes
                      float *const *y) {                                                                          \
         const int64_t nb = n / QW_QK_K;                                                                          \
         if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */      \
-        const int64_t ahead = decode_rows_start(w, w_row_bytes, n_rows);                                        \
+        const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);                                       \
         for (int64_t r = 0; r < n_rows; r++) {                                                                   \
-            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, ahead);                     \
+            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);                        \
             y[0][r] = ROW((const BLOCK_T *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);         \
         }                                                                                                        \
     }
