@@ -76,9 +76,11 @@ int cu_grow(void **p, size_t *cap, size_t need, qw_error *err);
 /* ---- cu_matmul.cu ---- */
 enum { CU_MM_NT = 8 }; /* tokens one tile carries */
 /* Rows a tile of the expert matmul reads: expert e, n <= CU_MM_NT
- * assignments a[i] (x row a/xdiv, y row a). */
+ * assignments a[i] (x row a/xdiv, y row a); run: the tile's index among its
+ * expert's consecutive tiles (the tensor-core kernel gives one warp tiles
+ * run 2i and 2i + 1, so the expert's weights are unpacked once for both). */
 typedef struct cu_tile {
-    int32_t e, n;
+    int32_t e, n, run;
     int32_t a[CU_MM_NT];
 } cu_tile;
 bool cu_type_ok(int type);

@@ -3,7 +3,8 @@
  *
  *   gates     beta = sigmoid(b), alpha = softplus(a + dt_bias) * A: made by
  *             the delta step from the raw projections
- *   conv      thread per channel, tokens in order, state [(K-1)][C] as the CPU
+ *   conv      state [(K-1)][C] as the CPU; one token: thread per channel;
+ *             a chunk: thread per (token, channel), then the state moved
  *   l2norm    per key head of q and k, llama.cpp's composition (deltanet.c)
  *   delta     one warp per state row j of a value head, the row in registers
  *             for the whole chunk (S is a template argument: 16..128), so a
@@ -44,9 +45,50 @@ __global__ void conv_kernel(const float *mix, float *cv, float *st, const float 
     }
 }
 
+/* A chunk of several tokens: every (token, channel) output at once.  Token
+ * t's conv reads the inputs t-K+1..t and never an earlier output, so the
+ * tokens need not wait on one another: conv_kernel's walk made each token
+ * wait for the previous one's state round trip through memory (512 of them
+ * a prefill chunk, on 64 blocks).  Same products and adds in the same order,
+ * so the same bits; the state is moved afterwards (conv_state_kernel). */
+__global__ void conv_tokens_kernel(const float *__restrict__ mix, float *__restrict__ cv, const float *__restrict__ st,
+                                   const float *__restrict__ w, int n, int C, int K) {
+    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= C) return;
+    const float *wc = w + (size_t)ch * K;
+    for (int t = blockIdx.y; t < n; t += gridDim.y) {
+        float sum = 0.0f;
+        for (int q = 0; q < K - 1; q++) {
+            const int p = t - (K - 1) + q; /* input position; before the chunk: the state's row p + K - 1 */
+            const float in = p < 0 ? st[(size_t)(p + K - 1) * C + ch] : mix[(size_t)p * C + ch];
+            sum = __fadd_rn(sum, __fmul_rn(in, wc[q]));
+        }
+        sum = __fadd_rn(sum, __fmul_rn(mix[(size_t)t * C + ch], wc[K - 1]));
+        cv[(size_t)t * C + ch] = sum / (1.0f + cu_expf(-sum));
+    }
+}
+
+/* The state after n tokens: its row q holds input n - (K - 1) + q, from the
+ * chunk or, when the chunk is shorter, from the old state's row n + q (rows
+ * are rewritten in ascending order, so each is read before it is written). */
+__global__ void conv_state_kernel(const float *mix, float *st, int n, int C, int K) {
+    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= C) return;
+    for (int q = 0; q < K - 1; q++) {
+        const int p = n - (K - 1) + q;
+        st[(size_t)q * C + ch] = p < 0 ? st[(size_t)(n + q) * C + ch] : mix[(size_t)p * C + ch];
+    }
+}
+
 void cu_conv(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K) {
     if (n_tok <= 0) return;
-    conv_kernel<<<(C + 127) / 128, 128, 0, s>>>(mix, cv, state, w, n_tok, C, K);
+    const int blocks = (C + 127) / 128;
+    if (n_tok == 1) { /* decode, a lanes step's span: one launch */
+        conv_kernel<<<blocks, 128, 0, s>>>(mix, cv, state, w, n_tok, C, K);
+        return;
+    }
+    conv_tokens_kernel<<<dim3(blocks, n_tok < 65535 ? n_tok : 65535), 128, 0, s>>>(mix, cv, state, w, n_tok, C, K);
+    conv_state_kernel<<<blocks, 128, 0, s>>>(mix, state, n_tok, C, K);
 }
 
 /* one warp per (token, vector): x / sqrt(sum x^2 + eps) as deltanet.c's l2norm */

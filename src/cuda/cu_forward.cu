@@ -447,6 +447,7 @@ static int build_tiles(cu_ctx *c, int nk, int e0, int e1, const int32_t *slot_of
             cu_tile *t = &c->h_tiles[nt++];
             t->e = slot_of ? slot_of[e] : e;
             t->n = a1 - a < CU_MM_NT ? a1 - a : CU_MM_NT;
+            t->run = (a - a0) / CU_MM_NT;
             for (int i = 0; i < CU_MM_NT; i++) t->a[i] = i < t->n ? c->h_order[a + i] : 0;
         }
     }

@@ -205,7 +205,7 @@ __global__ void route_kernel(const float *logits, int X, int k, int norm, float 
         for (int q = 0; q < k; q++) {
             cu_tile *t = &tiles[(size_t)blockIdx.x * k + q];
             t->e = s[q];
-            t->n = 1;
+            t->n = 1, t->run = 0;
             t->a[0] = blockIdx.x * k + q;
             for (int i = 1; i < CU_MM_NT; i++) t->a[i] = 0;
         }
