@@ -35,12 +35,13 @@ enum { MMA_WARPS = 4, MMA_DENSE_NTT = QW_MMA_DENSE_NTT, MMA_TILE_NTT = QW_MMA_TI
 static int g_mma_mode = CU_MMA_AUTO;
 void cu_mma_mode(int mode) { g_mma_mode = mode; }
 bool cu_mma_wanted(const cu_tile *tiles, int n_tiles, int n_tok, int xdiv) {
-    /* tiles carry n_tok * xdiv assignments: more than one a tile on average
-     * is prefill's grouping; decode's tiles hold one each.  A dense matmul
+    /* tiles carry n_tok * xdiv assignments: decode's grouping gives each
+     * its own tile (so as many tiles), prefill's groups them by expert
+     * (cu_group_tiles: at most n/8 + experts, some empty).  A dense matmul
      * of one tile's tokens or fewer (a lanes step's few rows) stays on dp4a:
      * a warp of the MMA kernel owns 16 rows, so a 2048-row matrix gives it
      * 32 blocks, far fewer than the SMs, where dp4a spreads the rows wide */
-    const bool multi = tiles ? (int64_t)n_tok * xdiv > n_tiles : n_tok > CU_MM_NT;
+    const bool multi = tiles ? (int64_t)n_tok * xdiv != n_tiles : n_tok > CU_MM_NT;
     return g_mma_mode == CU_MMA_ALWAYS || (g_mma_mode == CU_MMA_AUTO && multi);
 }
 
