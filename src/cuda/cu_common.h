@@ -279,8 +279,10 @@ size_t cu_attention_split_floats(int n_head, int max_pos);
 
 /* ---- cu_delta.cu ---- */
 bool cu_delta_supported(int S);
-void cu_conv(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K);
-void cu_l2norm_qk(cudaStream_t s, float *cv, int n_tok, int C, int n_vec, int S, float eps);
+/* The causal conv + SiLU of n_tok tokens (state moved on), then the L2 norm
+ * of the vectors of S (dividing 128) in channels [0, n_norm): q and k. */
+void cu_conv_l2norm(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K,
+                    int n_norm, int S, float eps);
 /* beta, alpha: the raw projections (the gates are made from them with dt, A). */
 void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
               const float *A, float *o, int n_tok, int S, int HK, int HV);

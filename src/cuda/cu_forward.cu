@@ -384,10 +384,9 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n, const cu
     cu_matmul_set(s, in, 4, P(c->xn), E, 1, NULL, 0, n, true);
     for (int i = 0; i < n_spans; i++) {
         const size_t r = (size_t)spans[i].row0;
-        cu_conv(s, P(c->mix) + r * C, P(c->cv) + r * C, P(spans[i].kv->conv[il]), (const float *)L->conv1d.data,
-                spans[i].n, C, KC);
+        cu_conv_l2norm(s, P(c->mix) + r * C, P(c->cv) + r * C, P(spans[i].kv->conv[il]),
+                       (const float *)L->conv1d.data, spans[i].n, C, KC, 2 * HK * S, S, hp->rms_eps);
     }
-    cu_l2norm_qk(s, P(c->cv), n, C, 2 * HK, S, hp->rms_eps);
     for (int i = 0; i < n_spans; i++) {
         const size_t r = (size_t)spans[i].row0;
         cu_delta(s, P(spans[i].kv->delta[il]), P(c->cv) + r * C, P(c->beta) + r * HV, P(c->alpha) + r * HV,
