@@ -131,7 +131,7 @@ template <> __device__ __forceinline__ float q8w<QW_TYPE_Q4_0>(const uint8_t *ro
 /* Per block: p = isum * (d_w * d_x), summed block by block — mm_q8_kernel's
  * expression and order, each operation rounded on its own.  NTT token tiles
  * a warp (dense matmuls: the weight fragment is read once for NTT * 8
- * tokens; expert tiles: 1). */
+ * tokens; expert tiles: MMA_TILE_NTT of one expert's run). */
 template <int T, int NTT>
 __global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
                               const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy,
