@@ -76,9 +76,11 @@ int cu_grow(void **p, size_t *cap, size_t need, qw_error *err);
 /* ---- cu_matmul.cu ---- */
 enum { CU_MM_NT = 8 }; /* tokens one tile carries */
 /* Rows a tile of the expert matmul reads: expert e, n <= CU_MM_NT
- * assignments a[i] (x row a/xdiv, y row a). */
+ * assignments a[i] (x row a/xdiv, y row a); run: the tile's index among its
+ * expert's consecutive tiles (the tensor-core kernel gives one warp tiles
+ * run 2i and 2i + 1, so the expert's weights are unpacked once for both). */
 typedef struct cu_tile {
-    int32_t e, n;
+    int32_t e, n, run;
     int32_t a[CU_MM_NT];
 } cu_tile;
 bool cu_type_ok(int type);
@@ -229,6 +231,15 @@ void cu_get_rows(cudaStream_t s, const cu_tensor *w, const int32_t *tokens, int 
 /* tiles (may be NULL): also one expert tile per assignment (decode's grouping). */
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
               int32_t *sel, float *selw, cu_tile *tiles);
+/* Prefill's grouping on the device: the n_assign assignments of sel sorted
+ * by expert into tiles of <= CU_MM_NT (each expert's run of tiles in expert
+ * order, cu_tile.run numbered), tiles[cu_group_bound(..)] written, those
+ * past the last with n = 0.  work: cu_group_work_ints ints of device memory.
+ * Within an expert the assignments' order is the atomics' (each output row
+ * is computed alone: the order changes no bits). */
+static inline int cu_group_bound(int n_assign, int n_expert) { return n_assign / CU_MM_NT + n_expert; }
+static inline size_t cu_group_work_ints(int n_expert) { return 3 * (size_t)n_expert; }
+void cu_group_tiles(cudaStream_t s, const int32_t *sel, int n_assign, int n_expert, int32_t *work, cu_tile *tiles);
 void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n);
 /* g[a] = silu(g[a]) * u[a] for the rows a of the tiles (rows of f). */
 void cu_swiglu_tiles(cudaStream_t s, float *g, const float *u, const cu_tile *tiles, int n_tiles, int f);
@@ -268,8 +279,10 @@ size_t cu_attention_split_floats(int n_head, int max_pos);
 
 /* ---- cu_delta.cu ---- */
 bool cu_delta_supported(int S);
-void cu_conv(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K);
-void cu_l2norm_qk(cudaStream_t s, float *cv, int n_tok, int C, int n_vec, int S, float eps);
+/* The causal conv + SiLU of n_tok tokens (state moved on), then the L2 norm
+ * of the vectors of S (dividing 128) in channels [0, n_norm): q and k. */
+void cu_conv_l2norm(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K,
+                    int n_norm, int S, float eps);
 /* beta, alpha: the raw projections (the gates are made from them with dt, A). */
 void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
               const float *A, float *o, int n_tok, int S, int HK, int HV);

@@ -3,8 +3,9 @@
  *
  *   gates     beta = sigmoid(b), alpha = softplus(a + dt_bias) * A: made by
  *             the delta step from the raw projections
- *   conv      thread per channel, tokens in order, state [(K-1)][C] as the CPU
- *   l2norm    per key head of q and k, llama.cpp's composition (deltanet.c)
+ *   conv      a thread per (token, channel), state [(K-1)][C] as the CPU,
+ *   + l2norm  and in the same kernel the L2 norm of every key head's q and
+ *             k, llama.cpp's composition (deltanet.c)
  *   delta     one warp per state row j of a value head, the row in registers
  *             for the whole chunk (S is a template argument: 16..128), so a
  *             prefill chunk reads and writes the S x S state once.  Per
@@ -27,44 +28,80 @@ __device__ __forceinline__ void dn_gates1(float braw, float araw, float dt, floa
     *decay = cu_expf(alpha);
 }
 
-__global__ void conv_kernel(const float *mix, float *cv, float *st, const float *w, int n, int C, int K) {
-    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= C) return;
-    const float *wc = w + (size_t)ch * K;
-    for (int t = 0; t < n; t++) {
-        const size_t r = (size_t)t * C + ch;
-        const float in = mix[r];
-        float sum = 0.0f;
-        /* products rounded before each add, as the CPU (built without FP contraction) */
-        for (int q = 0; q < K - 1; q++) sum = __fadd_rn(sum, __fmul_rn(st[(size_t)q * C + ch], wc[q]));
-        sum = __fadd_rn(sum, __fmul_rn(in, wc[K - 1]));
-        cv[r] = sum / (1.0f + cu_expf(-sum));
-        for (int q = 0; q + 1 < K - 1; q++) st[(size_t)q * C + ch] = st[(size_t)(q + 1) * C + ch];
-        if (K > 1) st[(size_t)(K - 2) * C + ch] = in;
+/* The causal conv and SiLU of token t (blockIdx.y, and on by gridDim.y),
+ * channels [128 blockIdx.x, +128): a token's conv reads inputs only (the
+ * chunk's, or before it the state's row p + K - 1), never an earlier
+ * output, so every (token, channel) runs at once.  Then the L2 norm of the
+ * q and k vectors (channels below n_norm, vectors of S dividing 128, so
+ * whole vectors in the block) on the block's values in shared memory: a
+ * warp a vector, the squares summed in double lane-strided then by the
+ * butterfly, x * (1 / sqrt(mean + eps / S)) * (1 / sqrt(S)).  One token (n == 1): each thread also moves its
+ * channel's state, so decode is one launch; a chunk moves it afterwards
+ * (conv_state_kernel), once every token has read it. */
+__global__ void conv_norm_kernel(const float *__restrict__ mix, float *__restrict__ cv, float *st,
+                                 const float *__restrict__ w, int n, int C, int K, int n_norm, int S, float eps) {
+    __shared__ float sh[128];
+    const int base = blockIdx.x * 128, ch = base + threadIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float *wc = w + (size_t)(ch < C ? ch : 0) * K;
+    for (int t = blockIdx.y; t < n; t += gridDim.y) {
+        float out = 0.0f;
+        if (ch < C) {
+            float sum = 0.0f;
+            /* products rounded before each add, as the CPU (built without FP contraction) */
+            for (int q = 0; q < K - 1; q++) {
+                const int p = t - (K - 1) + q;
+                const float in = p < 0 ? st[(size_t)(p + K - 1) * C + ch] : mix[(size_t)p * C + ch];
+                sum = __fadd_rn(sum, __fmul_rn(in, wc[q]));
+            }
+            const float in = mix[(size_t)t * C + ch];
+            sum = __fadd_rn(sum, __fmul_rn(in, wc[K - 1]));
+            out = sum / (1.0f + cu_expf(-sum));
+            if (n == 1) { /* the state: this thread's channel only, read above */
+                for (int q = 0; q + 1 < K - 1; q++) st[(size_t)q * C + ch] = st[(size_t)(q + 1) * C + ch];
+                if (K > 1) st[(size_t)(K - 2) * C + ch] = in;
+            }
+        }
+        float *row = cv + (size_t)t * C;
+        if (base >= n_norm) { /* block-uniform: v channels only */
+            if (ch < C) row[ch] = out;
+            continue;
+        }
+        sh[threadIdx.x] = out;
+        __syncthreads();
+        for (int v = warp; v < 128 / S && base + v * S < n_norm; v += blockDim.x >> 5) {
+            const float *x = sh + v * S;
+            double s = 0.0;
+            for (int i = lane; i < S; i += 32) s += (double)x[i] * x[i];
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            const float mean = (float)(s / (double)S);
+            const float scale = 1.0f / sqrtf(mean + eps / (float)S);
+            const float post = 1.0f / sqrtf((float)S);
+            for (int i = lane; i < S; i += 32) row[base + v * S + i] = (x[i] * scale) * post;
+        }
+        if (ch >= n_norm && ch < C) row[ch] = out; /* a block across the q/k end */
+        __syncthreads(); /* sh is rewritten by the next token */
     }
 }
 
-void cu_conv(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K) {
-    if (n_tok <= 0) return;
-    conv_kernel<<<(C + 127) / 128, 128, 0, s>>>(mix, cv, state, w, n_tok, C, K);
+/* The state after n tokens: its row q holds input n - (K - 1) + q, from the
+ * chunk or, when the chunk is shorter, from the old state's row n + q (rows
+ * are rewritten in ascending order, so each is read before it is written). */
+__global__ void conv_state_kernel(const float *mix, float *st, int n, int C, int K) {
+    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= C) return;
+    for (int q = 0; q < K - 1; q++) {
+        const int p = n - (K - 1) + q;
+        st[(size_t)q * C + ch] = p < 0 ? st[(size_t)(n + q) * C + ch] : mix[(size_t)p * C + ch];
+    }
 }
 
-/* one warp per (token, vector): x / sqrt(sum x^2 + eps) as deltanet.c's l2norm */
-__global__ void l2norm_kernel(float *cv, int C, int n_vec, int S, float eps) {
-    const int t = blockIdx.y, v = blockIdx.x;
-    float *x = cv + (size_t)t * C + (size_t)v * S;
-    double s = 0.0;
-    for (int i = threadIdx.x; i < S; i += 32) s += (double)x[i] * x[i];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const float mean = (float)(s / (double)S);
-    const float scale = 1.0f / sqrtf(mean + eps / (float)S);
-    const float post = 1.0f / sqrtf((float)S);
-    for (int i = threadIdx.x; i < S; i += 32) x[i] = (x[i] * scale) * post;
-}
-
-void cu_l2norm_qk(cudaStream_t s, float *cv, int n_tok, int C, int n_vec, int S, float eps) {
+void cu_conv_l2norm(cudaStream_t s, const float *mix, float *cv, float *state, const float *w, int n_tok, int C, int K,
+                    int n_norm, int S, float eps) {
     if (n_tok <= 0) return;
-    l2norm_kernel<<<dim3(n_vec, n_tok), 32, 0, s>>>(cv, C, n_vec, S, eps);
+    const int blocks = (C + 127) / 128;
+    conv_norm_kernel<<<dim3(blocks, n_tok < 65535 ? n_tok : 65535), 128, 0, s>>>(mix, cv, state, w, n_tok, C, K,
+                                                                                  n_norm, S, eps);
+    if (n_tok > 1) conv_state_kernel<<<blocks, 128, 0, s>>>(mix, state, n_tok, C, K);
 }
 
 /* A state row's dot with x, in the CPU's order (delta_avx512.c) so that the

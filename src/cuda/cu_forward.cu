@@ -124,7 +124,7 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
         grow(&c->att, R * QD * f, err) || grow(&c->router, R * hp->n_expert * f, err) ||
         grow(&c->sel, R * K * 4, err) || grow(&c->selw, R * K * f, err) || grow(&c->gate, R * K * F * f, err) ||
         grow(&c->up, R * K * F * f, err) || grow(&c->down, R * K * E * f, err) ||
-        grow(&c->tiles, (R * K + hp->n_expert) * sizeof(cu_tile), err))
+        grow(&c->tiles, (R * K + hp->n_expert) * sizeof(cu_tile) + cu_group_work_ints(hp->n_expert) * 4, err))
         return -1;
     if (hp->arch_id == QW_ARCH_QWEN35MOE &&
         (grow(&c->qg, R * 2 * QD * f, err) || grow(&c->mix, R * C * f, err) || grow(&c->cv, R * C * f, err) ||
@@ -384,10 +384,9 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n, const cu
     cu_matmul_set(s, in, 4, P(c->xn), E, 1, NULL, 0, n, true);
     for (int i = 0; i < n_spans; i++) {
         const size_t r = (size_t)spans[i].row0;
-        cu_conv(s, P(c->mix) + r * C, P(c->cv) + r * C, P(spans[i].kv->conv[il]), (const float *)L->conv1d.data,
-                spans[i].n, C, KC);
+        cu_conv_l2norm(s, P(c->mix) + r * C, P(c->cv) + r * C, P(spans[i].kv->conv[il]),
+                       (const float *)L->conv1d.data, spans[i].n, C, KC, 2 * HK * S, S, hp->rms_eps);
     }
-    cu_l2norm_qk(s, P(c->cv), n, C, 2 * HK, S, hp->rms_eps);
     for (int i = 0; i < n_spans; i++) {
         const size_t r = (size_t)spans[i].row0;
         cu_delta(s, P(spans[i].kv->delta[il]), P(c->cv) + r * C, P(c->beta) + r * HV, P(c->alpha) + r * HV,
@@ -447,6 +446,7 @@ static int build_tiles(cu_ctx *c, int nk, int e0, int e1, const int32_t *slot_of
             cu_tile *t = &c->h_tiles[nt++];
             t->e = slot_of ? slot_of[e] : e;
             t->n = a1 - a < CU_MM_NT ? a1 - a : CU_MM_NT;
+            t->run = (a - a0) / CU_MM_NT;
             for (int i = 0; i < CU_MM_NT; i++) t->a[i] = i < t->n ? c->h_order[a + i] : 0;
         }
     }
@@ -476,6 +476,13 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, bool route_dev
     if (on_device) {
         expert_tiles(c, L, d_tiles, nk, false, n, true, shexp);
         shexp_done = shexp;
+    } else if (!dm->streaming) {
+        /* resident prefill: grouped on the device, so the host never waits
+         * on the routing (tiles past the last are empty: the matmuls skip them) */
+        const int bound = cu_group_bound(nk, X);
+        cu_group_tiles(s, (const int32_t *)c->sel.p, nk, X, (int32_t *)(d_tiles + (size_t)nk + X), d_tiles);
+        expert_tiles(c, L, d_tiles, bound, false, n, true, shexp);
+        shexp_done = shexp;
     } else {
         CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
         CU_TRY(cudaStreamSynchronize(s), err);
@@ -488,13 +495,7 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, bool route_dev
             acc += m;
         }
         for (int a = 0; a < nk; a++) c->h_order[c->h_count[c->h_sel[a]]++] = a;
-        if (!dm->streaming) {
-            const int nt = build_tiles(c, nk, 0, X, NULL);
-            CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice, s), err);
-            expert_tiles(c, L, d_tiles, nt, false, n, true, shexp);
-            shexp_done = shexp;
-            CU_TRY(cudaStreamSynchronize(s), err); /* h_tiles is reused by the next layer */
-        } else {
+        {
             /* groups of at most `slots` used experts */
             int e = 0;
             while (e < X) {

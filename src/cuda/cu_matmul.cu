@@ -60,6 +60,7 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
+    if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
     const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
     const int nsb = k >> 5;
     float s[CU_MM_NT];
@@ -125,6 +126,7 @@ __global__ void mm_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
+    if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
     const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
     float s[CU_MM_NT];
 #pragma unroll
@@ -173,6 +175,7 @@ __global__ void mm_f32_kernel(const cu_mm_dst D, int k, const float *x, int ldx,
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
+    if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
     const float *w = (const float *)(P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes);
     const int k64 = k & ~63, k16 = k & ~15;
 #pragma unroll

@@ -138,6 +138,7 @@ __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const i
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
+    if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
     const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
     const int nsub = k >> 5, nblk = k >> 8;
     float s[CU_MM_NT];

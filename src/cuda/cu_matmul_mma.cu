@@ -6,10 +6,10 @@
  * makes it, so a row's dot has those kernels' bits (and so the CPU's where
  * they have them): the tensor cores change the speed, not the result.
  *
- * Layout: a warp owns 16 output rows x one tile of 8 tokens (CU_MM_NT), or
- * in a dense matmul MMA_DENSE_NTT such tiles, so that its weight fragment,
- * read once, serves them all (an expert tile's tokens are the expert's: its
- * neighbours in the grid hold other experts).  The MMA's A operand is the 16 weight rows (row-major int8, straight from the
+ * Layout: a warp owns 16 output rows x MMA_DENSE_NTT tiles of 8 tokens
+ * (CU_MM_NT) in a dense matmul, or MMA_TILE_NTT consecutive tiles of one
+ * expert (cu_tile.run), so that its weight fragment, read and unpacked
+ * once, serves them all.  The MMA's A operand is the 16 weight rows (row-major int8, straight from the
  * block layout), B the 8 tokens' int8 activations.  Per the PTX fragment
  * layout, lane (g = lane / 4, q = lane % 4) feeds A with rows g and g + 8
  * at sub-block offsets 4q and 16 + 4q, feeds B with token g at the same
@@ -25,17 +25,23 @@
 #ifndef QW_MMA_DENSE_NTT
 #define QW_MMA_DENSE_NTT 2 /* build-time, for measuring 1 / 2 / 4: 2 was fastest on the full-size qwen36-a3b (bench/RESULTS.md) */
 #endif
-enum { MMA_WARPS = 4, MMA_DENSE_NTT = QW_MMA_DENSE_NTT };
+/* An expert's tiles a warp takes: prefill's grouping gives an expert 16
+ * assignments on average at 512 tokens, 256 experts top-8 (Qwen3.6-A3B) */
+#ifndef QW_MMA_TILE_NTT
+#define QW_MMA_TILE_NTT 2
+#endif
+enum { MMA_WARPS = 4, MMA_DENSE_NTT = QW_MMA_DENSE_NTT, MMA_TILE_NTT = QW_MMA_TILE_NTT };
 
 static int g_mma_mode = CU_MMA_AUTO;
 void cu_mma_mode(int mode) { g_mma_mode = mode; }
 bool cu_mma_wanted(const cu_tile *tiles, int n_tiles, int n_tok, int xdiv) {
-    /* tiles carry n_tok * xdiv assignments: more than one a tile on average
-     * is prefill's grouping; decode's tiles hold one each.  A dense matmul
+    /* tiles carry n_tok * xdiv assignments: decode's grouping gives each
+     * its own tile (so as many tiles), prefill's groups them by expert
+     * (cu_group_tiles: at most n/8 + experts, some empty).  A dense matmul
      * of one tile's tokens or fewer (a lanes step's few rows) stays on dp4a:
      * a warp of the MMA kernel owns 16 rows, so a 2048-row matrix gives it
      * 32 blocks, far fewer than the SMs, where dp4a spreads the rows wide */
-    const bool multi = tiles ? (int64_t)n_tok * xdiv > n_tiles : n_tok > CU_MM_NT;
+    const bool multi = tiles ? (int64_t)n_tok * xdiv != n_tiles : n_tok > CU_MM_NT;
     return g_mma_mode == CU_MMA_ALWAYS || (g_mma_mode == CU_MMA_AUTO && multi);
 }
 
@@ -61,21 +67,28 @@ __device__ __forceinline__ void mma_k16(int *c, uint32_t a0, uint32_t a1, uint32
                  : "r"(a0), "r"(a1), "r"(b0));
 }
 
-/* The tokens of token tile ty: tile ty's assignments (tiles) or dense rows
- * ty * CU_MM_NT.. (n <= 0: past the last token).  Token i's activation row
- * is a / xdiv, its output row a; slots past n repeat the first so loads stay
- * in bounds. */
+/* The tokens of a warp's u-th token tile: with tiles, tile blockIdx.y + u
+ * when it continues blockIdx.y's run of one expert (a warp whose tile is not
+ * the first of NTT in its run has nothing: its run's first warp takes it);
+ * dense, rows (blockIdx.y * NTT + u) * CU_MM_NT.. (n <= 0: nothing to do).
+ * Token i's activation row is a / xdiv, its output row a; slots past n
+ * repeat the first so loads stay in bounds. */
 struct mma_toks {
     int n, e;
     const cu_tile *tl;
     int t0;
 };
-__device__ __forceinline__ mma_toks mma_tile(const cu_tile *tiles, int n_tok, int ty) {
+template <int NTT>
+__device__ __forceinline__ mma_toks mma_tile(const cu_tile *tiles, int n_tiles, int n_tok, int u) {
     mma_toks t;
     if (tiles) {
-        t.tl = &tiles[ty];
-        t.n = t.tl->n, t.e = t.tl->e, t.t0 = 0;
+        const cu_tile *lead = &tiles[blockIdx.y];
+        const int ty = blockIdx.y + u;
+        const bool mine = lead->run % NTT == 0 && ty < n_tiles && tiles[ty].run == lead->run + u;
+        t.tl = mine ? &tiles[ty] : lead;
+        t.n = mine ? t.tl->n : 0, t.e = lead->e, t.t0 = 0;
     } else {
+        const int ty = blockIdx.y * NTT + u;
         t.tl = NULL, t.e = 0, t.t0 = ty * CU_MM_NT;
         t.n = min(CU_MM_NT, n_tok - t.t0);
     }
@@ -118,10 +131,11 @@ template <> __device__ __forceinline__ float q8w<QW_TYPE_Q4_0>(const uint8_t *ro
 /* Per block: p = isum * (d_w * d_x), summed block by block — mm_q8_kernel's
  * expression and order, each operation rounded on its own.  NTT token tiles
  * a warp (dense matmuls: the weight fragment is read once for NTT * 8
- * tokens; expert tiles: 1). */
+ * tokens; expert tiles: MMA_TILE_NTT of one expert's run). */
 template <int T, int NTT>
 __global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
-                              const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y, int ldy, int acc) {
+                              const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy,
+                              int acc) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
     if (r0 >= rows) return;
@@ -131,11 +145,12 @@ __global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
     const int nsb = k >> 5;
 #pragma unroll
     for (int u = 0; u < NTT; u++) {
-        t[u] = mma_tile(tiles, n_tok, blockIdx.y * NTT + u);
+        t[u] = mma_tile<NTT>(tiles, n_tiles, n_tok, u);
         xb[u] = xq + (size_t)(mma_out_row(t[u], g) / xdiv) * k + 4 * q; /* B: token g */
         xd0[u] = xd + (size_t)(mma_out_row(t[u], 2 * q) / xdiv) * nsb;  /* the lane's tokens' scales */
         xd1[u] = xd + (size_t)(mma_out_row(t[u], 2 * q + 1) / xdiv) * nsb;
     }
+    if (t[0].n <= 0) return; /* a tile its run's first warp takes */
     const uint8_t *wa = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
     const uint8_t *wb = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g + 8, rows - 1) * row_bytes;
     float s[NTT][4];
@@ -164,8 +179,9 @@ __global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
         if (t[u].n > 0) mma_store(t[u], r0 + g, rows, q, s[u], y, ldy, acc);
 }
 
-/* The grid: 64 rows a block; token tiles of 8 (expert tiles) or of
- * MMA_DENSE_NTT * 8 (dense). */
+/* The grid: 64 rows a block; a block per expert tile (the warps of all but
+ * each run's every MMA_TILE_NTT-th return at once) or per MMA_DENSE_NTT * 8
+ * dense tokens. */
 static dim3 mma_grid(int rows, const cu_tile *tiles, int n_tiles, int n_tok) {
     const int per = CU_MM_NT * (tiles ? 1 : MMA_DENSE_NTT);
     return dim3((rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS), tiles ? n_tiles : (n_tok + per - 1) / per);
@@ -178,11 +194,12 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
 #define Q8(T)                                                                                                      \
     if (type == T) {                                                                                               \
         if (tiles)                                                                                                 \
-            mma_q8_kernel<T, 1><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xd, xdiv,     \
-                                                                tiles, n_tok, y, ldy, acc);                        \
+            mma_q8_kernel<T, MMA_TILE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xd, \
+                                                                           xdiv, tiles, n_tiles, n_tok, y, ldy, acc); \
         else                                                                                                       \
             mma_q8_kernel<T, MMA_DENSE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq,   \
-                                                                            xd, xdiv, tiles, n_tok, y, ldy, acc);  \
+                                                                            xd, xdiv, tiles, n_tiles, n_tok, y, ldy, \
+                                                                            acc);                                  \
         return true;                                                                                               \
     }
     Q8(QW_TYPE_Q8_0)
@@ -285,8 +302,8 @@ template <> struct kqb<QW_TYPE_Q6_K> {
  * block by block — mm_kq_kernel's expression and order. */
 template <int T, int NTT>
 __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
-                              const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles, int n_tok, float *y,
-                              int ldy, int acc) {
+                              const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok,
+                              float *y, int ldy, int acc) {
     typedef kqb<T> B;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
@@ -297,10 +314,11 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
     const int8_t *xb[NTT];
 #pragma unroll
     for (int u = 0; u < NTT; u++) {
-        t[u] = mma_tile(tiles, n_tok, blockIdx.y * NTT + u);
+        t[u] = mma_tile<NTT>(tiles, n_tiles, n_tok, u);
         x0[u] = (size_t)(mma_out_row(t[u], 2 * q) / xdiv), x1[u] = (size_t)(mma_out_row(t[u], 2 * q + 1) / xdiv);
         xb[u] = xq + (size_t)(mma_out_row(t[u], g) / xdiv) * k + 4 * q; /* B: token g */
     }
+    if (t[0].n <= 0) return; /* a tile its run's first warp takes */
     const uint8_t *wa = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
     const uint8_t *wb = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g + 8, rows - 1) * row_bytes;
     float s[NTT][4];
@@ -373,11 +391,12 @@ bool cu_matmul_mma_kq(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
 #define KQ(T)                                                                                                         \
     case T:                                                                                                           \
         if (tiles)                                                                                                    \
-            mma_kq_kernel<T, 1><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, xd, xdiv,  \
-                                                               tiles, n_tok, y, ldy, acc);                           \
+            mma_kq_kernel<T, MMA_TILE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, \
+                                                                          xd, xdiv, tiles, n_tiles, n_tok, y, ldy, acc); \
         else                                                                                                          \
             mma_kq_kernel<T, MMA_DENSE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, \
-                                                                           xd, xdiv, tiles, n_tok, y, ldy, acc);      \
+                                                                           xd, xdiv, tiles, n_tiles, n_tok, y, ldy,   \
+                                                                           acc);                                     \
         return true;
     switch (type) {
         KQ(QW_TYPE_Q2_K) KQ(QW_TYPE_Q3_K) KQ(QW_TYPE_Q4_K) KQ(QW_TYPE_Q5_K) KQ(QW_TYPE_Q6_K)

@@ -205,7 +205,7 @@ __global__ void route_kernel(const float *logits, int X, int k, int norm, float 
         for (int q = 0; q < k; q++) {
             cu_tile *t = &tiles[(size_t)blockIdx.x * k + q];
             t->e = s[q];
-            t->n = 1;
+            t->n = 1, t->run = 0;
             t->a[0] = blockIdx.x * k + q;
             for (int i = 1; i < CU_MM_NT; i++) t->a[i] = 0;
         }
@@ -216,6 +216,45 @@ void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int 
     if (n_tok <= 0) return;
     route_kernel<<<n_tok, 128, (size_t)n_expert * sizeof(float), s>>>(logits, n_expert, k, norm, scale, sel, selw,
                                                                        tiles);
+}
+
+/* cu_group_tiles: count the assignments of each expert; then (one thread:
+ * a few hundred experts) each expert's first tile; then place every
+ * assignment at its expert's cursor, the first of each tile writing the
+ * tile's expert, run and count. */
+__global__ void group_count_kernel(const int32_t *sel, int nk, int32_t *count) {
+    const int a = blockIdx.x * blockDim.x + threadIdx.x;
+    if (a < nk) atomicAdd(&count[sel[a]], 1);
+}
+
+__global__ void group_scan_kernel(const int32_t *count, int32_t *tile0, int X) {
+    if (threadIdx.x) return;
+    for (int e = 0, acc = 0; e < X; e++) {
+        tile0[e] = acc;
+        acc += (count[e] + CU_MM_NT - 1) / CU_MM_NT;
+    }
+}
+
+__global__ void group_fill_kernel(const int32_t *sel, int nk, const int32_t *count, const int32_t *tile0,
+                                  int32_t *cursor, cu_tile *tiles) {
+    const int a = blockIdx.x * blockDim.x + threadIdx.x;
+    if (a >= nk) return;
+    const int e = sel[a], p = atomicAdd(&cursor[e], 1);
+    cu_tile *t = &tiles[tile0[e] + p / CU_MM_NT];
+    t->a[p % CU_MM_NT] = a;
+    if (p % CU_MM_NT == 0) t->e = e, t->run = p / CU_MM_NT, t->n = min((int)CU_MM_NT, count[e] - p);
+}
+
+void cu_group_tiles(cudaStream_t s, const int32_t *sel, int n_assign, int n_expert, int32_t *work, cu_tile *tiles) {
+    if (n_assign <= 0) return;
+    int32_t *count = work, *cursor = work + n_expert, *tile0 = work + 2 * (size_t)n_expert;
+    /* the tiles past the last stay empty (n = 0) */
+    cudaMemsetAsync(tiles, 0, (size_t)cu_group_bound(n_assign, n_expert) * sizeof(cu_tile), s);
+    cudaMemsetAsync(work, 0, 2 * (size_t)n_expert * 4, s); /* count, cursor */
+    const int blocks = (n_assign + 255) / 256;
+    group_count_kernel<<<blocks, 256, 0, s>>>(sel, n_assign, count);
+    group_scan_kernel<<<1, 32, 0, s>>>(count, tile0, n_expert);
+    group_fill_kernel<<<blocks, 256, 0, s>>>(sel, n_assign, count, tile0, cursor, tiles);
 }
 
 __device__ __forceinline__ float swiglu1(float g, float u) { return (g / (1.0f + cu_expf(-g))) * u; }
