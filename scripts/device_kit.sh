@@ -17,6 +17,8 @@
 #   .devjob/env.sh          sourced by a job: unpacks deps and tok, sets the paths.
 # A job then runs, on the device:   . .devjob/env.sh && make -s -j16 all tests-bin
 #   scripts/device_kit.sh          build the kit (idempotent)
+#   scripts/device_kit.sh base REV...  src/cuda of each revision into .devjob/base-REV/, which
+#                                  scripts/device_job.sh builds and times this tree against
 #   scripts/device_kit.sh slim     move models/*.gguf out of the tree (they travel packed)
 #   scripts/device_kit.sh unslim   put them back (before any commit: they are tracked)
 set -eu
@@ -26,6 +28,12 @@ OUTSIDE=${QWISP_SLIM_DIR:-/tmp/qwisp-slim-models}
 case "${1:-}" in
 slim)   mkdir -p "$OUTSIDE" && mv models/*.gguf "$OUTSIDE"/ && echo "models moved to $OUTSIDE"; exit 0 ;;
 unslim) mv "$OUTSIDE"/*.gguf models/ && git status --short models; exit 0 ;;
+base)   shift; rm -rf "$K"/base-*
+        for rev in "$@"; do
+            short=$(git rev-parse --short "$rev") && mkdir -p "$K/base-$short" &&
+                git archive "$rev" src/cuda | tar -x -C "$K/base-$short" && echo "$K/base-$short"
+        done
+        exit 0 ;;
 esac
 mkdir -p "$K"
 if [ ! -s "$K/deps.tar.xz" ]; then

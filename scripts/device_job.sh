@@ -1,0 +1,115 @@
+#!/bin/bash
+# Developer script: the job a lent GPU machine runs (docs/cuda.md, "Building
+# and testing on a GPU").  Prepare here, then run it there from the
+# repository root with the device tool's carry [".devjob"]:
+#   scripts/device_kit.sh                  # the libraries, tokenizer data, llama.cpp source
+#   scripts/device_kit.sh base REV...      # src/cuda of earlier revisions, to time against
+#   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
+#   LIMIT=<seconds> bash scripts/device_job.sh   # on the device
+# In order, each step skipped when the time left (LIMIT) is short: build; the
+# Xeon host's AMX kernel tests; generated models in /dev/shm; the GPU suite;
+# pp512/tg128 of the full-size qwen36-a3b Q4_K with this tree's CUDA object
+# and each base revision's, alternated; ncu per-kernel times of a 4-layer
+# prefill; lanes with QWISP_DEVICE_BATCH 1/0/1; then on the host CPU AMX vs
+# AVX-512 prefill and bench/speed_vs_llamabench.sh.  Output also in $OUT/log.txt.
+set -u
+. .devjob/env.sh
+LIMIT=${LIMIT:-570}
+left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
+need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
+O=${OUT:-/tmp/out}; mkdir -p "$O"
+exec > >(tee -a "$O/log.txt") 2>&1
+ts "host: $(grep -m1 'model name' /proc/cpuinfo) $(nproc) cores; $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
+grep -o 'amx[a-z0-9_]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+git log --oneline -1 2>/dev/null || true
+# llama-bench (CPU) built in the background, niced, on 8 cores
+mkdir -p /tmp/llsrc && tar xJf .devjob/llama-src.tar.xz -C /tmp/llsrc
+( JOBS=8 LLAMA_SRC=/tmp/llsrc QWISP_CACHE=/tmp/qc bench/llama_bench_build.sh > /tmp/llb.log 2>&1; echo "llb rc=$?" >> /tmp/llb.log ) &
+LLB=$!
+ts "build"
+make -s -j12 all tests-bin > /tmp/make.log 2>&1 || { tail -30 /tmp/make.log; exit 1; }
+ts "built"; ls -la build/libqwisp_cuda.so
+Q=build/qwisp
+# the base revisions' CUDA objects (scripts/device_kit.sh base), built aside in the background
+BASES=$(cd .devjob 2>/dev/null && ls -d base-* 2>/dev/null)
+for v in $BASES; do
+  ( mkdir -p /tmp/$v && cp -r src include Makefile /tmp/$v/ && rm -rf /tmp/$v/src/cuda && cp -r .devjob/$v/src/cuda /tmp/$v/src/ &&
+    make -s -C /tmp/$v -j4 build/libqwisp_cuda.so > /tmp/$v.log 2>&1; echo "$v object rc=$?" >> /tmp/$v.log ) &
+done
+build/qwisp config 2>&1 | grep -i -E 'kernels|simd|amx' | head -5
+ts "AMX tests on the Xeon"
+for t in test_amx test_kquant test_gemm; do
+    timeout 120 build/tests/kernels/$t > /tmp/$t.log 2>&1; echo "$t rc=$?"; grep -E 'PASSED|FAILED|SKIP|INFO' /tmp/$t.log | tail -6
+done
+ts "gen models"
+S=/dev/shm
+A3B="--n-embd 2048 --n-layer 4 --n-head 32 --n-head-kv 4 --head-dim 128 --n-expert 128 --n-expert-used 8 --n-ff-exp 768"
+$Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q4_K.gguf > /dev/null &
+$Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q4_K.gguf > /dev/null &
+$Q gen-model --preset bench --type q8_0 --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q8_0.gguf > /dev/null &
+$Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 -o $S/big.gguf > /dev/null &
+$Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 --n-layer 4 -o $S/l4.gguf > /dev/null &
+wait %2 %3 %4 %5 %6 2>/dev/null; wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
+ls -la $S/*.gguf; ts "models ready"
+# ---- GPU (the CPU build of llama-bench may still run, niced) ----
+export QWISP_BACKEND=cuda
+if need 100 "GPU suite"; then
+    ts "GPU suite"; timeout 200 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
+fi
+if need 100 "GPU pp512/tg128, this tree against the bases"; then
+    for v in $BASES; do ts "$(tail -1 /tmp/$v.log)"; done
+    for round in 1 2; do
+        for v in $BASES this; do
+            lib=build/libqwisp_cuda.so; [ $v != this ] && lib=/tmp/$v/build/libqwisp_cuda.so
+            ts "GPU $v: $(QWISP_CUDA_LIB=$lib $Q bench -m $S/big.gguf -p 512 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+        done
+    done
+fi
+if need 90 "ncu prefill" && command -v ncu > /dev/null; then
+    ts "ncu prefill (4 layers, pp512, one rep)"
+    timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
+        $Q bench -m $S/l4.gguf -p 512 -n 0 -r 1 --bw-mb 0 > /tmp/ncu.csv 2> /tmp/ncu.err
+    echo "ncu rc=$?"; cp /tmp/ncu.csv "$O/ncu_prefill.csv" 2>/dev/null
+    python3 - <<'PY'
+import csv, collections
+rows = list(csv.reader(l for l in open('/tmp/ncu.csv') if l.startswith('"')))
+h = rows[0]; ki = h.index('Kernel Name'); vi = h.index('Metric Value'); ui = h.index('Metric Unit')
+tot = collections.defaultdict(float); cnt = collections.Counter()
+for r in rows[1:]:
+    try: v = float(r[vi].replace(',', ''))
+    except: continue
+    u = r[ui]; v = v / 1000.0 if u == 'nsecond' else (v if u == 'usecond' else v * 1000 if u == 'msecond' else v)
+    k = r[ki].split('(')[0][:60]; tot[k] += v; cnt[k] += 1
+s = sum(tot.values()); print("total us %.0f over %d kernels" % (s, sum(cnt.values())))
+for k, v in sorted(tot.items(), key=lambda x: -x[1])[:25]: print("%8.0f us %5.1f%% n=%4d %s" % (v, 100 * v / s, cnt[k], k))
+PY
+fi
+if need 120 "GPU lanes"; then
+    for b in 1 0 1; do
+        ts "lanes DEVICE_BATCH=$b"
+        QWISP_DEVICE_BATCH=$b $Q bench -m $S/big.gguf -p 0 -n 64 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 | grep -E "^tg" | head -8
+    done
+fi
+unset QWISP_BACKEND
+# ---- CPU: AMX vs AVX-512, and llama-bench ----
+ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log
+LB=/tmp/qc/llama-bench/build/bin/llama-bench
+if need 100 "AMX vs avx512 pp512"; then
+    for lvl in avx512 avx512-amx avx512 avx512-amx; do
+        for th in 16 2; do
+            tsk=""; [ $th = 2 ] && tsk="taskset -c 2,3"
+            r=$(QWISP_BACKEND=cpu QWISP_SIMD=$lvl $tsk $Q bench -m $S/a3b-q4_K.gguf -p 512 -n 0 -r 2 --threads $th --bw-mb 0 --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["pp_tok_s"]["median"],1))' 2>&1)
+            ts "a3b-q4_K pp512 $lvl t=$th: $r"
+        done
+    done
+fi
+if [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
+    QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \
+        $S/bench-q4_K.gguf $S/a3b-q4_K.gguf $S/bench-q8_0.gguf 2>&1 | tail -14
+fi
+if need 60 "full-size CPU 16 threads"; then
+    for lvl in avx512 avx512-amx; do
+        ts "big pp512 16 threads $lvl"; QWISP_BACKEND=cpu QWISP_SIMD=$lvl $Q bench -m $S/big.gguf -p 512 -n 0 -r 1 --threads 16 --bw-mb 0 2>&1 | tail -2
+    done
+fi
+ts "done"
