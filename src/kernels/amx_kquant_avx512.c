@@ -24,32 +24,18 @@
  * A is made once per (16-row strip, super-block) and serves every token of
  * the call, so a call should carry as many tokens as it can: the matmul
  * gives this level's wide tile (16 tokens) the leftover tokens too, padded
- * (qw_kq_dots.wide_tail_q4_K, matmul.c).
+ * (qw_kq_dots.amx_types, matmul.c).
  *
- * Testing without AMX: the tile body is written once over five tile
- * operations that issue the AMX instructions or, for qw_amx_q4_K_emulated,
- * run a software model of them byte for byte, so a CPU without AMX still
- * checks the layout and the bits (tests/kernels/test_amx.c).
+ * Testing without AMX: the tile body is written once over the tile
+ * operations of amx_tiles_avx512.h, which issue the AMX instructions or, for
+ * emulated_q4_K, run a software model of them byte for byte, so a CPU
+ * without AMX still checks the layout and the bits (tests/kernels/test_amx.c).
  */
-#include <immintrin.h>
-#include <stdalign.h>
-#include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "kernels/amx_tiles_avx512.h"
 #include "kernels/kquant_blocks_x86.h"
 #include "kernels/quant_impl.h"
-
-#define AMX __attribute__((target("amx-tile,amx-int8")))
-#define INLINE inline __attribute__((always_inline)) static
-
-enum {
-    M = 16,                           /* rows of a strip (one tile's rows) */
-    STEP = 64,                        /* elements of one tile multiply */
-    NSTEP = QW_QK_K / STEP,           /* steps a super-block */
-    MAX_SB = QW_GEMM_K_MAX / QW_QK_K, /* super-blocks a row at most */
-    TB = M * 64                       /* bytes of one tile */
-};
 
 /* ---- the reference-order dot ------------------------------------------- */
 
@@ -84,137 +70,21 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) { *s = q
 /* Decode: the row loop, the constants set once a call. */
 KQ_GEMV_ROWS(gemv_q4_K, qw_block_q4_K, q4k_ref_row)
 
-/* ---- the tile operations: AMX, or the software model -------------------- */
-
-/* The model: eight tiles of up to 16 rows × 64 bytes, shaped as configured. */
-typedef struct {
-    uint8_t rows[8];
-    uint16_t colsb[8];
-    alignas(64) uint8_t t[8][TB];
-} tile_model;
-
-static void model_load(tile_model *e, int t, const void *p, size_t stride) {
-    memset(e->t[t], 0, TB);
-    for (int r = 0; r < e->rows[t]; r++) memcpy(e->t[t] + r * 64, (const char *)p + (size_t)r * stride, e->colsb[t]);
-}
-static void model_store(const tile_model *e, int t, void *p, size_t stride) {
-    for (int r = 0; r < e->rows[t]; r++) memcpy((char *)p + (size_t)r * stride, e->t[t] + r * 64, e->colsb[t]);
-}
-/* C[m][n] += sum over k of A[m][4k..4k+3] (unsigned) · B[k][4n..4n+3] (signed) */
-static void model_dpbusd(tile_model *e, int c, int a, int b) {
-    for (int m = 0; m < e->rows[c]; m++)
-        for (int n = 0; n < e->colsb[c] / 4; n++) {
-            int32_t acc;
-            memcpy(&acc, e->t[c] + m * 64 + 4 * n, 4);
-            for (int k = 0; k < e->colsb[a] / 4; k++)
-                for (int i = 0; i < 4; i++)
-                    acc += (int32_t)e->t[a][m * 64 + 4 * k + i] * (int32_t)(int8_t)e->t[b][k * 64 + 4 * n + i];
-            memcpy(e->t[c] + m * 64 + 4 * n, &acc, 4);
-        }
-}
-
-#define T_LOAD(e, T, p, stride)                                                                                   \
-    do {                                                                                                          \
-        if (e) model_load(e, T, p, stride);                                                                       \
-        else _tile_loadd(T, p, stride);                                                                           \
-    } while (0)
-#define T_STORE(e, T, p, stride)                                                                                  \
-    do {                                                                                                          \
-        if (e) model_store(e, T, p, stride);                                                                      \
-        else _tile_stored(T, p, stride);                                                                          \
-    } while (0)
-#define T_ZERO(e, T)                                                                                              \
-    do {                                                                                                          \
-        if (e) memset((e)->t[T], 0, TB);                                                                          \
-        else _tile_zero(T);                                                                                       \
-    } while (0)
-#define T_DPBUSD(e, C, A, B)                                                                                      \
-    do {                                                                                                          \
-        if (e) model_dpbusd(e, C, A, B);                                                                          \
-        else _tile_dpbusd(C, A, B);                                                                               \
-    } while (0)
-
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((aligned(64))) tilecfg;
-
-/* tmm0, tmm1: C_lo, C_hi (16 rows × nt int32); tmm2, tmm3: A_lo, A_hi (16
- * rows × 64 bytes); tmm4: B (16 dwords of 4 elements × nt tokens). */
-AMX static void configure(tile_model *e, int nt) {
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 5; t++) {
-        c.rows[t] = M;
-        c.colsb[t] = (uint16_t)(t == 2 || t == 3 ? 64 : nt * 4);
-    }
-    if (e) {
-        for (int t = 0; t < 8; t++) e->rows[t] = c.rows[t], e->colsb[t] = c.colsb[t];
-        return;
-    }
-    /* the intrinsic tells the compiler it reads 8 bytes only: keep every store */
-    __asm__ volatile("" : : "r"(&c) : "memory");
-    _tile_loadconfig(&c);
-}
-
 /* ---- the tile body ------------------------------------------------------ */
 
-/* What the tokens bring, laid out once per call. */
+/* What the tokens bring, laid out once per call: the B tiles and scales, and
+ * the Q8_K sub-block sums the mins meet. */
 typedef struct {
-    /* B for super-block s, step j: dword kk of token t at [(s*NSTEP + j)][kk][4t] */
-    alignas(64) uint8_t b[MAX_SB * NSTEP][TB];
-    alignas(64) float yd[MAX_SB][M];     /* the tokens' Q8_K scales (0 past nt) */
+    amx_tokens tk;
     alignas(64) int32_t ps[MAX_SB][4][M]; /* sub-block sums 2p, 2p+1 as two int16 (0 past nt) */
 } tokens_prep;
 
-/* r[t] = 16 dwords of token t  ->  r[kk] = dword kk of the 16 tokens: a
- * 16 x 16 transpose of 32-bit elements in four rounds of unpacks and
- * 128-bit-lane shuffles. */
-INLINE void transpose16(__m512i r[16]) {
-    __m512i a[16], b[16];
-    for (int i = 0; i < 16; i += 2) {
-        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4)
-        for (int h = 0; h < 2; h++) {
-            b[i + 2 * h] = _mm512_unpacklo_epi64(a[i + h], a[i + 2 + h]);
-            b[i + 2 * h + 1] = _mm512_unpackhi_epi64(a[i + h], a[i + 2 + h]);
-        }
-    /* b[4g + c]'s 128-bit lane l holds dword 4l + c of tokens 4g..4g+3; row
-     * 4l + c wants lane l of b[c], b[4 + c], b[8 + c], b[12 + c]: pair the
-     * groups' lanes (0, 2 | 1, 3), then the pairs */
-    for (int i = 0; i < 16; i += 8)
-        for (int c = 0; c < 4; c++) {
-            a[i + c] = _mm512_shuffle_i32x4(b[i + c], b[i + 4 + c], _MM_SHUFFLE(2, 0, 2, 0));
-            a[i + 4 + c] = _mm512_shuffle_i32x4(b[i + c], b[i + 4 + c], _MM_SHUFFLE(3, 1, 3, 1));
-        }
-    for (int c = 0; c < 4; c++)
-        for (int h = 0; h < 2; h++) {
-            r[4 * h + c] = _mm512_shuffle_i32x4(a[4 * h + c], a[8 + 4 * h + c], _MM_SHUFFLE(2, 0, 2, 0));
-            r[4 * (h + 2) + c] = _mm512_shuffle_i32x4(a[4 * h + c], a[8 + 4 * h + c], _MM_SHUFFLE(3, 1, 3, 1));
-        }
-}
-
 static void prep_tokens(int64_t nsb, const void *const *xv, int nt, tokens_prep *tp) {
-    memset(tp->yd, 0, sizeof(float) * M * (size_t)nsb);
+    amx_tokens_prep(nsb, xv, nt, &tp->tk);
     memset(tp->ps, 0, sizeof(int32_t) * 4 * M * (size_t)nsb);
-    for (int64_t s = 0; s < nsb; s++)
-        for (int j = 0; j < NSTEP; j++) {
-            /* B rows: token t's 64 bytes of this step as 16 dwords, transposed */
-            __m512i r[16];
-            for (int t = 0; t < M; t++)
-                r[t] = t < nt ? _mm512_loadu_si512((const void *)(((const qw_block_q8_K *)xv[t])[s].qs + STEP * j))
-                              : _mm512_setzero_si512();
-            transpose16(r);
-            for (int kk = 0; kk < M; kk++) _mm512_store_si512((void *)(tp->b[s * NSTEP + j] + kk * 64), r[kk]);
-        }
     for (int t = 0; t < nt; t++) {
         const qw_block_q8_K *y = xv[t];
         for (int64_t s = 0; s < nsb; s++) {
-            tp->yd[s][t] = q8k_d(&y[s]);
             int16_t p[8];
             _mm_storeu_si128((__m128i *)p, q8k_pair_sums(&y[s]));
             for (int q = 0; q < 4; q++) tp->ps[s][q][t] = (int32_t)(uint16_t)p[2 * q] | (int32_t)((uint32_t)(uint16_t)p[2 * q + 1] << 16);
@@ -263,7 +133,7 @@ AMX INLINE void q4k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
     strip_sb ss;
     alignas(64) int32_t c[2][M * M];
     prep_tokens(nsb, xv, nt, tp);
-    configure(e, nt);
+    amx_configure(e, nt, 2, 2);
     for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
         __m512 acc[M];
         for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
@@ -275,7 +145,7 @@ AMX INLINE void q4k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
             T_ZERO(e, 0);
             T_ZERO(e, 1);
             for (int j = 0; j < NSTEP; j++) {
-                T_LOAD(e, 4, tp->b[s * NSTEP + j], 64);
+                T_LOAD(e, 4, tp->tk.b[s * NSTEP + j], 64);
                 T_LOAD(e, 2, ss.a[j][0], 64);
                 T_LOAD(e, 3, ss.a[j][1], 64);
                 T_DPBUSD(e, 0, 2, 4);
@@ -284,7 +154,7 @@ AMX INLINE void q4k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
             T_STORE(e, 0, c[0], M * 4);
             T_STORE(e, 1, c[1], M * 4);
             __asm__ volatile("" : : "r"(c) : "memory");
-            const __m512 yd = _mm512_load_ps(tp->yd[s]);
+            const __m512 yd = _mm512_load_ps(tp->tk.yd[s]);
             __m512i ps[4]; /* the tokens' sub-block sums, the same for every row */
             for (int q = 0; q < 4; q++) ps[q] = _mm512_load_si512((const void *)tp->ps[s][q]);
             for (int r = 0; r < M; r++) {
@@ -331,7 +201,7 @@ static void gemm_wide_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, 
 /* The same tiles through the software model: any AVX-512 CPU (tests).
  * false when out of memory or outside the tiles' limits (nt 1..16, n a
  * multiple of 256 up to QW_GEMM_K_MAX). */
-AMX bool qw_amx_q4_K_emulated(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
+AMX static bool emulated_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                               float *const *y, int nt) {
     if (nt < 1 || nt > M || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
     tile_model *e = aligned_alloc(64, sizeof *e);
@@ -343,9 +213,10 @@ AMX bool qw_amx_q4_K_emulated(int64_t n, const void *w, size_t rb, int64_t n_row
     return ok;
 }
 
-const qw_amx_kq_kernels qw_amx_kq = {
-    .dot_q4_K = dot_q4_K,
-    .gemv_q4_K = gemv_q4_K,
-    .gemm_q4_K = gemm_q4_K,
-    .gemm_wide_q4_K = gemm_wide_q4_K,
+const qw_amx_kq_kernels qw_amx_q4_K = {
+    .dot = dot_q4_K,
+    .gemm = gemm_q4_K,
+    .gemm_wide = gemm_wide_q4_K,
+    .gemv = gemv_q4_K,
+    .emulated = emulated_q4_K,
 };

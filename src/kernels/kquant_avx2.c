@@ -386,7 +386,14 @@ static void dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
 #endif
 
 /* Q8_K x Q8_K (never a weight type in practice) stays on the reference. */
-const qw_kq_dots qw_kq_dots_avx2 = {KQ_DOT_Q2_K, KQ_DOT_Q3_K, KQ_DOT_Q4_K,       KQ_DOT_Q5_K,
-                                    KQ_DOT_Q6_K, qw_ref_dot_q8_K, KQ_GEMM_Q4_K, KQ_GEMM_Q6_K, KQ_GEMM_WIDE_Q4_K, KQ_GEMM_WIDE_Q6_K,
-                                    KQ_QUANTIZE_Q8_K, KQ_GEMM_Q5_K, KQ_GEMM_WIDE_Q5_K, KQ_GEMM_Q2_K,
-                                    KQ_GEMM_WIDE_Q2_K, KQ_GEMM_Q3_K, KQ_GEMM_WIDE_Q3_K, 0, false, KQ_GEMV_Q4_K, KQ_GEMV_Q6_K, KQ_GEMV_Q5_K};
+const qw_kq_dots qw_kq_dots_avx2 = {
+    .q2_K = KQ_DOT_Q2_K, .q3_K = KQ_DOT_Q3_K, .q4_K = KQ_DOT_Q4_K, .q5_K = KQ_DOT_Q5_K, .q6_K = KQ_DOT_Q6_K,
+    .q8_K = qw_ref_dot_q8_K,
+    .gemm_q4_K = KQ_GEMM_Q4_K, .gemm_q6_K = KQ_GEMM_Q6_K,
+    .gemm_wide_q4_K = KQ_GEMM_WIDE_Q4_K, .gemm_wide_q6_K = KQ_GEMM_WIDE_Q6_K,
+    .quantize_q8_K = KQ_QUANTIZE_Q8_K,
+    .gemm_q5_K = KQ_GEMM_Q5_K, .gemm_wide_q5_K = KQ_GEMM_WIDE_Q5_K,
+    .gemm_q2_K = KQ_GEMM_Q2_K, .gemm_wide_q2_K = KQ_GEMM_WIDE_Q2_K,
+    .gemm_q3_K = KQ_GEMM_Q3_K, .gemm_wide_q3_K = KQ_GEMM_WIDE_Q3_K,
+    .gemv_q4_K = KQ_GEMV_Q4_K, .gemv_q6_K = KQ_GEMV_Q6_K, .gemv_q5_K = KQ_GEMV_Q5_K,
+};

@@ -274,42 +274,6 @@ KQ_TILE_ENTRIES(q4_K, q4k_tile)
  * and multiplied by d8 * d: the same integers and float steps, the same bits.
  */
 
-/* The 256 levels (0..63) of a Q6_K super-block in four registers. */
-static inline __attribute__((always_inline)) void q6k_levels_zmm(const qw_block_q6_K *b, __m512i q[4]) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    /* per 16-bit word: the high bits' shift for the first and second chunk of a pair */
-    const __m512i shl_a = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-    const __m512i shr_b = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        const __m512i l = _mm512_loadu_si512((const void *)(b->ql + 64 * h));
-        const __m512i hv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
-        q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_sllv_epi16(hv, shl_a), m30));
-        q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                       _mm512_and_si512(_mm512_srlv_epi16(hv, shr_b), m30));
-    }
-}
-
-/* The group scales spread per register z (word w of sc[z] = scale of
- * group 4z + w / 8). */
-static inline __attribute__((always_inline)) void spread16_zmm(__m256i sc16, __m512i sc[4]) {
-    const __m512i wide = _mm512_castsi256_si512(sc16);
-#pragma GCC unroll 4
-    for (int z = 0; z < 4; z++) {
-        const __m512i idx = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 1)), _mm_set1_epi16((short)(4 * z)))),
-            _mm256_set_m128i(_mm_set1_epi16((short)(4 * z + 3)), _mm_set1_epi16((short)(4 * z + 2))), 1);
-        sc[z] = _mm512_permutexvar_epi16(idx, wide);
-    }
-}
-
-/* Q6_K's 16 group scales as int16, and spread per register (spread16_zmm). */
-static inline __attribute__((always_inline)) __m256i q6k_scales_zmm(const qw_block_q6_K *b, __m512i sc[4]) {
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    spread16_zmm(sc16, sc);
-    return sc16;
-}
-
 /* One Q6_K row of nb blocks against a Q8_K token (the dot, and the row
  * loop's body with its prefetch pf). */
 static inline __attribute__((always_inline)) float q6k_row(const qw_block_q6_K *b, const qw_block_q8_K *y, int64_t nb,

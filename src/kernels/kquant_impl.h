@@ -41,11 +41,11 @@ typedef struct qw_kq_dots {
     void (*quantize_q8_K)(const float *x, void *dst, int64_t n);
     qw_gemm_fn gemm_q5_K, gemm_wide_q5_K; /* Q5_K tiles, 4 and QW_KQ_WIDE_TOKS tokens; NULL: none */
     qw_gemm_fn gemm_q2_K, gemm_wide_q2_K, gemm_q3_K, gemm_wide_q3_K; /* the same for Q2_K, Q3_K */
-    /* gemm_wide_q4_K's tokens a call (0: QW_KQ_WIDE_TOKS), and whether the
-     * matmul should give it the 2.. leftover tokens too, padded (a tile whose
-     * cost hardly depends on its tokens: AMX) instead of 4-token calls */
-    int wide_toks_q4_K;
-    bool wide_tail_q4_K;
+    /* the types (bit 1 << type) whose wide tile is AMX's: it takes
+     * QW_GEMM_WIDE_TOKS tokens a call instead of QW_KQ_WIDE_TOKS, and the
+     * matmul gives it the 2.. leftover tokens too, padded, instead of 4-token
+     * calls (its cost hardly depends on its tokens) */
+    unsigned amx_types;
     /* decode: the Q4_K / Q6_K / Q5_K dot over a run of rows, the token
      * prepared once (qw_gemv_get's contract: the dot's bits); NULL: none */
     qw_gemm_fn gemv_q4_K, gemv_q6_K, gemv_q5_K;

@@ -187,9 +187,10 @@ static void ref_dot_q5_K(int64_t n, float *s, const void *w, const void *x) { do
 static void ref_dot_q6_K(int64_t n, float *s, const void *w, const void *x) { dot_ref(QW_TYPE_Q6_K, n, s, w, x); }
 void qw_ref_dot_q8_K(int64_t n, float *s, const void *w, const void *x) { dot_ref(QW_TYPE_Q8_K, n, s, w, x); }
 
-const qw_kq_dots qw_kq_dots_ref = {ref_dot_q2_K, ref_dot_q3_K, ref_dot_q4_K,
-                                   ref_dot_q5_K, ref_dot_q6_K, qw_ref_dot_q8_K, NULL, NULL, NULL, NULL,
-                                   qw_ref_quantize_q8_K, NULL, NULL, NULL, NULL, NULL, NULL, 0, false, NULL, NULL, NULL};
+const qw_kq_dots qw_kq_dots_ref = {
+    .q2_K = ref_dot_q2_K, .q3_K = ref_dot_q3_K, .q4_K = ref_dot_q4_K, .q5_K = ref_dot_q5_K, .q6_K = ref_dot_q6_K,
+    .q8_K = qw_ref_dot_q8_K, .quantize_q8_K = qw_ref_quantize_q8_K, /* no tiles, no row loops */
+};
 
 /* ---- Q8_K activations ---------------------------------------------------- */
 

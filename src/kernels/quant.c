@@ -145,19 +145,23 @@ static void build_patched(qw_kernel_table *t, int missing) {
     }
 }
 
-/* The AMX level's K-quant part: the AVX-512 one with Q4_K in the reference's
- * order and AMX tiles (amx_kquant_avx512.c). */
+/* The AMX level's K-quant part: the AVX-512 one with Q4_K and Q6_K in the
+ * reference's order and AMX tiles (amx_kquant_avx512.c, amx_q6k_avx512.c). */
 static qw_kq_dots g_kq_amx;
 
-/* The AMX level: the AVX-512 table, Q8_0/Q4_0 and Q4_K in the reference's order with AMX tiles. */
+/* The AMX level: the AVX-512 table, Q8_0/Q4_0, Q4_K and Q6_K in the reference's order with AMX tiles. */
 static void build_amx(qw_kernel_table *t) {
     g_kq_amx = qw_kq_dots_avx512;
-    g_kq_amx.q4_K = qw_amx_kq.dot_q4_K;
-    g_kq_amx.gemm_q4_K = qw_amx_kq.gemm_q4_K;
-    g_kq_amx.gemm_wide_q4_K = qw_amx_kq.gemm_wide_q4_K;
-    g_kq_amx.wide_toks_q4_K = QW_GEMM_WIDE_TOKS;
-    g_kq_amx.wide_tail_q4_K = true;
-    g_kq_amx.gemv_q4_K = qw_amx_kq.gemv_q4_K; /* the reference's order, as its dot */
+    /* each type's dot, row loop and tiles together: the tiles give the dot's bits */
+    g_kq_amx.q4_K = qw_amx_q4_K.dot;
+    g_kq_amx.gemv_q4_K = qw_amx_q4_K.gemv;
+    g_kq_amx.gemm_q4_K = qw_amx_q4_K.gemm;
+    g_kq_amx.gemm_wide_q4_K = qw_amx_q4_K.gemm_wide;
+    g_kq_amx.q6_K = qw_amx_q6_K.dot;
+    g_kq_amx.gemv_q6_K = qw_amx_q6_K.gemv;
+    g_kq_amx.gemm_q6_K = qw_amx_q6_K.gemm;
+    g_kq_amx.gemm_wide_q6_K = qw_amx_q6_K.gemm_wide;
+    g_kq_amx.amx_types = 1u << QW_TYPE_Q4_K | 1u << QW_TYPE_Q6_K;
     *t = qw_kernels_avx512;
     t->name = qw_simd_levels[QW_LEVEL_AMX];
     t->dot_q8_0 = qw_blockorder_avx512.dot_q8_0;
@@ -274,16 +278,19 @@ qw_gemm_fn qw_gemm_wide_get(qw_type type) {
     return NULL;
 }
 
+/* True where the level's wide tile of this K-quant is AMX's (kquant_impl.h). */
+static bool kq_on_amx(qw_type type) { return (unsigned)type < 32 && (active()->kq->amx_types >> type & 1u); }
+
 int qw_gemm_wide_toks(qw_type type) {
     switch (type) {
-    case QW_TYPE_Q4_K: return active()->kq->wide_toks_q4_K ? active()->kq->wide_toks_q4_K : QW_KQ_WIDE_TOKS;
-    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K: return QW_KQ_WIDE_TOKS;
+    case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
+        return kq_on_amx(type) ? QW_GEMM_WIDE_TOKS : QW_KQ_WIDE_TOKS;
     case QW_TYPE_Q8_0: case QW_TYPE_Q4_0: return active()->wide_toks_q8 ? active()->wide_toks_q8 : QW_GEMM_WIDE_TOKS;
     default: return QW_GEMM_WIDE_TOKS;
     }
 }
 
-bool qw_gemm_wide_tail(qw_type type) { return type == QW_TYPE_Q4_K && active()->kq->wide_tail_q4_K; }
+bool qw_gemm_wide_tail(qw_type type) { return kq_on_amx(type); }
 
 qw_gemm_fn qw_gemv_get(qw_type type) {
     const qw_kernel_table *t = active();

@@ -109,27 +109,37 @@ static void test_blockorder(void **s) {
     check_blockorder(QW_TYPE_Q4_0);
 }
 
-/* ---- Q4_K: the level's dot in the K-quant reference order ---- */
+/* ---- Q4_K and Q6_K: the level's dots in the K-quant reference order ---- */
 
 static const int64_t k_kq_ks[] = {256, 512, 2048, QW_GEMM_K_MAX};
 
-/* Q4_K rows: even rows random bytes (every pattern is a valid level, scale
- * and min: all-63 scales, the largest A bytes, come up), with fp16 d and
- * dmin of either sign near 0.06; odd rows quantized from floats. */
-static char *q4k_rows(int64_t n_rows, int64_t k) {
-    char *w = rand_rows(QW_TYPE_Q4_K, n_rows, k);
-    const size_t rb = qw_row_bytes(QW_TYPE_Q4_K, k);
+static uint8_t rand_byte(void) {
+    g_rng = g_rng * 1664525u + 1013904223u;
+    return (uint8_t)(g_rng >> 24);
+}
+
+/* K-quant rows (Q4_K or Q6_K): even rows random bytes (every pattern is a
+ * valid level, scale and min: all-63 Q4_K scales and the int8 extremes of
+ * Q6_K's, the largest A bytes, come up), with fp16 d (and Q4_K's dmin) of
+ * either sign near 0.06; odd rows quantized from floats. */
+static char *kq_rows(qw_type wt, int64_t n_rows, int64_t k) {
+    char *w = rand_rows(wt, n_rows, k);
+    const size_t rb = qw_row_bytes(wt, k), bb = qw_row_bytes(wt, QW_QK_K);
     for (int64_t r = 0; r < n_rows; r += 2)
         for (int64_t b = 0; b < k / QW_QK_K; b++) {
-            qw_block_q4_K *blk = (qw_block_q4_K *)(w + (size_t)r * rb) + b;
-            uint8_t *p = (uint8_t *)blk;
-            for (size_t i = 0; i < sizeof *blk; i++) {
-                g_rng = g_rng * 1664525u + 1013904223u;
-                p[i] = (uint8_t)(g_rng >> 24);
+            uint8_t *p = (uint8_t *)w + (size_t)r * rb + (size_t)b * bb;
+            for (size_t i = 0; i < bb; i++) p[i] = rand_byte();
+            const uint16_t d = (uint16_t)(0x2c00 | (g_rng & 0x83ff));
+            if (wt == QW_TYPE_Q4_K) {
+                qw_block_q4_K *blk = (qw_block_q4_K *)p;
+                blk->d = d;
+                blk->dmin = (uint16_t)(0x2800 | ((g_rng >> 12) & 0x83ff));
+                if (b % 5 == 4) blk->dmin = 0; /* the reference's symmetric branch */
+            } else {
+                qw_block_q6_K *blk = (qw_block_q6_K *)p;
+                blk->d = d;
+                if (b % 3 == 2) blk->scales[0] = -128, blk->scales[15] = 127; /* the digits' ends */
             }
-            blk->d = (uint16_t)(0x2c00 | (g_rng & 0x83ff));
-            blk->dmin = (uint16_t)(0x2800 | ((g_rng >> 12) & 0x83ff));
-            if (b % 5 == 4) blk->dmin = 0; /* the reference's symmetric branch */
         }
     return w;
 }
@@ -144,25 +154,18 @@ static char *q8k_tokens(int64_t n_tok, int64_t k) {
     return x;
 }
 
-/* The dot (any AVX-512 VNNI CPU) and the AMX tiles through the software
- * model of the tile instructions (qw_amx_q4_K_emulated): the reference's
+/* The dot and the row loop (any AVX-512 VNNI CPU) and the AMX tiles through
+ * the software model of the tile instructions (`emulated`): the reference's
  * bits for 1..16 tokens, two strips of 16 rows and 8 rows left over. */
-static void test_q4_K_reference_order(void **s) {
-    (void)s;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq")) {
-        printf("SKIP: reference-order Q4_K kernels: this CPU has no AVX-512 VNNI\n");
-        return;
-    }
+static void check_reference_order(qw_type wt, const qw_amx_kq_kernels *kk) {
     for (size_t ki = 0; ki < sizeof k_kq_ks / sizeof k_kq_ks[0]; ki++) {
         const int64_t k = k_kq_ks[ki];
-        const size_t rb = qw_row_bytes(QW_TYPE_Q4_K, k), xrb = qw_row_bytes(QW_TYPE_Q8_K, k);
-        char *w = q4k_rows(ROWS, k), *x = q8k_tokens(QW_GEMM_WIDE_TOKS, k);
+        const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(QW_TYPE_Q8_K, k);
+        char *w = kq_rows(wt, ROWS, k), *x = q8k_tokens(QW_GEMM_WIDE_TOKS, k);
         for (int64_t r = 0; r < ROWS; r++) {
             float d;
-            qw_amx_kq.dot_q4_K(k, &d, w + (size_t)r * rb, x);
-            assert_ref_bits(QW_TYPE_Q4_K, k, w, rb, r, x, d, "reference-order dot");
+            kk->dot(k, &d, w + (size_t)r * rb, x);
+            assert_ref_bits(wt, k, w, rb, r, x, d, "reference-order dot");
         }
         { /* the decode row loop: the dot's bits, whatever the prefetch distance */
             static float out[ROWS];
@@ -171,9 +174,9 @@ static void test_q4_K_reference_order(void **s) {
             for (int ahead = 1024; ahead <= 65536; ahead *= 64) {
                 qw_tune_set(QW_TUNE_DECODE_AHEAD, ahead, QW_TUNE_SRC_KNOB);
                 memset(out, 0xff, sizeof out);
-                qw_amx_kq.gemv_q4_K(k, w, rb, ROWS, xp, yp);
+                kk->gemv(k, w, rb, ROWS, xp, yp);
                 for (int64_t r = 0; r < ROWS; r++)
-                    assert_ref_bits(QW_TYPE_Q4_K, k, w, rb, r, x, out[r], "reference-order row loop");
+                    assert_ref_bits(wt, k, w, rb, r, x, out[r], "reference-order row loop");
             }
             qw_tune_reset();
         }
@@ -186,17 +189,29 @@ static void test_q4_K_reference_order(void **s) {
                 float *yp[QW_GEMM_WIDE_TOKS];
                 for (int t = 0; t < nt; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
                 memset(out, 0xff, sizeof out);
-                assert_true(qw_amx_q4_K_emulated(k, w, rb, ROWS, xp, yp, nt));
-                assert_false(qw_amx_q4_K_emulated(k, w, rb, ROWS, xp, yp, 0)); /* outside the limits: refused */
-                assert_false(qw_amx_q4_K_emulated(k + 128, w, rb, ROWS, xp, yp, nt));
+                assert_true(kk->emulated(k, w, rb, ROWS, xp, yp, nt));
+                assert_false(kk->emulated(k, w, rb, ROWS, xp, yp, 0)); /* outside the limits: refused */
+                assert_false(kk->emulated(k + 128, w, rb, ROWS, xp, yp, nt));
                 for (int t = 0; t < nt; t++)
                     for (int64_t r = 0; r < ROWS; r++)
-                        assert_ref_bits(QW_TYPE_Q4_K, k, w, rb, r, xp[t], out[t][r], "modelled AMX tile");
+                        assert_ref_bits(wt, k, w, rb, r, xp[t], out[t][r], "modelled AMX tile");
             }
         }
         free(w);
         free(x);
     }
+}
+
+static void test_kquant_reference_order(void **s) {
+    (void)s;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq")) {
+        printf("SKIP: reference-order K-quant kernels: this CPU has no AVX-512 VNNI\n");
+        return;
+    }
+    check_reference_order(QW_TYPE_Q4_K, &qw_amx_q4_K);
+    check_reference_order(QW_TYPE_Q6_K, &qw_amx_q6_K);
 }
 
 /* The AMX tiles (4 and 16 tokens) at the avx512-amx level. */
@@ -205,7 +220,7 @@ static void check_tiles(qw_type wt, const int64_t *ks, size_t n_ks) {
         const int64_t k = ks[ki];
         const qw_type xt = qw_vec_dot_type(wt);
         const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(xt, k);
-        char *w = wt == QW_TYPE_Q4_K ? q4k_rows(ROWS, k) : rand_rows(wt, ROWS, k);
+        char *w = wt == QW_TYPE_Q4_K || wt == QW_TYPE_Q6_K ? kq_rows(wt, ROWS, k) : rand_rows(wt, ROWS, k);
         char *x = rand_rows(xt, QW_GEMM_WIDE_TOKS, k);
         const void *xp[QW_GEMM_WIDE_TOKS];
         static float out[QW_GEMM_WIDE_TOKS][ROWS];
@@ -234,9 +249,11 @@ static void test_amx_tiles(void **s) {
     assert_non_null(qw_gemm_wide_get(QW_TYPE_Q8_0));
     assert_non_null(qw_gemm_wide_get(QW_TYPE_Q4_0));
     assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q4_K), QW_GEMM_WIDE_TOKS);
+    assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q6_K), QW_GEMM_WIDE_TOKS);
     check_tiles(QW_TYPE_Q8_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
     check_tiles(QW_TYPE_Q4_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
     check_tiles(QW_TYPE_Q4_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
+    check_tiles(QW_TYPE_Q6_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
     /* QWISP_SIMD=avx512 turns AMX off: no wide tile there */
     assert_int_equal(qw_simd_force("avx512"), 0);
     assert_null(qw_gemm_wide_get(QW_TYPE_Q8_0));
@@ -249,7 +266,7 @@ static void test_amx_tiles(void **s) {
 static void check_matmul(qw_type wt, qw_threadpool *tp, int64_t n_tok) {
     const int64_t k = 1024, rows = 77;
     const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(qw_vec_dot_type(wt), k);
-    char *w = wt == QW_TYPE_Q4_K ? q4k_rows(rows, k) : rand_rows(wt, rows, k);
+    char *w = wt == QW_TYPE_Q4_K || wt == QW_TYPE_Q6_K ? kq_rows(wt, rows, k) : rand_rows(wt, rows, k);
     float *xf = malloc(sizeof(float) * (size_t)(k * n_tok));
     for (int64_t i = 0; i < k * n_tok; i++) xf[i] = frand();
     char *xq = malloc(xrb * (size_t)n_tok);
@@ -274,10 +291,13 @@ static void test_amx_matmul(void **s) {
         qw_threadpool *tp = qw_threadpool_new(nt);
         check_matmul(QW_TYPE_Q8_0, tp, 39);
         check_matmul(QW_TYPE_Q4_0, tp, 39);
-        /* Q4_K: 16-token groups and the padded tail (2..15 tokens); one token
-         * left over goes through the dot */
-        static const int64_t q4k_toks[] = {2, 3, 16, 17, 39, 64};
-        for (size_t i = 0; i < sizeof q4k_toks / sizeof q4k_toks[0]; i++) check_matmul(QW_TYPE_Q4_K, tp, q4k_toks[i]);
+        /* Q4_K, Q6_K: 16-token groups and the padded tail (2..15 tokens); one
+         * token left over goes through the row loop */
+        static const int64_t kq_toks[] = {1, 2, 3, 16, 17, 39, 64};
+        for (size_t i = 0; i < sizeof kq_toks / sizeof kq_toks[0]; i++) {
+            check_matmul(QW_TYPE_Q4_K, tp, kq_toks[i]);
+            check_matmul(QW_TYPE_Q6_K, tp, kq_toks[i]);
+        }
         qw_threadpool_free(tp);
     }
     restore_best();
@@ -309,7 +329,7 @@ static void test_differs_from_avx512(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blockorder),
-        cmocka_unit_test(test_q4_K_reference_order),
+        cmocka_unit_test(test_kquant_reference_order),
         cmocka_unit_test(test_amx_tiles),
         cmocka_unit_test(test_amx_matmul),
         cmocka_unit_test(test_differs_from_avx512),
