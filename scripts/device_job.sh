@@ -45,11 +45,12 @@ ts "gen models"
 S=/dev/shm
 A3B="--n-embd 2048 --n-layer 4 --n-head 32 --n-head-kv 4 --head-dim 128 --n-expert 128 --n-expert-used 8 --n-ff-exp 768"
 $Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q4_K.gguf > /dev/null &
+$Q gen-model --preset bench --type q6_K --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q6_K.gguf > /dev/null &
 $Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q4_K.gguf > /dev/null &
 $Q gen-model --preset bench --type q8_0 --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q8_0.gguf > /dev/null &
 $Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 -o $S/big.gguf > /dev/null &
 $Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 --n-layer 4 -o $S/l4.gguf > /dev/null &
-wait %2 %3 %4 %5 %6 2>/dev/null; wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
+wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
 ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
 export QWISP_BACKEND=cuda
@@ -96,10 +97,12 @@ ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log
 LB=/tmp/qc/llama-bench/build/bin/llama-bench
 if need 100 "AMX vs avx512 pp512"; then
     for lvl in avx512 avx512-amx avx512 avx512-amx; do
-        for th in 16 2; do
-            tsk=""; [ $th = 2 ] && tsk="taskset -c 2,3"
-            r=$(QWISP_BACKEND=cpu QWISP_SIMD=$lvl $tsk $Q bench -m $S/a3b-q4_K.gguf -p 512 -n 0 -r 2 --threads $th --bw-mb 0 --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["pp_tok_s"]["median"],1))' 2>&1)
-            ts "a3b-q4_K pp512 $lvl t=$th: $r"
+        for f in a3b-q4_K a3b-q6_K; do
+            for th in 16 2; do
+                tsk=""; [ $th = 2 ] && tsk="taskset -c 2,3"
+                r=$(QWISP_BACKEND=cpu QWISP_SIMD=$lvl $tsk $Q bench -m $S/$f.gguf -p 512 -n 0 -r 2 --threads $th --bw-mb 0 --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["pp_tok_s"]["median"],1))' 2>&1)
+                ts "$f pp512 $lvl t=$th: $r"
+            done
         done
     done
 fi
