@@ -1,6 +1,8 @@
 /* amx_kquant_avx512.c — the "avx512-amx" level's Q4_K: a dot in the K-quant
  * reference order (kquant_impl.h's contract: exactly kquant_ref.c's bits) and
- * AMX-INT8 prefill tiles that give the same bits.
+ * AMX-INT8 prefill tiles that give the same bits; and the same tiles for Q5_K,
+ * whose levels are Q4_K's plus a fifth bit (its AVX-512 dot already keeps the
+ * reference's order).
  *
  * Why the reference order at this level: the AVX-512 level's Q4_K dot keeps
  * llama.cpp's eight float lanes a token, and a tile multiply gives whole
@@ -14,7 +16,7 @@
  * elements) with the signed bytes of B (64 elements × up to 16 tokens) into
  * exact int32.  A scale (6 bits) times a level (4 bits) does not fit a byte,
  * so each scale is split, sc = lo + 8 * hi with lo, hi in 0..7, and A is
- * made twice — q * lo and q * hi, both <= 105 — into two accumulators:
+ * made twice — q * lo and q * hi, both <= 105 (Q5_K: 217) — into two accumulators:
  * sumi = C_lo + 8 * C_hi, exactly.  Four 64-element steps make a
  * super-block; the C tiles start from zero at each super-block, whose float
  * step needs its own sums.  summ comes from the Q8_K group sums (VPDPWSSD),
@@ -28,7 +30,7 @@
  *
  * Testing without AMX: the tile body is written once over the tile
  * operations of amx_tiles_avx512.h, which issue the AMX instructions or, for
- * emulated_q4_K, run a software model of them byte for byte, so a CPU
+ * emulated_k4, run a software model of them byte for byte, so a CPU
  * without AMX still checks the layout and the bits (tests/kernels/test_amx.c).
  */
 #include <stdlib.h>
@@ -101,19 +103,23 @@ typedef struct {
     int32_t mins[M][4];
 } strip_sb;
 
-INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss) {
+INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss, bool five) {
     for (int r = 0; r < M; r++) {
-        const qw_block_q4_K *b = (const qw_block_q4_K *)(w + (size_t)r * rb) + s;
+        /* a Q5_K block starts as a Q4_K one does (d, dmin, the packed scales) */
+        const qw_block_q4_K *b = (const void *)(w + (size_t)r * rb + (size_t)s * (five ? sizeof(qw_block_q5_K) : sizeof(qw_block_q4_K)));
+        const qw_block_q5_K *b5 = (const void *)b;
+        const __m512i qh2 = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b5->qh)) : _mm512_setzero_si512();
         uint32_t u32[4];
         uint8_t u[16];
         qw_kq_scales_mins_k4(b->scales, u32);
         memcpy(u, u32, sizeof u);
         const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)));
         for (int j = 0; j < NSTEP; j++) {
-            const __m512i v = q4k_chunk_zmm(b, j), sc = _mm512_shuffle_epi8(sc16, q4k_pick_zmm(j));
-            /* each word holds two levels (<= 15) and its scale part is <= 7, so
-             * one 16-bit multiply makes both bytes' products (<= 105), neither
-             * carrying into the other */
+            const __m512i v = five ? q5k_chunk_zmm(b5, qh2, j) : q4k_chunk_zmm(b, j);
+            const __m512i sc = _mm512_shuffle_epi8(sc16, q4k_pick_zmm(j));
+            /* each word holds two levels (<= 15, Q5_K's <= 31) and its scale
+             * part is <= 7, so one 16-bit multiply makes both bytes' products
+             * (<= 217), neither carrying into the other */
             _mm512_store_si512((void *)(ss->a[j][0] + r * 64), _mm512_mullo_epi16(v, _mm512_and_si512(sc, _mm512_set1_epi16(7))));
             _mm512_store_si512((void *)(ss->a[j][1] + r * 64), _mm512_mullo_epi16(v, _mm512_srli_epi16(sc, 3)));
         }
@@ -124,8 +130,8 @@ INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss) 
 }
 
 /* Rows [0, n_rows) × nt (1..16) tokens.  e: the software model, or NULL for AMX. */
-AMX INLINE void q4k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, const void *const *xv, float *const *y,
-                      int nt, tile_model *e, tokens_prep *tp) {
+AMX INLINE void k4_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, const void *const *xv, float *const *y,
+                         int nt, tile_model *e, tokens_prep *tp, bool five) {
     const int64_t nsb = n / QW_QK_K;
     const uint8_t *w = wv;
     const int64_t main_rows = n_rows / M * M;
@@ -138,7 +144,7 @@ AMX INLINE void q4k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
         __m512 acc[M];
         for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
         for (int64_t s = 0; s < nsb; s++) {
-            prep_strip_sb(w + (size_t)r0 * rb, rb, s, &ss);
+            prep_strip_sb(w + (size_t)r0 * rb, rb, s, &ss, five);
             /* TILELOADD's asm names its address, not the memory behind it: keep
              * the stores into ss and tp before the loads */
             __asm__ volatile("" : : "r"(&ss), "r"(tp) : "memory");
@@ -181,36 +187,51 @@ AMX INLINE void q4k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
     }
     if (!e) _tile_release();
     for (int64_t r = main_rows; r < n_rows; r++)
-        for (int t = 0; t < nt; t++) dot_q4_K(n, &y[t][r], w + (size_t)r * rb, xv[t]);
+        for (int t = 0; t < nt; t++) (five ? qw_kq_dots_avx512.q5_K : dot_q4_K)(n, &y[t][r], w + (size_t)r * rb, xv[t]);
 }
 
-AMX static void amx_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
-                         int nt) {
-    tokens_prep tp; /* 129 KiB at k = 8192 */
-    q4k_tiles(n, w, rb, n_rows, x, y, nt, NULL, &tp);
+AMX static void amx_k4(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                       int nt, bool five) {
+    tokens_prep tp; /* 137 KiB at k = 8192 */
+    k4_tiles(n, w, rb, n_rows, x, y, nt, NULL, &tp, five);
 }
 
 static void gemm_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
-    amx_q4_K(n, w, rb, n_rows, x, y, QW_GEMM_TOKS);
+    amx_k4(n, w, rb, n_rows, x, y, QW_GEMM_TOKS, false);
 }
 static void gemm_wide_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                            float *const *y) {
-    amx_q4_K(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS);
+    amx_k4(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS, false);
+}
+static void gemm_q5_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
+    amx_k4(n, w, rb, n_rows, x, y, QW_GEMM_TOKS, true);
+}
+static void gemm_wide_q5_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
+                           float *const *y) {
+    amx_k4(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS, true);
 }
 
 /* The same tiles through the software model: any AVX-512 CPU (tests).
  * false when out of memory or outside the tiles' limits (nt 1..16, n a
  * multiple of 256 up to QW_GEMM_K_MAX). */
-AMX static bool emulated_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
-                              float *const *y, int nt) {
+AMX static bool emulated_k4(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
+                            float *const *y, int nt, bool five) {
     if (nt < 1 || nt > M || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
     tile_model *e = aligned_alloc(64, sizeof *e);
     tokens_prep *tp = aligned_alloc(64, sizeof *tp);
-    if (e && tp) q4k_tiles(n, w, rb, n_rows, x, y, nt, e, tp);
+    if (e && tp) k4_tiles(n, w, rb, n_rows, x, y, nt, e, tp, five);
     const bool ok = e && tp;
     free(e);
     free(tp);
     return ok;
+}
+static bool emulated_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                          int nt) {
+    return emulated_k4(n, w, rb, n_rows, x, y, nt, false);
+}
+static bool emulated_q5_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                          int nt) {
+    return emulated_k4(n, w, rb, n_rows, x, y, nt, true);
 }
 
 const qw_amx_kq_kernels qw_amx_q4_K = {
@@ -219,4 +240,12 @@ const qw_amx_kq_kernels qw_amx_q4_K = {
     .gemm_wide = gemm_wide_q4_K,
     .gemv = gemv_q4_K,
     .emulated = emulated_q4_K,
+};
+
+/* Q5_K's dot and row loop at the AVX-512 level already take the reference's
+ * order (kquant_avx512.c): the tiles give their bits, and they stay. */
+const qw_amx_kq_kernels qw_amx_q5_K = {
+    .gemm = gemm_q5_K,
+    .gemm_wide = gemm_wide_q5_K,
+    .emulated = emulated_q5_K,
 };

@@ -427,16 +427,6 @@ static void quantize_q8_K_zmm(const float *x, void *dst, int64_t n) {
  * multiplies and adds (the C file is compiled without contraction), so every
  * lane is the scalar expression's bits. */
 
-/* Chunk j as 64 levels 0..31: Q4_K's nibbles, plus 16 where bit 2j (low
- * half) or 2j+1 (high half) of the element's qh byte is set. */
-static inline __m512i q5k_chunk_zmm(const qw_block_q5_K *b, __m512i qh2, int j) {
-    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
-    const __m512i lv = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
-    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))),
-                                           _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
-    return _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(qh2, bit), lv, _mm512_set1_epi8(16));
-}
-
 /* sum_g scale_g * (q . y)_g of one block and token, in 16 int32 lanes. */
 static inline __m512i q5k_sumi_zmm(const qw_block_q5_K *b, __m512i scales, __m512i qh2, const qw_block_q8_K *y) {
     __m512i sumi = _mm512_setzero_si512();

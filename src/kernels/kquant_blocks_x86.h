@@ -1,8 +1,8 @@
 /* kquant_blocks_x86.h — private to the x86 K-quant kernels (kquant_avx2.c,
  * kquant_avx512.c, amx_kquant_avx512.c, amx_q6k_avx512.c): the block pieces
- * they share, so that the levels read a Q8_K block, a Q4_K chunk and a Q6_K
- * super-block the same way, and the walk of their decode row loops.  The 512-bit ones exist where the including
- * file is built for AVX-512. */
+ * they share, so that the levels read a Q8_K block, a Q4_K or Q5_K chunk and
+ * a Q6_K super-block the same way, and the walk of their decode row loops.
+ * The 512-bit ones exist where the including file is built for AVX-512. */
 #ifndef QWISP_KERNELS_KQUANT_BLOCKS_X86_H
 #define QWISP_KERNELS_KQUANT_BLOCKS_X86_H
 
@@ -125,6 +125,16 @@ static inline __m512i q4k_pick_zmm(int j) {
 static inline __m512i q4k_chunk_zmm(const qw_block_q4_K *b, int j) {
     const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
     return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
+}
+
+/* Chunk j as 64 levels 0..31: Q4_K's nibbles, plus 16 where bit 2j (low
+ * half) or 2j+1 (high half) of the element's qh byte is set. */
+static inline __m512i q5k_chunk_zmm(const qw_block_q5_K *b, __m512i qh2, int j) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
+    const __m512i lv = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
+    const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * j))),
+                                           _mm256_set1_epi8((char)(1 << (2 * j + 1))), 1);
+    return _mm512_mask_add_epi8(lv, _mm512_test_epi8_mask(qh2, bit), lv, _mm512_set1_epi8(16));
 }
 
 /* The 256 levels (0..63) of a Q6_K super-block in four registers. */

@@ -145,11 +145,11 @@ static void build_patched(qw_kernel_table *t, int missing) {
     }
 }
 
-/* The AMX level's K-quant part: the AVX-512 one with Q4_K and Q6_K in the
- * reference's order and AMX tiles (amx_kquant_avx512.c, amx_q6k_avx512.c). */
+/* The AMX level's K-quant part: the AVX-512 one with Q4_K, Q5_K and Q6_K in
+ * the reference's order and AMX tiles (amx_kquant_avx512.c, amx_q6k_avx512.c). */
 static qw_kq_dots g_kq_amx;
 
-/* The AMX level: the AVX-512 table, Q8_0/Q4_0, Q4_K and Q6_K in the reference's order with AMX tiles. */
+/* The AMX level: the AVX-512 table, Q8_0/Q4_0 and Q4_K/Q5_K/Q6_K in the reference's order with AMX tiles. */
 static void build_amx(qw_kernel_table *t) {
     g_kq_amx = qw_kq_dots_avx512;
     /* each type's dot, row loop and tiles together: the tiles give the dot's bits */
@@ -161,7 +161,9 @@ static void build_amx(qw_kernel_table *t) {
     g_kq_amx.gemv_q6_K = qw_amx_q6_K.gemv;
     g_kq_amx.gemm_q6_K = qw_amx_q6_K.gemm;
     g_kq_amx.gemm_wide_q6_K = qw_amx_q6_K.gemm_wide;
-    g_kq_amx.amx_types = 1u << QW_TYPE_Q4_K | 1u << QW_TYPE_Q6_K;
+    g_kq_amx.gemm_q5_K = qw_amx_q5_K.gemm; /* the AVX-512 Q5_K dot already keeps the reference's order */
+    g_kq_amx.gemm_wide_q5_K = qw_amx_q5_K.gemm_wide;
+    g_kq_amx.amx_types = 1u << QW_TYPE_Q4_K | 1u << QW_TYPE_Q5_K | 1u << QW_TYPE_Q6_K;
     *t = qw_kernels_avx512;
     t->name = qw_simd_levels[QW_LEVEL_AMX];
     t->dot_q8_0 = qw_blockorder_avx512.dot_q8_0;

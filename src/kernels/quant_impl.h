@@ -137,9 +137,11 @@ void qw_amx_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t
 void qw_amx_gemm_wide_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                            float *const *y);
 
-/* The avx512-amx level's K-quants on AMX (Q4_K: amx_kquant_avx512.c, Q6_K:
- * amx_q6k_avx512.c): each a dot in the K-quant reference order, the decode
- * row loop with its bits, and AMX tiles with its bits (4 and 16 tokens).
+/* The avx512-amx level's K-quants on AMX (Q4_K, Q5_K: amx_kquant_avx512.c;
+ * Q6_K: amx_q6k_avx512.c): each a dot in the K-quant reference order, the
+ * decode row loop with its bits, and AMX tiles with its bits (4 and 16
+ * tokens); dot and gemv NULL where the AVX-512 level's already keep that
+ * order (Q5_K).
  * `emulated` runs those tiles (nt = 1..16 tokens) through a software model
  * of the tile instructions, on any AVX-512 CPU: for tests; false when out of
  * memory or outside the tiles' limits. */
@@ -150,7 +152,7 @@ typedef struct {
     bool (*emulated)(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                      float *const *y, int nt);
 } qw_amx_kq_kernels;
-extern const qw_amx_kq_kernels qw_amx_q4_K, qw_amx_q6_K;
+extern const qw_amx_kq_kernels qw_amx_q4_K, qw_amx_q5_K, qw_amx_q6_K;
 
 /* Decode streams weight rows from DRAM once, in order; with the hardware
  * prefetcher alone a row loop read at a third of the bandwidth on a Zen 5

@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/kquant_impl.h"
 #include "kernels/quant_impl.h"
 #include "qwisp/ops.h"
 #include "qwisp/quant.h"
@@ -109,7 +110,7 @@ static void test_blockorder(void **s) {
     check_blockorder(QW_TYPE_Q4_0);
 }
 
-/* ---- Q4_K and Q6_K: the level's dots in the K-quant reference order ---- */
+/* ---- Q4_K, Q5_K and Q6_K: the level's dots in the K-quant reference order ---- */
 
 static const int64_t k_kq_ks[] = {256, 512, 2048, QW_GEMM_K_MAX};
 
@@ -118,7 +119,7 @@ static uint8_t rand_byte(void) {
     return (uint8_t)(g_rng >> 24);
 }
 
-/* K-quant rows (Q4_K or Q6_K): even rows random bytes (every pattern is a
+/* K-quant rows (Q4_K, Q5_K or Q6_K): even rows random bytes (every pattern is a
  * valid level, scale and min: all-63 Q4_K scales and the int8 extremes of
  * Q6_K's, the largest A bytes, come up), with fp16 d (and Q4_K's dmin) of
  * either sign near 0.06; odd rows quantized from floats. */
@@ -130,7 +131,7 @@ static char *kq_rows(qw_type wt, int64_t n_rows, int64_t k) {
             uint8_t *p = (uint8_t *)w + (size_t)r * rb + (size_t)b * bb;
             for (size_t i = 0; i < bb; i++) p[i] = rand_byte();
             const uint16_t d = (uint16_t)(0x2c00 | (g_rng & 0x83ff));
-            if (wt == QW_TYPE_Q4_K) {
+            if (wt == QW_TYPE_Q4_K || wt == QW_TYPE_Q5_K) { /* a Q5_K block starts as a Q4_K one */
                 qw_block_q4_K *blk = (qw_block_q4_K *)p;
                 blk->d = d;
                 blk->dmin = (uint16_t)(0x2800 | ((g_rng >> 12) & 0x83ff));
@@ -164,7 +165,7 @@ static void check_reference_order(qw_type wt, const qw_amx_kq_kernels *kk) {
         char *w = kq_rows(wt, ROWS, k), *x = q8k_tokens(QW_GEMM_WIDE_TOKS, k);
         for (int64_t r = 0; r < ROWS; r++) {
             float d;
-            kk->dot(k, &d, w + (size_t)r * rb, x);
+            (kk->dot ? kk->dot : qw_kq_dots_avx512.q5_K)(k, &d, w + (size_t)r * rb, x);
             assert_ref_bits(wt, k, w, rb, r, x, d, "reference-order dot");
         }
         { /* the decode row loop: the dot's bits, whatever the prefetch distance */
@@ -174,7 +175,7 @@ static void check_reference_order(qw_type wt, const qw_amx_kq_kernels *kk) {
             for (int ahead = 1024; ahead <= 65536; ahead *= 64) {
                 qw_tune_set(QW_TUNE_DECODE_AHEAD, ahead, QW_TUNE_SRC_KNOB);
                 memset(out, 0xff, sizeof out);
-                kk->gemv(k, w, rb, ROWS, xp, yp);
+                (kk->gemv ? kk->gemv : qw_kq_dots_avx512.gemv_q5_K)(k, w, rb, ROWS, xp, yp);
                 for (int64_t r = 0; r < ROWS; r++)
                     assert_ref_bits(wt, k, w, rb, r, x, out[r], "reference-order row loop");
             }
@@ -211,6 +212,7 @@ static void test_kquant_reference_order(void **s) {
         return;
     }
     check_reference_order(QW_TYPE_Q4_K, &qw_amx_q4_K);
+    check_reference_order(QW_TYPE_Q5_K, &qw_amx_q5_K);
     check_reference_order(QW_TYPE_Q6_K, &qw_amx_q6_K);
 }
 
@@ -220,7 +222,7 @@ static void check_tiles(qw_type wt, const int64_t *ks, size_t n_ks) {
         const int64_t k = ks[ki];
         const qw_type xt = qw_vec_dot_type(wt);
         const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(xt, k);
-        char *w = wt == QW_TYPE_Q4_K || wt == QW_TYPE_Q6_K ? kq_rows(wt, ROWS, k) : rand_rows(wt, ROWS, k);
+        char *w = qw_is_kquant(wt) ? kq_rows(wt, ROWS, k) : rand_rows(wt, ROWS, k);
         char *x = rand_rows(xt, QW_GEMM_WIDE_TOKS, k);
         const void *xp[QW_GEMM_WIDE_TOKS];
         static float out[QW_GEMM_WIDE_TOKS][ROWS];
@@ -249,10 +251,12 @@ static void test_amx_tiles(void **s) {
     assert_non_null(qw_gemm_wide_get(QW_TYPE_Q8_0));
     assert_non_null(qw_gemm_wide_get(QW_TYPE_Q4_0));
     assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q4_K), QW_GEMM_WIDE_TOKS);
+    assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q5_K), QW_GEMM_WIDE_TOKS);
     assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q6_K), QW_GEMM_WIDE_TOKS);
     check_tiles(QW_TYPE_Q8_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
     check_tiles(QW_TYPE_Q4_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
     check_tiles(QW_TYPE_Q4_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
+    check_tiles(QW_TYPE_Q5_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
     check_tiles(QW_TYPE_Q6_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
     /* QWISP_SIMD=avx512 turns AMX off: no wide tile there */
     assert_int_equal(qw_simd_force("avx512"), 0);
@@ -266,7 +270,7 @@ static void test_amx_tiles(void **s) {
 static void check_matmul(qw_type wt, qw_threadpool *tp, int64_t n_tok) {
     const int64_t k = 1024, rows = 77;
     const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(qw_vec_dot_type(wt), k);
-    char *w = wt == QW_TYPE_Q4_K || wt == QW_TYPE_Q6_K ? kq_rows(wt, rows, k) : rand_rows(wt, rows, k);
+    char *w = qw_is_kquant(wt) ? kq_rows(wt, rows, k) : rand_rows(wt, rows, k);
     float *xf = malloc(sizeof(float) * (size_t)(k * n_tok));
     for (int64_t i = 0; i < k * n_tok; i++) xf[i] = frand();
     char *xq = malloc(xrb * (size_t)n_tok);
@@ -291,11 +295,12 @@ static void test_amx_matmul(void **s) {
         qw_threadpool *tp = qw_threadpool_new(nt);
         check_matmul(QW_TYPE_Q8_0, tp, 39);
         check_matmul(QW_TYPE_Q4_0, tp, 39);
-        /* Q4_K, Q6_K: 16-token groups and the padded tail (2..15 tokens); one
+        /* Q4_K, Q5_K, Q6_K: 16-token groups and the padded tail (2..15 tokens); one
          * token left over goes through the row loop */
         static const int64_t kq_toks[] = {1, 2, 3, 16, 17, 39, 64};
         for (size_t i = 0; i < sizeof kq_toks / sizeof kq_toks[0]; i++) {
             check_matmul(QW_TYPE_Q4_K, tp, kq_toks[i]);
+            check_matmul(QW_TYPE_Q5_K, tp, kq_toks[i]);
             check_matmul(QW_TYPE_Q6_K, tp, kq_toks[i]);
         }
         qw_threadpool_free(tp);
