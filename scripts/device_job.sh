@@ -39,7 +39,7 @@ done
 build/qwisp config 2>&1 | grep -i -E 'kernels|simd|amx' | head -5
 ts "AMX tests on the Xeon"
 for t in test_amx test_kquant test_gemm; do
-    timeout 120 build/tests/kernels/$t > /tmp/$t.log 2>&1; echo "$t rc=$?"; grep -E 'PASSED|FAILED|SKIP|INFO' /tmp/$t.log | tail -6
+    timeout 120 build/tests/kernels/$t > /tmp/$t.log 2>&1; echo "$t rc=$?"; grep -E 'PASSED|FAILED|SKIP|INFO|ERROR|error' /tmp/$t.log | head -20
 done
 ts "gen models"
 S=/dev/shm
@@ -108,7 +108,7 @@ if need 100 "AMX vs avx512 pp512"; then
 fi
 if [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
     QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \
-        $S/bench-q4_K.gguf $S/a3b-q4_K.gguf $S/bench-q8_0.gguf 2>&1 | tail -14
+        $S/bench-q4_K.gguf $S/a3b-q4_K.gguf $S/bench-q8_0.gguf 2>&1 | grep -v "^$"
 fi
 if need 60 "full-size CPU 16 threads"; then
     for lvl in avx512 avx512-amx; do
