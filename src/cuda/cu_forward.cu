@@ -438,7 +438,7 @@ static void expert_tiles(cu_ctx *c, const cu_layer *L, const cu_tile *tiles, int
 
 /* Host grouping: assignments sorted by expert, tiles of <= CU_MM_NT of one
  * expert; experts [e0, e1) only.  Tile e = expert (or its slot). */
-static int build_tiles(cu_ctx *c, int nk, int e0, int e1, const int32_t *slot_of) {
+static int build_tiles(cu_ctx *c, int e0, int e1, const int32_t *slot_of) {
     int nt = 0;
     for (int e = e0; e < e1; e++) {
         const int a0 = e ? c->h_count[e - 1] : 0, a1 = c->h_count[e];
@@ -450,8 +450,46 @@ static int build_tiles(cu_ctx *c, int nk, int e0, int e1, const int32_t *slot_of
             for (int i = 0; i < CU_MM_NT; i++) t->a[i] = i < t->n ? c->h_order[a + i] : 0;
         }
     }
-    (void)nk;
     return nt;
+}
+
+/* Streaming tier: the routing read back, the assignments counting-sorted by
+ * expert on the host, then the used experts in groups of at most `slots`:
+ * each group copied into the slots (cu_model_load_experts), its tiles sent
+ * up and computed before the next group reuses the slots. */
+static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err) {
+    cu_model *dm = c->dm;
+    const int X = dm->hp.n_expert, nk = n * dm->hp.n_expert_used;
+    cudaStream_t s = c->s;
+    cu_tile *d_tiles = (cu_tile *)c->tiles.p;
+    CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
+    CU_TRY(cudaStreamSynchronize(s), err);
+    /* counting sort by expert; afterwards h_count[e] = end of e's run */
+    memset(c->h_count, 0, (size_t)X * 4);
+    for (int a = 0; a < nk; a++) c->h_count[c->h_sel[a]]++;
+    for (int e = 0, acc = 0; e < X; e++) {
+        const int m = c->h_count[e];
+        c->h_count[e] = acc;
+        acc += m;
+    }
+    for (int a = 0; a < nk; a++) c->h_order[c->h_count[c->h_sel[a]]++] = a;
+    for (int e = 0; e < X;) {
+        int32_t used[4096];
+        int nu = 0, e1 = e;
+        while (e1 < X && nu < dm->slots) {
+            if (c->h_count[e1] > (e1 ? c->h_count[e1 - 1] : 0)) used[nu++] = e1;
+            e1++;
+        }
+        if (nu) {
+            if (cu_model_load_experts(dm, il, used, nu, s, err)) return -1;
+            const int nt = build_tiles(c, e, e1, L->slot_of);
+            CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice, s), err);
+            expert_tiles(c, L, d_tiles, nt, true, n, false, false);
+            CU_TRY(cudaStreamSynchronize(s), err);
+        }
+        e = e1;
+    }
+    return 0;
 }
 
 /* route_dev: the routing builds one tile per assignment on the device and
@@ -483,39 +521,8 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, bool route_dev
         cu_group_tiles(s, (const int32_t *)c->sel.p, nk, X, (int32_t *)(d_tiles + (size_t)nk + X), d_tiles);
         expert_tiles(c, L, d_tiles, bound, false, n, true, shexp);
         shexp_done = shexp;
-    } else {
-        CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
-        CU_TRY(cudaStreamSynchronize(s), err);
-        /* counting sort by expert; afterwards h_count[e] = end of e's run */
-        memset(c->h_count, 0, (size_t)X * 4);
-        for (int a = 0; a < nk; a++) c->h_count[c->h_sel[a]]++;
-        for (int e = 0, acc = 0; e < X; e++) {
-            const int m = c->h_count[e];
-            c->h_count[e] = acc;
-            acc += m;
-        }
-        for (int a = 0; a < nk; a++) c->h_order[c->h_count[c->h_sel[a]]++] = a;
-        {
-            /* groups of at most `slots` used experts */
-            int e = 0;
-            while (e < X) {
-                int32_t used[4096];
-                int nu = 0, e1 = e;
-                while (e1 < X && nu < dm->slots) {
-                    if (c->h_count[e1] > (e1 ? c->h_count[e1 - 1] : 0)) used[nu++] = e1;
-                    e1++;
-                }
-                if (nu) {
-                    if (cu_model_load_experts(dm, il, used, nu, s, err)) return -1;
-                    const int nt = build_tiles(c, nk, e, e1, L->slot_of);
-                    CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice,
-                                           s), err);
-                    expert_tiles(c, L, d_tiles, nt, true, n, false, false);
-                    CU_TRY(cudaStreamSynchronize(s), err);
-                }
-                e = e1;
-            }
-        }
+    } else if (stream_experts(c, L, il, n, err)) {
+        return -1;
     }
     const float *sd = NULL;
     if (shexp) {
