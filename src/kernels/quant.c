@@ -145,25 +145,32 @@ static void build_patched(qw_kernel_table *t, int missing) {
     }
 }
 
-/* The AMX level's K-quant part: the AVX-512 one with Q4_K, Q5_K and Q6_K in
- * the reference's order and AMX tiles (amx_kquant_avx512.c, amx_q6k_avx512.c). */
-static qw_kq_dots g_kq_amx;
+/* The AMX level's K-quant parts: by default the AVX-512 one with Q5_K's tiles
+ * on AMX (its AVX-512 dot already keeps the reference's order); with
+ * qw_simd_amx_kquants(true) Q4_K and Q6_K too, each then in the reference's
+ * order throughout — dot, decode row loop and tiles (amx_kquant_avx512.c,
+ * amx_q6k_avx512.c).  On a Sapphire Rapids Xeon those two measured no faster
+ * than the AVX-512 tiles in prefill, and their reference-order row loops
+ * decode ~20 % slower (bench/RESULTS.md), so they are off by default. */
+static qw_kq_dots g_kq_amx, g_kq_amx_all;
 
-/* The AMX level: the AVX-512 table, Q8_0/Q4_0 and Q4_K/Q5_K/Q6_K in the reference's order with AMX tiles. */
+/* The AMX level: the AVX-512 table, Q8_0/Q4_0 in the reference's order with AMX tiles, Q5_K's tiles on AMX. */
 static void build_amx(qw_kernel_table *t) {
     g_kq_amx = qw_kq_dots_avx512;
-    /* each type's dot, row loop and tiles together: the tiles give the dot's bits */
-    g_kq_amx.q4_K = qw_amx_q4_K.dot;
-    g_kq_amx.gemv_q4_K = qw_amx_q4_K.gemv;
-    g_kq_amx.gemm_q4_K = qw_amx_q4_K.gemm;
-    g_kq_amx.gemm_wide_q4_K = qw_amx_q4_K.gemm_wide;
-    g_kq_amx.q6_K = qw_amx_q6_K.dot;
-    g_kq_amx.gemv_q6_K = qw_amx_q6_K.gemv;
-    g_kq_amx.gemm_q6_K = qw_amx_q6_K.gemm;
-    g_kq_amx.gemm_wide_q6_K = qw_amx_q6_K.gemm_wide;
-    g_kq_amx.gemm_q5_K = qw_amx_q5_K.gemm; /* the AVX-512 Q5_K dot already keeps the reference's order */
+    g_kq_amx.gemm_q5_K = qw_amx_q5_K.gemm;
     g_kq_amx.gemm_wide_q5_K = qw_amx_q5_K.gemm_wide;
-    g_kq_amx.amx_types = 1u << QW_TYPE_Q4_K | 1u << QW_TYPE_Q5_K | 1u << QW_TYPE_Q6_K;
+    g_kq_amx.amx_types = 1u << QW_TYPE_Q5_K;
+    /* each type's dot, row loop and tiles together: the tiles give the dot's bits */
+    g_kq_amx_all = g_kq_amx;
+    g_kq_amx_all.q4_K = qw_amx_q4_K.dot;
+    g_kq_amx_all.gemv_q4_K = qw_amx_q4_K.gemv;
+    g_kq_amx_all.gemm_q4_K = qw_amx_q4_K.gemm;
+    g_kq_amx_all.gemm_wide_q4_K = qw_amx_q4_K.gemm_wide;
+    g_kq_amx_all.q6_K = qw_amx_q6_K.dot;
+    g_kq_amx_all.gemv_q6_K = qw_amx_q6_K.gemv;
+    g_kq_amx_all.gemm_q6_K = qw_amx_q6_K.gemm;
+    g_kq_amx_all.gemm_wide_q6_K = qw_amx_q6_K.gemm_wide;
+    g_kq_amx_all.amx_types |= 1u << QW_TYPE_Q4_K | 1u << QW_TYPE_Q6_K;
     *t = qw_kernels_avx512;
     t->name = qw_simd_levels[QW_LEVEL_AMX];
     t->dot_q8_0 = qw_blockorder_avx512.dot_q8_0;
@@ -236,6 +243,11 @@ int qw_simd_force(const char *level) {
         return 0;
     }
     return -1;
+}
+
+void qw_simd_amx_kquants(bool on) {
+    (void)active(); /* make sure the tables have been built */
+    __atomic_store_n(&g_tables[QW_LEVEL_AMX].kq, on ? &g_kq_amx_all : &g_kq_amx, __ATOMIC_RELEASE);
 }
 
 /* ---- public entry points ----------------------------------------------- */
