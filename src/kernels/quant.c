@@ -149,7 +149,7 @@ static void build_patched(qw_kernel_table *t, int missing) {
  * on AMX (its AVX-512 dot already keeps the reference's order); with
  * qw_simd_amx_kquants(true) Q4_K and Q6_K too, each then in the reference's
  * order throughout — dot, decode row loop and tiles (amx_kquant_avx512.c,
- * amx_q6k_avx512.c).  On a Sapphire Rapids Xeon those two measured no faster
+ * amx_q6k_avx512.c).  On the device host's Intel Xeon those two measured no faster
  * than the AVX-512 tiles in prefill, and their reference-order row loops
  * decode ~20 % slower (bench/RESULTS.md), so they are off by default. */
 static qw_kq_dots g_kq_amx, g_kq_amx_all;
