@@ -7,7 +7,10 @@
  *   rows (cache): qw_gemv_get(T) on the same 16 rows, one token (the dot
  *     row by row where the type has no row loop: the K-quants);
  *   rows (DRAM):  the same over a 256 MiB matrix in 64-row calls, the
- *     way decode streams weights, in GB/s of weights read.
+ *     way decode streams weights, in GB/s of weights read;
+ *   matmul (cache): qw_matmul_q on one thread over 128 rows × 64 tokens,
+ *     whatever the level does with them (its tiles, or the AMX K-quants'
+ *     call that serves all 64 tokens from one weight layout).
  *
  * Not built by the Makefile:
  *   make && gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread \
@@ -19,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "qwisp/ops.h"
 #include "qwisp/quant.h"
 
 static double now_s(void) {
@@ -101,9 +105,22 @@ int main(int argc, char **argv) {
         const double gbs = (double)wrb * (double)big_rows / (now_s() - t0) / 1e9;
         best_dram = gbs > best_dram ? gbs : best_dram;
     }
+    enum { MM_ROWS = 128, MM_TOKS = 64 };
+    char *x64 = malloc(xrb * MM_TOKS);
+    float *y64 = malloc(sizeof(float) * MM_ROWS * MM_TOKS);
+    fill(xt, x64, MM_TOKS, K);
+    double best_mm = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        const int it = 200;
+        const double t0 = now_s();
+        for (int i = 0; i < it; i++) qw_matmul_q(NULL, wt, big, wrb, MM_ROWS, K, x64, NULL, MM_TOKS, y64, MM_ROWS);
+        const double g = (double)it * K * MM_ROWS * MM_TOKS / (now_s() - t0) / 1e9;
+        best_mm = g > best_mm ? g : best_mm;
+    }
     printf("%s at %s, k=%lld: tile (cache) %.1f GMAC/s, wide %d-token tile (cache) %.1f GMAC/s, rows (cache) %.1f "
-           "GMAC/s, rows (DRAM) %.1f GB/s\n",
-           qw_type_name(wt), qw_simd_level(), (long long)K, best_tile, n_wide, best_wide, best_rows, best_dram);
-    free(big), free(y), free(w), free(x);
+           "GMAC/s, rows (DRAM) %.1f GB/s, matmul %dx%d (cache) %.1f GMAC/s\n",
+           qw_type_name(wt), qw_simd_level(), (long long)K, best_tile, n_wide, best_wide, best_rows, best_dram,
+           MM_ROWS, MM_TOKS, best_mm);
+    free(big), free(y), free(w), free(x), free(x64), free(y64);
     return 0;
 }

@@ -174,6 +174,15 @@ qw_vec_dot_fn qw_vec_dot_get(qw_type type);
 typedef void (*qw_gemm_fn)(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows,
                            const void *const *x, float *const *y);
 qw_gemm_fn qw_gemm_get(qw_type type);
+/* The form that takes any number of tokens (n_tok >= 1, outputs y[0..n_tok)),
+ * for kernels that lay the weights out once per call whatever its token count
+ * and serve every token from it (the AMX K-quant tiles); the dot's bits, as
+ * every tile.  NULL where the level has none for the type.  The matmul gives
+ * it up to QW_GEMM_N_TOKS tokens a call. */
+#define QW_GEMM_N_TOKS 64
+typedef void (*qw_gemm_n_fn)(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                             float *const *y, int64_t n_tok);
+qw_gemm_n_fn qw_gemm_n_get(qw_type type);
 /* The wide form: qw_gemm_wide_toks(type) tokens per call (at most
  * QW_GEMM_WIDE_TOKS), any n_rows, same bit-exact contract and limits; NULL
  * unless the level has one (avx512-amx, Q8_0/Q4_0/Q4_K: one AMX tile
@@ -182,11 +191,6 @@ qw_gemm_fn qw_gemm_get(qw_type type);
 #define QW_GEMM_WIDE_TOKS 16
 qw_gemm_fn qw_gemm_wide_get(qw_type type);
 int qw_gemm_wide_toks(qw_type type);
-/* True where the wide tile should also take a task's last 2 .. wide_toks - 1
- * tokens, padded with copies of the last one (outputs thrown away), instead
- * of 4-token calls: a tile whose cost hardly depends on its token count (AMX
- * Q4_K, which lays its weights out once per call). */
-bool qw_gemm_wide_tail(qw_type type);
 /* The one-token form for decode: x[0], y[0] only; any n_rows (a multiple of
  * QW_GEMV_ROWS = 1); same bit-exact contract and limits. */
 #define QW_GEMV_ROWS 1

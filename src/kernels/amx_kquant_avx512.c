@@ -24,9 +24,9 @@
  * the reference's chain.
  *
  * A is made once per (16-row strip, super-block) and serves every token of
- * the call, so a call should carry as many tokens as it can: the matmul
- * gives this level's wide tile (16 tokens) the leftover tokens too, padded
- * (qw_kq_dots.amx_types, matmul.c).
+ * the call, up to QW_GEMM_N_TOKS of them (GROUPS tiles of 16), so a call
+ * should carry as many tokens as it can: the matmul gives this level all of
+ * a task's tokens at once (qw_gemm_n_get, matmul.c).
  *
  * Testing without AMX: the tile body is written once over the tile
  * operations of amx_tiles_avx512.h, which issue the AMX instructions or, for
@@ -129,71 +129,86 @@ INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss, 
     }
 }
 
-/* Rows [0, n_rows) × nt (1..16) tokens.  e: the software model, or NULL for AMX. */
+/* One strip (16 rows from r0) against one group of nt (1..16) tokens, the
+ * strip's super-blocks laid out in ss[0..nsb); outputs y[t][r0 + r]. */
+AMX INLINE void k4_strip_group(const strip_sb *ss, int64_t nsb, const tokens_prep *tp, int nt, tile_model *e,
+                               float *const *y, int64_t r0) {
+    const __mmask16 mk = (__mmask16)((1u << nt) - 1);
+    alignas(64) int32_t c[2][M * M];
+    __m512 acc[M];
+    for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        T_ZERO(e, 0);
+        T_ZERO(e, 1);
+        for (int j = 0; j < NSTEP; j++) {
+            T_LOAD(e, 4, tp->tk.b[s * NSTEP + j], 64);
+            T_LOAD(e, 2, ss[s].a[j][0], 64);
+            T_LOAD(e, 3, ss[s].a[j][1], 64);
+            T_DPBUSD(e, 0, 2, 4);
+            T_DPBUSD(e, 1, 3, 4);
+        }
+        T_STORE(e, 0, c[0], M * 4);
+        T_STORE(e, 1, c[1], M * 4);
+        __asm__ volatile("" : : "r"(c) : "memory");
+        const __m512 yd = _mm512_load_ps(tp->tk.yd[s]);
+        __m512i ps[4]; /* the tokens' sub-block sums, the same for every row */
+        for (int q = 0; q < 4; q++) ps[q] = _mm512_load_si512((const void *)tp->ps[s][q]);
+        for (int r = 0; r < M; r++) {
+            const __m512i lo = _mm512_maskz_loadu_epi32(mk, c[0] + r * M);
+            const __m512i hi = _mm512_maskz_loadu_epi32(mk, c[1] + r * M);
+            const __m512i sumi = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
+            __m512i summ = _mm512_setzero_si512();
+            for (int q = 0; q < 4; q++) summ = _mm512_dpwssd_epi32(summ, ps[q], _mm512_set1_epi32(ss[s].mins[r][q]));
+            /* the reference's step without its symmetric branch: that branch
+             * drops "- dmin * 0", which changes at most the sign of a zero
+             * term, and a zero term never changes acc's bits (acc starts at
+             * +0, and +0 + -0 = +0) */
+            const __m512 t1 = _mm512_mul_ps(_mm512_set1_ps(ss[s].d[r]), _mm512_cvtepi32_ps(sumi));
+            const __m512 t2 = _mm512_mul_ps(_mm512_set1_ps(ss[s].dmin[r]), _mm512_cvtepi32_ps(summ));
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(yd, _mm512_sub_ps(t1, t2)));
+        }
+    }
+    for (int r = 0; r < M; r++) {
+        float o[M];
+        _mm512_storeu_ps(o, acc[r]);
+        for (int t = 0; t < nt; t++) y[t][r0 + r] = o[t];
+    }
+}
+
+/* Rows [0, n_rows) × n_tok tokens, up to GROUPS groups of 16 a round: each
+ * strip's layout is made once a round and serves all its groups.  e: the
+ * software model, or NULL for AMX; tp: GROUPS token layouts; ss: MAX_SB
+ * super-block layouts. */
 AMX INLINE void k4_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, const void *const *xv, float *const *y,
-                         int nt, tile_model *e, tokens_prep *tp, bool five) {
+                         int64_t n_tok, tile_model *e, tokens_prep *tp, strip_sb *ss, bool five) {
     const int64_t nsb = n / QW_QK_K;
     const uint8_t *w = wv;
     const int64_t main_rows = n_rows / M * M;
-    const __mmask16 mk = (__mmask16)((1u << nt) - 1);
-    strip_sb ss;
-    alignas(64) int32_t c[2][M * M];
-    prep_tokens(nsb, xv, nt, tp);
-    amx_configure(e, nt, 2, 2);
-    for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
-        __m512 acc[M];
-        for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
-        for (int64_t s = 0; s < nsb; s++) {
-            prep_strip_sb(w + (size_t)r0 * rb, rb, s, &ss, five);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUPS * M) {
+        const int nt = (int)(n_tok - t0 < GROUPS * M ? n_tok - t0 : GROUPS * M), ng = (nt + M - 1) / M;
+        for (int g = 0; g < ng; g++) prep_tokens(nsb, xv + t0 + g * M, nt - g * M < M ? nt - g * M : M, &tp[g]);
+        amx_configure(e, nt < M ? nt : M, 2, 2);
+        for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
+            for (int64_t s = 0; s < nsb; s++) prep_strip_sb(w + (size_t)r0 * rb, rb, s, &ss[s], five);
             /* TILELOADD's asm names its address, not the memory behind it: keep
              * the stores into ss and tp before the loads */
-            __asm__ volatile("" : : "r"(&ss), "r"(tp) : "memory");
-            T_ZERO(e, 0);
-            T_ZERO(e, 1);
-            for (int j = 0; j < NSTEP; j++) {
-                T_LOAD(e, 4, tp->tk.b[s * NSTEP + j], 64);
-                T_LOAD(e, 2, ss.a[j][0], 64);
-                T_LOAD(e, 3, ss.a[j][1], 64);
-                T_DPBUSD(e, 0, 2, 4);
-                T_DPBUSD(e, 1, 3, 4);
-            }
-            T_STORE(e, 0, c[0], M * 4);
-            T_STORE(e, 1, c[1], M * 4);
-            __asm__ volatile("" : : "r"(c) : "memory");
-            const __m512 yd = _mm512_load_ps(tp->tk.yd[s]);
-            __m512i ps[4]; /* the tokens' sub-block sums, the same for every row */
-            for (int q = 0; q < 4; q++) ps[q] = _mm512_load_si512((const void *)tp->ps[s][q]);
-            for (int r = 0; r < M; r++) {
-                const __m512i lo = _mm512_maskz_loadu_epi32(mk, c[0] + r * M);
-                const __m512i hi = _mm512_maskz_loadu_epi32(mk, c[1] + r * M);
-                const __m512i sumi = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
-                __m512i summ = _mm512_setzero_si512();
-                for (int q = 0; q < 4; q++)
-                    summ = _mm512_dpwssd_epi32(summ, ps[q], _mm512_set1_epi32(ss.mins[r][q]));
-                /* the reference's step without its symmetric branch: that branch
-                 * drops "- dmin * 0", which changes at most the sign of a zero
-                 * term, and a zero term never changes acc's bits (acc starts at
-                 * +0, and +0 + -0 = +0) */
-                const __m512 t1 = _mm512_mul_ps(_mm512_set1_ps(ss.d[r]), _mm512_cvtepi32_ps(sumi));
-                const __m512 t2 = _mm512_mul_ps(_mm512_set1_ps(ss.dmin[r]), _mm512_cvtepi32_ps(summ));
-                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(yd, _mm512_sub_ps(t1, t2)));
-            }
+            __asm__ volatile("" : : "r"(ss), "r"(tp) : "memory");
+            for (int g = 0; g < ng; g++)
+                k4_strip_group(ss, nsb, &tp[g], nt - g * M < M ? nt - g * M : M, e, y + t0 + g * M, r0);
         }
-        for (int r = 0; r < M; r++) {
-            float o[M];
-            _mm512_storeu_ps(o, acc[r]);
-            for (int t = 0; t < nt; t++) y[t][r0 + r] = o[t];
-        }
+        if (!e) _tile_release();
+        for (int64_t r = main_rows; r < n_rows; r++)
+            for (int t = 0; t < nt; t++)
+                (five ? qw_kq_dots_avx512.q5_K : dot_q4_K)(n, &y[t0 + t][r], w + (size_t)r * rb, xv[t0 + t]);
     }
-    if (!e) _tile_release();
-    for (int64_t r = main_rows; r < n_rows; r++)
-        for (int t = 0; t < nt; t++) (five ? qw_kq_dots_avx512.q5_K : dot_q4_K)(n, &y[t][r], w + (size_t)r * rb, xv[t]);
 }
 
 AMX static void amx_k4(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
-                       int nt, bool five) {
-    tokens_prep tp; /* 137 KiB at k = 8192 */
-    k4_tiles(n, w, rb, n_rows, x, y, nt, NULL, &tp, five);
+                       int64_t n_tok, bool five) {
+    /* on the stack, ~0.8 MiB at k = 8192 (the pages of a shorter row untouched) */
+    tokens_prep tp[GROUPS];
+    strip_sb ss[MAX_SB];
+    k4_tiles(n, w, rb, n_rows, x, y, n_tok, NULL, tp, ss, five);
 }
 
 static void gemm_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
@@ -210,19 +225,29 @@ static void gemm_wide_q5_K(int64_t n, const void *w, size_t rb, int64_t n_rows, 
                            float *const *y) {
     amx_k4(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS, true);
 }
+static void gemm_n_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                        int64_t n_tok) {
+    amx_k4(n, w, rb, n_rows, x, y, n_tok, false);
+}
+static void gemm_n_q5_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                        int64_t n_tok) {
+    amx_k4(n, w, rb, n_rows, x, y, n_tok, true);
+}
 
 /* The same tiles through the software model: any AVX-512 CPU (tests).
- * false when out of memory or outside the tiles' limits (nt 1..16, n a
- * multiple of 256 up to QW_GEMM_K_MAX). */
+ * false when out of memory or outside the tiles' limits (n_tok 1..
+ * QW_GEMM_N_TOKS, n a multiple of 256 up to QW_GEMM_K_MAX). */
 AMX static bool emulated_k4(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                             float *const *y, int nt, bool five) {
-    if (nt < 1 || nt > M || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
+    if (nt < 1 || nt > QW_GEMM_N_TOKS || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
     tile_model *e = aligned_alloc(64, sizeof *e);
-    tokens_prep *tp = aligned_alloc(64, sizeof *tp);
-    if (e && tp) k4_tiles(n, w, rb, n_rows, x, y, nt, e, tp, five);
-    const bool ok = e && tp;
+    tokens_prep *tp = aligned_alloc(64, sizeof *tp * GROUPS);
+    strip_sb *ss = aligned_alloc(64, sizeof *ss * MAX_SB);
+    const bool ok = e && tp && ss;
+    if (ok) k4_tiles(n, w, rb, n_rows, x, y, nt, e, tp, ss, five);
     free(e);
     free(tp);
+    free(ss);
     return ok;
 }
 static bool emulated_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
@@ -239,6 +264,7 @@ const qw_amx_kq_kernels qw_amx_q4_K = {
     .gemm = gemm_q4_K,
     .gemm_wide = gemm_wide_q4_K,
     .gemv = gemv_q4_K,
+    .gemm_n = gemm_n_q4_K,
     .emulated = emulated_q4_K,
 };
 
@@ -247,5 +273,6 @@ const qw_amx_kq_kernels qw_amx_q4_K = {
 const qw_amx_kq_kernels qw_amx_q5_K = {
     .gemm = gemm_q5_K,
     .gemm_wide = gemm_wide_q5_K,
+    .gemm_n = gemm_n_q5_K,
     .emulated = emulated_q5_K,
 };

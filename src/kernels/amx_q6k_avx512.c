@@ -21,8 +21,8 @@
  * super-block, whose float step runs with one lane a token, row after row.
  *
  * A is made once per (16-row strip, super-block) and serves every token of
- * the call, so the matmul gives this level's wide tile (16 tokens) the
- * leftover tokens too, padded (qw_kq_dots.amx_types, matmul.c).
+ * the call, up to QW_GEMM_N_TOKS of them (GROUPS tiles of 16), so the matmul
+ * gives this level all of a task's tokens at once (qw_gemm_n_get, matmul.c).
  */
 #include <stdlib.h>
 
@@ -107,67 +107,82 @@ INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss) 
     }
 }
 
-/* Rows [0, n_rows) × nt (1..16) tokens.  e: the software model, or NULL for AMX. */
+/* One strip (16 rows from r0) against one group of nt (1..16) tokens, the
+ * strip's super-blocks laid out in ss[0..nsb); outputs y[t][r0 + r]. */
+AMX INLINE void q6k_strip_group(const strip_sb *ss, int64_t nsb, const amx_tokens *tk, int nt, tile_model *e,
+                                float *const *y, int64_t r0) {
+    const __mmask16 mk = (__mmask16)((1u << nt) - 1);
+    alignas(64) int32_t c[NDIG][M * M];
+    __m512 acc[M];
+    for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        T_ZERO(e, 0);
+        T_ZERO(e, 1);
+        T_ZERO(e, 2);
+        for (int j = 0; j < NSTEP; j++) {
+            T_LOAD(e, 6, tk->b[s * NSTEP + j], 64);
+            T_LOAD(e, 3, ss[s].a[j][0], 64);
+            T_LOAD(e, 4, ss[s].a[j][1], 64);
+            T_LOAD(e, 5, ss[s].a[j][2], 64);
+            T_DPBSSD(e, 0, 3, 6);
+            T_DPBSSD(e, 1, 4, 6);
+            T_DPBSSD(e, 2, 5, 6);
+        }
+        T_STORE(e, 0, c[0], M * 4);
+        T_STORE(e, 1, c[1], M * 4);
+        T_STORE(e, 2, c[2], M * 4);
+        __asm__ volatile("" : : "r"(c) : "memory");
+        const __m512 yd = _mm512_load_ps(tk->yd[s]);
+        for (int r = 0; r < M; r++) {
+            const __m512i c0 = _mm512_maskz_loadu_epi32(mk, c[0] + r * M);
+            const __m512i c1 = _mm512_maskz_loadu_epi32(mk, c[1] + r * M);
+            const __m512i c2 = _mm512_maskz_loadu_epi32(mk, c[2] + r * M);
+            const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3)), _mm512_slli_epi32(c2, 6));
+            const __m512 t = _mm512_mul_ps(_mm512_set1_ps(ss[s].d[r]), _mm512_cvtepi32_ps(sumi));
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(yd, t)); /* the reference's step */
+        }
+    }
+    for (int r = 0; r < M; r++) {
+        float o[M];
+        _mm512_storeu_ps(o, acc[r]);
+        for (int t = 0; t < nt; t++) y[t][r0 + r] = o[t];
+    }
+}
+
+/* Rows [0, n_rows) × n_tok tokens, up to GROUPS groups of 16 a round: each
+ * strip's layout is made once a round and serves all its groups.  e: the
+ * software model, or NULL for AMX; tk: GROUPS token layouts; ss: MAX_SB
+ * super-block layouts. */
 AMX INLINE void q6k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, const void *const *xv, float *const *y,
-                          int nt, tile_model *e, amx_tokens *tk) {
+                          int64_t n_tok, tile_model *e, amx_tokens *tk, strip_sb *ss) {
     const int64_t nsb = n / QW_QK_K;
     const uint8_t *w = wv;
     const int64_t main_rows = n_rows / M * M;
-    const __mmask16 mk = (__mmask16)((1u << nt) - 1);
-    strip_sb ss;
-    alignas(64) int32_t c[NDIG][M * M];
-    amx_tokens_prep(nsb, xv, nt, tk);
-    /* tmm0..2: C0..C2; tmm3..5: A for digits 0..2; tmm6: B */
-    amx_configure(e, nt, NDIG, NDIG);
-    for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
-        __m512 acc[M];
-        for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
-        for (int64_t s = 0; s < nsb; s++) {
-            prep_strip_sb(w + (size_t)r0 * rb, rb, s, &ss);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUPS * M) {
+        const int nt = (int)(n_tok - t0 < GROUPS * M ? n_tok - t0 : GROUPS * M), ng = (nt + M - 1) / M;
+        for (int g = 0; g < ng; g++) amx_tokens_prep(nsb, xv + t0 + g * M, nt - g * M < M ? nt - g * M : M, &tk[g]);
+        /* tmm0..2: C0..C2; tmm3..5: A for digits 0..2; tmm6: B */
+        amx_configure(e, nt < M ? nt : M, NDIG, NDIG);
+        for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
+            for (int64_t s = 0; s < nsb; s++) prep_strip_sb(w + (size_t)r0 * rb, rb, s, &ss[s]);
             /* TILELOADD's asm names its address, not the memory behind it: keep
              * the stores into ss and tk before the loads */
-            __asm__ volatile("" : : "r"(&ss), "r"(tk) : "memory");
-            T_ZERO(e, 0);
-            T_ZERO(e, 1);
-            T_ZERO(e, 2);
-            for (int j = 0; j < NSTEP; j++) {
-                T_LOAD(e, 6, tk->b[s * NSTEP + j], 64);
-                T_LOAD(e, 3, ss.a[j][0], 64);
-                T_LOAD(e, 4, ss.a[j][1], 64);
-                T_LOAD(e, 5, ss.a[j][2], 64);
-                T_DPBSSD(e, 0, 3, 6);
-                T_DPBSSD(e, 1, 4, 6);
-                T_DPBSSD(e, 2, 5, 6);
-            }
-            T_STORE(e, 0, c[0], M * 4);
-            T_STORE(e, 1, c[1], M * 4);
-            T_STORE(e, 2, c[2], M * 4);
-            __asm__ volatile("" : : "r"(c) : "memory");
-            const __m512 yd = _mm512_load_ps(tk->yd[s]);
-            for (int r = 0; r < M; r++) {
-                const __m512i c0 = _mm512_maskz_loadu_epi32(mk, c[0] + r * M);
-                const __m512i c1 = _mm512_maskz_loadu_epi32(mk, c[1] + r * M);
-                const __m512i c2 = _mm512_maskz_loadu_epi32(mk, c[2] + r * M);
-                const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3)), _mm512_slli_epi32(c2, 6));
-                const __m512 t = _mm512_mul_ps(_mm512_set1_ps(ss.d[r]), _mm512_cvtepi32_ps(sumi));
-                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(yd, t)); /* the reference's step */
-            }
+            __asm__ volatile("" : : "r"(ss), "r"(tk) : "memory");
+            for (int g = 0; g < ng; g++)
+                q6k_strip_group(ss, nsb, &tk[g], nt - g * M < M ? nt - g * M : M, e, y + t0 + g * M, r0);
         }
-        for (int r = 0; r < M; r++) {
-            float o[M];
-            _mm512_storeu_ps(o, acc[r]);
-            for (int t = 0; t < nt; t++) y[t][r0 + r] = o[t];
-        }
+        if (!e) _tile_release();
+        for (int64_t r = main_rows; r < n_rows; r++)
+            for (int t = 0; t < nt; t++) dot_q6_K(n, &y[t0 + t][r], w + (size_t)r * rb, xv[t0 + t]);
     }
-    if (!e) _tile_release();
-    for (int64_t r = main_rows; r < n_rows; r++)
-        for (int t = 0; t < nt; t++) dot_q6_K(n, &y[t][r], w + (size_t)r * rb, xv[t]);
 }
 
 AMX static void amx_q6_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
-                         int nt) {
-    amx_tokens tk; /* 129 KiB at k = 8192 */
-    q6k_tiles(n, w, rb, n_rows, x, y, nt, NULL, &tk);
+                         int64_t n_tok) {
+    /* on the stack, ~0.9 MiB at k = 8192 (the pages of a shorter row untouched) */
+    amx_tokens tk[GROUPS];
+    strip_sb ss[MAX_SB];
+    q6k_tiles(n, w, rb, n_rows, x, y, n_tok, NULL, tk, ss);
 }
 
 static void gemm_q6_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
@@ -178,16 +193,23 @@ static void gemm_wide_q6_K(int64_t n, const void *w, size_t rb, int64_t n_rows, 
     amx_q6_K(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS);
 }
 
+static void gemm_n_q6_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                        int64_t n_tok) {
+    amx_q6_K(n, w, rb, n_rows, x, y, n_tok);
+}
+
 /* The same tiles through the software model: any AVX-512 CPU (tests). */
 AMX static bool emulated_q6_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                               float *const *y, int nt) {
-    if (nt < 1 || nt > M || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
+    if (nt < 1 || nt > QW_GEMM_N_TOKS || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
     tile_model *e = aligned_alloc(64, sizeof *e);
-    amx_tokens *tk = aligned_alloc(64, sizeof *tk);
-    if (e && tk) q6k_tiles(n, w, rb, n_rows, x, y, nt, e, tk);
-    const bool ok = e && tk;
+    amx_tokens *tk = aligned_alloc(64, sizeof *tk * GROUPS);
+    strip_sb *ss = aligned_alloc(64, sizeof *ss * MAX_SB);
+    const bool ok = e && tk && ss;
+    if (ok) q6k_tiles(n, w, rb, n_rows, x, y, nt, e, tk, ss);
     free(e);
     free(tk);
+    free(ss);
     return ok;
 }
 
@@ -196,5 +218,6 @@ const qw_amx_kq_kernels qw_amx_q6_K = {
     .gemm = gemm_q6_K,
     .gemm_wide = gemm_wide_q6_K,
     .gemv = gemv_q6_K,
+    .gemm_n = gemm_n_q6_K,
     .emulated = emulated_q6_K,
 };

@@ -32,7 +32,8 @@ enum {
     STEP = 64,                        /* elements of one tile multiply */
     NSTEP = QW_QK_K / STEP,           /* steps a super-block */
     MAX_SB = QW_GEMM_K_MAX / QW_QK_K, /* super-blocks a row at most */
-    TB = M * 64                       /* bytes of one tile */
+    TB = M * 64,                      /* bytes of one tile */
+    GROUPS = QW_GEMM_N_TOKS / M       /* token groups one weight layout serves */
 };
 
 /* ---- the tile operations: AMX, or the software model -------------------- */

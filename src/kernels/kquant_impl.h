@@ -46,6 +46,8 @@ typedef struct qw_kq_dots {
      * matmul gives it the 2.. leftover tokens too, padded, instead of 4-token
      * calls (its cost hardly depends on its tokens) */
     unsigned amx_types;
+    /* those types' tiles for any number of tokens (qw_gemm_n_get); NULL: none */
+    qw_gemm_n_fn gemm_n_q4_K, gemm_n_q5_K, gemm_n_q6_K;
     /* decode: the Q4_K / Q6_K / Q5_K dot over a run of rows, the token
      * prepared once (qw_gemv_get's contract: the dot's bits); NULL: none */
     qw_gemm_fn gemv_q4_K, gemv_q6_K, gemv_q5_K;

@@ -118,25 +118,23 @@ static void tile_tokens(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn fn,
     }
 }
 
-/* The last tokens [t0, n_tok) of rows [r0, r1) (a multiple of QW_GEMM_ROWS)
- * with a tile of `per` tokens, the missing tokens padded with the last real
- * one and their outputs thrown away.  For two or three tokens the 4-token
- * tile is faster than the dot or the row loop a token (from cache the tile
- * runs ~3x their MACs a second); where qw_gemm_wide_tail says so, the wide
- * tile takes up to wide_toks - 1 of them the same way.  Either gives the
- * dot's bits (quant.h's contract).  Rows go in slices so the thrown-away
+/* The last two or three tokens [t0, n_tok) of rows [r0, r1) (a multiple of
+ * QW_GEMM_ROWS) with the 4-token tile, the missing tokens padded with the
+ * last real one and their outputs thrown away: faster than the dot or the
+ * row loop a token (from cache the tile runs ~3x their MACs a second), and
+ * the dot's bits (quant.h's contract).  Rows go in slices so the thrown-away
  * outputs fit on the stack. */
-static void tile_tokens_padded(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn fn, int per, int64_t t0,
-                               int64_t r0, int64_t r1) {
+static void tile_tokens_padded(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn fn, int64_t t0, int64_t r0,
+                               int64_t r1) {
     enum { SLICE = 256 }; /* rows a call: even, as the tile's rows must be */
-    float junk[QW_GEMM_WIDE_TOKS][SLICE];
+    float junk[QW_GEMM_TOKS][SLICE];
     const char *w = t->w, *xq = t->xq;
     const int64_t n_real = t->n_tok - t0;
     for (int64_t s0 = r0; s0 < r1; s0 += SLICE) {
         const int64_t s1 = s0 + SLICE < r1 ? s0 + SLICE : r1;
-        const void *x[QW_GEMM_WIDE_TOKS];
-        float *yr[QW_GEMM_WIDE_TOKS];
-        for (int i = 0; i < per; i++) {
+        const void *x[QW_GEMM_TOKS];
+        float *yr[QW_GEMM_TOKS];
+        for (int i = 0; i < QW_GEMM_TOKS; i++) {
             const int64_t tok = t0 + (i < n_real ? i : n_real - 1);
             x[i] = xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
             yr[i] = i < n_real ? t->y + tok * t->ldy + s0 : junk[i];
@@ -155,15 +153,6 @@ static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm
     const int64_t r_end = r0 + (r1 - r0) / QW_GEMM_ROWS * QW_GEMM_ROWS;
     const int per_wide = qw_gemm_wide_toks(j->wtype);
     const int64_t t_wide = wide ? t->n_tok / per_wide * per_wide : 0;
-    if (wide && qw_gemm_wide_tail(j->wtype) && t->n_tok - t_wide >= 2) {
-        /* the tail through the wide tile too, padded (one weight layout per call) */
-        if (r_end > r0) {
-            if (t_wide) tile_tokens(j, t, wide, per_wide, 0, t_wide, r0, r_end);
-            tile_tokens_padded(j, t, wide, per_wide, t_wide, r0, r_end);
-        }
-        if (r_end < r1) dot_range(j, t, dot, r_end, r1, 0, t->n_tok);
-        return;
-    }
     const int64_t t_end = t_wide + (t->n_tok - t_wide) / QW_GEMM_TOKS * QW_GEMM_TOKS;
     if (r_end > r0) {
         if (t_wide) tile_tokens(j, t, wide, per_wide, 0, t_wide, r0, r_end);
@@ -174,12 +163,30 @@ static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm
      * get fewer than 4): two or three go through the tile padded to four; one
      * through the row loop (it prepares the token once per call) or the dot */
     if (t->n_tok - t_end >= 2) {
-        if (r_end > r0) tile_tokens_padded(j, t, gemm, QW_GEMM_TOKS, t_end, r0, r_end);
+        if (r_end > r0) tile_tokens_padded(j, t, gemm, t_end, r0, r_end);
         if (r_end < r1) dot_range(j, t, dot, r_end, r1, t_end, t->n_tok);
     } else if (gemv) {
         gemv_range(j, t, gemv, dot, r0, r1, t_end, t->n_tok);
     } else {
         dot_range(j, t, dot, r0, r1, t_end, t->n_tok);
+    }
+}
+
+/* Rows [r0, r1) × every token through a kernel that takes any number of
+ * them (qw_gemm_n_get: it lays the weights out once per call, so a call
+ * carries as many tokens as it can), QW_GEMM_N_TOKS a call. */
+static void tile_all_tokens(const matmul_job *j, const qw_mm_task *t, qw_gemm_n_fn fn, int64_t r0, int64_t r1) {
+    const char *xq = t->xq;
+    for (int64_t t0 = 0; t0 < t->n_tok; t0 += QW_GEMM_N_TOKS) {
+        const int64_t nt = t->n_tok - t0 < QW_GEMM_N_TOKS ? t->n_tok - t0 : QW_GEMM_N_TOKS;
+        const void *x[QW_GEMM_N_TOKS];
+        float *yr[QW_GEMM_N_TOKS];
+        for (int64_t i = 0; i < nt; i++) {
+            const int64_t tok = t0 + i;
+            x[i] = xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
+            yr[i] = t->y + tok * t->ldy + r0;
+        }
+        fn(j->k, (const char *)t->w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r1 - r0, x, yr, nt);
     }
 }
 
@@ -190,13 +197,15 @@ static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
     const qw_gemm_fn gemm = tiled ? qw_gemm_get(j->wtype) : NULL;
     const qw_gemm_fn gemv = tiled ? qw_gemv_get(j->wtype) : NULL;
     const qw_gemm_fn wide = tiled ? qw_gemm_wide_get(j->wtype) : NULL;
+    const qw_gemm_n_fn many = tiled ? qw_gemm_n_get(j->wtype) : NULL;
     int ti = 0;
     for (int64_t b = b0; b < b1; b++) {
         while (b >= j->block0[ti + 1]) ti++;
         const qw_mm_task *t = &j->tasks[ti];
         const int64_t r0 = (b - j->block0[ti]) * j->row_block;
         const int64_t r1 = r0 + j->row_block < t->n_rows ? r0 + j->row_block : t->n_rows;
-        if (gemm && t->n_tok >= 2) gemm_range(j, t, gemm, wide, gemv, dot, r0, r1);
+        if (many && t->n_tok >= 2) tile_all_tokens(j, t, many, r0, r1);
+        else if (gemm && t->n_tok >= 2) gemm_range(j, t, gemm, wide, gemv, dot, r0, r1);
         else if (gemv) gemv_range(j, t, gemv, dot, r0, r1, 0, t->n_tok);
         else dot_range(j, t, dot, r0, r1, 0, t->n_tok);
     }

@@ -159,6 +159,7 @@ static void build_amx(qw_kernel_table *t) {
     g_kq_amx = qw_kq_dots_avx512;
     g_kq_amx.gemm_q5_K = qw_amx_q5_K.gemm;
     g_kq_amx.gemm_wide_q5_K = qw_amx_q5_K.gemm_wide;
+    g_kq_amx.gemm_n_q5_K = qw_amx_q5_K.gemm_n;
     g_kq_amx.amx_types = 1u << QW_TYPE_Q5_K;
     /* each type's dot, row loop and tiles together: the tiles give the dot's bits */
     g_kq_amx_all = g_kq_amx;
@@ -166,10 +167,12 @@ static void build_amx(qw_kernel_table *t) {
     g_kq_amx_all.gemv_q4_K = qw_amx_q4_K.gemv;
     g_kq_amx_all.gemm_q4_K = qw_amx_q4_K.gemm;
     g_kq_amx_all.gemm_wide_q4_K = qw_amx_q4_K.gemm_wide;
+    g_kq_amx_all.gemm_n_q4_K = qw_amx_q4_K.gemm_n;
     g_kq_amx_all.q6_K = qw_amx_q6_K.dot;
     g_kq_amx_all.gemv_q6_K = qw_amx_q6_K.gemv;
     g_kq_amx_all.gemm_q6_K = qw_amx_q6_K.gemm;
     g_kq_amx_all.gemm_wide_q6_K = qw_amx_q6_K.gemm_wide;
+    g_kq_amx_all.gemm_n_q6_K = qw_amx_q6_K.gemm_n;
     g_kq_amx_all.amx_types |= 1u << QW_TYPE_Q4_K | 1u << QW_TYPE_Q6_K;
     *t = qw_kernels_avx512;
     t->name = qw_simd_levels[QW_LEVEL_AMX];
@@ -295,6 +298,14 @@ qw_gemm_fn qw_gemm_wide_get(qw_type type) {
 /* True where the level's wide tile of this K-quant is AMX's (kquant_impl.h). */
 static bool kq_on_amx(qw_type type) { return (unsigned)type < 32 && (active()->kq->amx_types >> type & 1u); }
 
+qw_gemm_n_fn qw_gemm_n_get(qw_type type) {
+    const qw_kq_dots *kq = active()->kq;
+    if (type == QW_TYPE_Q4_K) return kq->gemm_n_q4_K;
+    if (type == QW_TYPE_Q5_K) return kq->gemm_n_q5_K;
+    if (type == QW_TYPE_Q6_K) return kq->gemm_n_q6_K;
+    return NULL;
+}
+
 int qw_gemm_wide_toks(qw_type type) {
     switch (type) {
     case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
@@ -303,8 +314,6 @@ int qw_gemm_wide_toks(qw_type type) {
     default: return QW_GEMM_WIDE_TOKS;
     }
 }
-
-bool qw_gemm_wide_tail(qw_type type) { return kq_on_amx(type); }
 
 qw_gemm_fn qw_gemv_get(qw_type type) {
     const qw_kernel_table *t = active();

@@ -149,6 +149,7 @@ typedef struct {
     qw_vec_dot_fn dot;
     qw_gemm_fn gemm, gemm_wide;
     qw_gemm_fn gemv; /* decode: the dot over a run of rows (its bits) */
+    qw_gemm_n_fn gemm_n; /* any number of tokens, the weights laid out once per call */
     bool (*emulated)(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                      float *const *y, int nt);
 } qw_amx_kq_kernels;

@@ -162,7 +162,7 @@ static void check_reference_order(qw_type wt, const qw_amx_kq_kernels *kk) {
     for (size_t ki = 0; ki < sizeof k_kq_ks / sizeof k_kq_ks[0]; ki++) {
         const int64_t k = k_kq_ks[ki];
         const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(QW_TYPE_Q8_K, k);
-        char *w = kq_rows(wt, ROWS, k), *x = q8k_tokens(QW_GEMM_WIDE_TOKS, k);
+        char *w = kq_rows(wt, ROWS, k), *x = q8k_tokens(QW_GEMM_N_TOKS, k);
         for (int64_t r = 0; r < ROWS; r++) {
             float d;
             (kk->dot ? kk->dot : qw_kq_dots_avx512.q5_K)(k, &d, w + (size_t)r * rb, x);
@@ -182,16 +182,18 @@ static void check_reference_order(qw_type wt, const qw_amx_kq_kernels *kk) {
             qw_tune_reset();
         }
         if (k <= 2048) { /* the model multiplies bytes one by one: keep it short */
-            static const int nts[] = {1, 2, 3, 4, 7, 16};
+            /* one group of 1..16 tokens, and several (the weights laid out once for all) */
+            static const int nts[] = {1, 2, 3, 4, 7, 16, 17, 35, QW_GEMM_N_TOKS};
             for (size_t i = 0; i < sizeof nts / sizeof nts[0]; i++) {
                 const int nt = nts[i];
-                static float out[QW_GEMM_WIDE_TOKS][ROWS];
-                const void *xp[QW_GEMM_WIDE_TOKS];
-                float *yp[QW_GEMM_WIDE_TOKS];
+                static float out[QW_GEMM_N_TOKS][ROWS];
+                const void *xp[QW_GEMM_N_TOKS];
+                float *yp[QW_GEMM_N_TOKS];
                 for (int t = 0; t < nt; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
                 memset(out, 0xff, sizeof out);
                 assert_true(kk->emulated(k, w, rb, ROWS, xp, yp, nt));
                 assert_false(kk->emulated(k, w, rb, ROWS, xp, yp, 0)); /* outside the limits: refused */
+                assert_false(kk->emulated(k, w, rb, ROWS, xp, yp, QW_GEMM_N_TOKS + 1));
                 assert_false(kk->emulated(k + 128, w, rb, ROWS, xp, yp, nt));
                 for (int t = 0; t < nt; t++)
                     for (int64_t r = 0; r < ROWS; r++)
