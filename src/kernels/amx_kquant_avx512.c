@@ -41,36 +41,88 @@
 
 /* ---- the reference-order dot ------------------------------------------- */
 
-/* One Q4_K row of nb blocks in the reference's order: the dot (pf NULL) and
- * the decode row loop's body (kquant_blocks_x86.h). */
+/* Block i of a Q4_K row: its int32 lanes by the AVX-512 row loop's body (so
+ * its prepared token serves here too), folded to 8, and its summ. */
+static inline __attribute__((always_inline)) __m256i q4k_block_ints(const qw_block_q4_K *b, const qw_block_q8_K *y,
+                                                                    int64_t i, const q4k_token *tok, int32_t *summ) {
+    const __m128i sm = q4k_scales_mins(b[i].scales);
+    __m512i yl[4];
+    if (!tok) q4k_token_block(&y[i], yl);
+    const __m512i sumi = q4k_sumi_halves(&b[i], _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm)), tok ? tok->yv[i] : yl);
+    __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), tok ? tok->pairs[i] : q8k_pair_sums(&y[i]));
+    mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
+    *summ = _mm_cvtsi128_si32(_mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1))));
+    return _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+}
+
+/* One Q4_K row of nb blocks in the reference's order.  Runs of eight blocks
+ * take their sumi (each block's lanes summed, exact) and the float step for
+ * all eight in vector lanes — each lane the reference's expression for its
+ * block, so the same bits — and then add the eight terms to acc one after
+ * another, in block order; the last nb % 8 blocks go one at a time.  (Per
+ * block, the reference's step without its symmetric branch: that branch
+ * drops "- dmin * 0", which changes at most the sign of a zero term, and a
+ * zero term never changes acc's bits: acc starts at +0, and +0 + -0 = +0.)
+ * tok: the token prepared (the row loop), or NULL to read it from y (the
+ * dot); pf: the row loop's prefetch. */
 static inline __attribute__((always_inline)) float q4k_ref_row(const qw_block_q4_K *b, const qw_block_q8_K *y,
-                                                               int64_t nb, const row_prefetch *pf) {
+                                                               int64_t nb, const q4k_token *tok, const row_prefetch *pf) {
     float acc = 0.0f;
-    for (int64_t i = 0; i < nb; i++, b++, y++) {
-        if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i, sizeof *b, pf->l2);
-        const __m128i sm = q4k_scales_mins(b->scales);
-        const __m512i sc16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm));
-        __m512i si = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int j = 0; j < NSTEP; j++) {
-            const __m512i p = _mm512_maddubs_epi16(q4k_chunk_zmm(b, j), _mm512_loadu_si512((const void *)(y->qs + 64 * j)));
-            si = _mm512_dpwssd_epi32(si, p, _mm512_shuffle_epi8(sc16, q4k_pick_zmm(j)));
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        __m256i s8[8];
+        alignas(32) int32_t summ[8];
+        alignas(32) uint32_t dd[8]; /* each block's d and dmin, two fp16 */
+        alignas(32) float t[8];
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i + k, sizeof *b, pf->l2);
+            s8[k] = q4k_block_ints(b, y, i + k, tok, &summ[k]);
+            memcpy(&dd[k], &b[i + k].d, sizeof dd[k]); /* d and dmin: two adjacent halves */
         }
-        __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), q8k_pair_sums(y));
-        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
-        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1)));
-        const int32_t sumi = _mm512_reduce_add_epi32(si), summ = _mm_cvtsi128_si32(mm);
-        /* the reference's step; its branch for dmin == 0 and summ == 0 only drops
-         * "- 0", which never changes acc's bits (as in kquant_avx2.c's Q5_K) */
-        acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi - _cvtsh_ss(b->dmin) * (float)summ);
+        __m256 d8;
+        if (tok) d8 = _mm256_loadu_ps(tok->d8 + i);
+        else {
+            alignas(32) float d8s[8];
+            for (int k = 0; k < 8; k++) d8s[k] = q8k_d(&y[i + k]);
+            d8 = _mm256_load_ps(d8s);
+        }
+        const __m256i ddv = _mm256_load_si256((const __m256i *)dd);
+        const __m256 d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(ddv, _mm256_set1_epi32(0xFFFF))));
+        const __m256 dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(ddv, 16)));
+        const __m256 t1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum8_lanes(s8)));
+        const __m256 t2 = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_load_si256((const __m256i *)summ)));
+        _mm256_store_ps(t, _mm256_mul_ps(d8, _mm256_sub_ps(t1, t2)));
+        for (int k = 0; k < 8; k++) acc += t[k];
+    }
+    for (; i < nb; i++) {
+        if (pf && pf->row) qw_prefetch_block((const qw_block_q4_K *)pf->row + i, sizeof *b, pf->l2);
+        int32_t summ;
+        const __m256i s8 = q4k_block_ints(b, y, i, tok, &summ);
+        const int32_t sumi = sum8_epi32(s8);
+        const float d8 = tok ? tok->d8[i] : q8k_d(&y[i]);
+        acc += d8 * (_cvtsh_ss(b[i].d) * (float)sumi - _cvtsh_ss(b[i].dmin) * (float)summ);
     }
     return acc;
 }
 
-static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) { *s = q4k_ref_row(w, x, n / QW_QK_K, NULL); }
+static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
+    *s = q4k_ref_row(w, x, n / QW_QK_K, NULL, NULL);
+}
 
-/* Decode: the row loop, the constants set once a call. */
-KQ_GEMV_ROWS(gemv_q4_K, qw_block_q4_K, q4k_ref_row)
+/* Decode: the row loop, the token prepared once a call. */
+static void gemv_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
+    const int64_t nb = n / QW_QK_K;
+    if (nb <= 0) return;
+    const qw_block_q8_K *xt = x[0];
+    q4k_token tok;
+    q4k_token_prep(xt, nb, &tok);
+    const decode_walk wk = decode_rows_start(w, rb, n_rows);
+    for (int64_t r = 0; r < n_rows; r++) {
+        const row_prefetch pf = decode_row_prefetch(w, rb, r, n_rows, wk);
+        y[0][r] = q4k_ref_row((const qw_block_q4_K *)((const char *)w + (size_t)r * rb), xt, nb, &tok, &pf);
+    }
+}
 
 /* ---- the tile body ------------------------------------------------------ */
 

@@ -46,13 +46,6 @@ static inline __attribute__((always_inline)) __m256i lanes8(__m256i w, __m256i x
     return _mm256_dpbusd_epi32(nw, xu, w);
 }
 
-static inline int32_t sum8_epi32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
-
 /* One row's dot in the reference order (the integer sum is exact in any order). */
 static inline __attribute__((always_inline)) float dot_row(int64_t nb, const uint8_t *w, const qw_block_q8_0 *x,
                                                            const bool q4) {

@@ -63,36 +63,6 @@ KQ_TILE_DECLS(q6_K)
 #define qw_kq_dots_avx2 qw_kq_dots_avx512
 #include "kquant_avx2.c"
 
-/* The row body reads a block's 128 level bytes in two 64-byte halves h:
- * the low nibbles are groups 4h and 4h+2 (elements 128h..+31 and
- * 128h+64..+95), the high nibbles groups 4h+1 and 4h+3.  q4k_token_block
- * lays the token's bytes out to meet them: yv[2h] = elements 128h..+31 and
- * 128h+64..+95, yv[2h+1] = 128h+32..+63 and 128h+96..+127.  Each group
- * stays in one 256-bit half in its own order, so lane l of the folded int32
- * sum is the same integer as the dot's. */
-static inline void q4k_token_block(const qw_block_q8_K *y, __m512i yv[4]) {
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        const __m512i a = _mm512_loadu_si512(y->qs + 128 * h), b = _mm512_loadu_si512(y->qs + 128 * h + 64);
-        yv[2 * h] = _mm512_shuffle_i64x2(a, b, 0x44);
-        yv[2 * h + 1] = _mm512_shuffle_i64x2(a, b, 0xEE);
-    }
-}
-
-/* pshufb controls: group g's scale in the low 256 bits, group g+2's in the high. */
-static inline __m512i q4k_pick_pair(int g) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(q4k_pick(g)), q4k_pick(g + 2), 1);
-}
-
-/* What a Q4_K row's dot needs of the token, per block, prepared once for
- * the row loop: its bytes regrouped, its Q8_K scale and its group sums
- * paired per 32 elements. */
-typedef struct {
-    __m512i yv[QW_GEMM_K_MAX / QW_QK_K][4];
-    float d8[QW_GEMM_K_MAX / QW_QK_K];
-    __m128i pairs[QW_GEMM_K_MAX / QW_QK_K];
-} q4k_token;
-
 /* One Q4_K row of nb blocks against a Q8_K token: the dot in 512-bit
  * registers, half the vector instructions of the 256-bit loop, the same
  * int32 lanes once the two halves are added and the same float steps, so
@@ -101,7 +71,6 @@ typedef struct {
  * dot, any width); pf: the row loop's prefetch. */
 static inline __attribute__((always_inline)) float q4k_row(const qw_block_q4_K *b, const qw_block_q8_K *y,
                                                            int64_t nb, const q4k_token *tok, const row_prefetch *pf) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     __m128 accm = _mm_setzero_ps();
     for (int64_t i = 0; i < nb; i++, b++) {
@@ -113,16 +82,7 @@ static inline __attribute__((always_inline)) float q4k_row(const qw_block_q4_K *
         __m512i yl[4];
         if (!tok) q4k_token_block(&y[i], yl);
         const __m512i *yv = tok ? tok->yv[i] : yl;
-        const __m512i v0 = _mm512_loadu_si512(b->qs), v1 = _mm512_loadu_si512(b->qs + 64);
-        /* the first half starts the sums (madd = dpwssd into zero, the same integers) */
-        __m512i sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(v0, m4), yv[0]),
-                                         _mm512_shuffle_epi8(scales, q4k_pick_pair(0)));
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), yv[1]),
-                                   _mm512_shuffle_epi8(scales, q4k_pick_pair(1)));
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(v1, m4), yv[2]),
-                                   _mm512_shuffle_epi8(scales, q4k_pick_pair(4)));
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), yv[3]),
-                                   _mm512_shuffle_epi8(scales, q4k_pick_pair(5)));
+        const __m512i sumi = q4k_sumi_halves(b, scales, yv);
         const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
         acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(s8), acc);
     }
@@ -139,11 +99,7 @@ static void gemv_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t 
     if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
     const qw_block_q8_K *xt = x[0];
     q4k_token tok;
-    for (int64_t i = 0; i < nb; i++) {
-        q4k_token_block(&xt[i], tok.yv[i]);
-        tok.d8[i] = q8k_d(&xt[i]);
-        tok.pairs[i] = q8k_pair_sums(&xt[i]);
-    }
+    q4k_token_prep(xt, nb, &tok);
     const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);
     for (int64_t r = 0; r < n_rows; r++) {
         const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);

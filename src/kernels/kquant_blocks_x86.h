@@ -11,6 +11,7 @@
 
 #include "kernels/kquant_impl.h"
 #include "kernels/quant_impl.h"
+#include "kernels/simd_x86.h"
 
 /* A Q8_K block's scale (a float; Q8_K rows are only 4-byte aligned). */
 static inline float q8k_d(const qw_block_q8_K *y) {
@@ -125,6 +126,75 @@ static inline __m512i q4k_pick_zmm(int j) {
 static inline __m512i q4k_chunk_zmm(const qw_block_q4_K *b, int j) {
     const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * j)));
     return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFFFF0000u, v, 4), _mm512_set1_epi8(0x0F));
+}
+
+/* The row body reads a block's 128 level bytes in two 64-byte halves h:
+ * the low nibbles are groups 4h and 4h+2 (elements 128h..+31 and
+ * 128h+64..+95), the high nibbles groups 4h+1 and 4h+3.  q4k_token_block
+ * lays the token's bytes out to meet them: yv[2h] = elements 128h..+31 and
+ * 128h+64..+95, yv[2h+1] = 128h+32..+63 and 128h+96..+127.  Each group
+ * stays in one 256-bit half in its own order, so lane l of the folded int32
+ * sum is the same integer as the dot's. */
+static inline void q4k_token_block(const qw_block_q8_K *y, __m512i yv[4]) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m512i a = _mm512_loadu_si512(y->qs + 128 * h), b = _mm512_loadu_si512(y->qs + 128 * h + 64);
+        yv[2 * h] = _mm512_shuffle_i64x2(a, b, 0x44);
+        yv[2 * h + 1] = _mm512_shuffle_i64x2(a, b, 0xEE);
+    }
+}
+
+/* pshufb controls: group g's scale in the low 256 bits, group g+2's in the high. */
+static inline __m512i q4k_pick_pair(int g) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(q4k_pick(g)), q4k_pick(g + 2), 1);
+}
+
+/* What a Q4_K row's dot needs of the token, per block, prepared once for
+ * the row loop: its bytes regrouped, its Q8_K scale and its group sums
+ * paired per 32 elements. */
+typedef struct {
+    __m512i yv[QW_GEMM_K_MAX / QW_QK_K][4];
+    float d8[QW_GEMM_K_MAX / QW_QK_K];
+    __m128i pairs[QW_GEMM_K_MAX / QW_QK_K];
+} q4k_token;
+
+/* The token prepared once for a Q4_K row loop. */
+static inline void q4k_token_prep(const qw_block_q8_K *xt, int64_t nb, q4k_token *tok) {
+    for (int64_t i = 0; i < nb; i++) {
+        q4k_token_block(&xt[i], tok->yv[i]);
+        tok->d8[i] = q8k_d(&xt[i]);
+        tok->pairs[i] = q8k_pair_sums(&xt[i]);
+    }
+}
+
+/* Chunk h (0, 1) of a Q4_K block's levels against the token's regrouped
+ * bytes yv: the two 64-byte halves' products, weighted by their groups'
+ * scales (sc16: the eight scales as int16 in every 128-bit lane), added
+ * into 16 int32 lanes; lane l of the two 256-bit halves added is the same
+ * integer as the 256-bit dot's lane l. */
+static inline __attribute__((always_inline)) __m512i q4k_sumi_halves(const qw_block_q4_K *b, __m512i sc16,
+                                                                     const __m512i yv[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i v0 = _mm512_loadu_si512(b->qs), v1 = _mm512_loadu_si512(b->qs + 64);
+    /* the first half starts the sums (madd = dpwssd into zero, the same integers) */
+    __m512i sumi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(v0, m4), yv[0]),
+                                     _mm512_shuffle_epi8(sc16, q4k_pick_pair(0)));
+    sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v0, 4), m4), yv[1]),
+                               _mm512_shuffle_epi8(sc16, q4k_pick_pair(1)));
+    sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(v1, m4), yv[2]),
+                               _mm512_shuffle_epi8(sc16, q4k_pick_pair(4)));
+    return _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v1, 4), m4), yv[3]),
+                               _mm512_shuffle_epi8(sc16, q4k_pick_pair(5)));
+}
+
+/* Eight blocks' int32 lanes (s[b]: block b's 8 lanes) summed per block:
+ * lane b of the result is the sum of s[b]'s lanes (exact). */
+static inline __attribute__((always_inline)) __m256i sum8_lanes(const __m256i s[8]) {
+    const __m256i a0 = _mm256_hadd_epi32(s[0], s[1]), a1 = _mm256_hadd_epi32(s[2], s[3]);
+    const __m256i a2 = _mm256_hadd_epi32(s[4], s[5]), a3 = _mm256_hadd_epi32(s[6], s[7]);
+    /* b0: blocks 0..3's lanes 0-3 sums in the low 128 bits, lanes 4-7 sums in the high */
+    const __m256i b0 = _mm256_hadd_epi32(a0, a1), b1 = _mm256_hadd_epi32(a2, a3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
 }
 
 /* Chunk j as 64 levels 0..31: Q4_K's nibbles, plus 16 where bit 2j (low

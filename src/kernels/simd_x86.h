@@ -5,7 +5,8 @@
  *   hsum8     the sum of 8 f32 lanes in one fixed order ((lo + hi) pairwise,
  *             then the last two), the order llama.cpp's AVX2 dots reduce in, so
  *             every level that ends a chain with it gives the same bits;
- *   load_u16  an unaligned 16-bit load (a block's f16 scale).
+ *   load_u16  an unaligned 16-bit load (a block's f16 scale);
+ *   sum8_epi32  the sum of 8 int32 lanes (exact in any order).
  */
 #ifndef QWISP_KERNELS_SIMD_X86_H
 #define QWISP_KERNELS_SIMD_X86_H
@@ -25,6 +26,13 @@ static inline uint16_t load_u16(const void *p) {
     uint16_t v;
     memcpy(&v, p, sizeof v);
     return v;
+}
+
+static inline int32_t sum8_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
 }
 
 #endif
