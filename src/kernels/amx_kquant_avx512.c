@@ -110,19 +110,8 @@ static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
     *s = q4k_ref_row(w, x, n / QW_QK_K, NULL, NULL);
 }
 
-/* Decode: the row loop, the token prepared once a call. */
-static void gemv_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
-    const int64_t nb = n / QW_QK_K;
-    if (nb <= 0) return;
-    const qw_block_q8_K *xt = x[0];
-    q4k_token tok;
-    q4k_token_prep(xt, nb, &tok);
-    const decode_walk wk = decode_rows_start(w, rb, n_rows);
-    for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, rb, r, n_rows, wk);
-        y[0][r] = q4k_ref_row((const qw_block_q4_K *)((const char *)w + (size_t)r * rb), xt, nb, &tok, &pf);
-    }
-}
+/* Decode: the row loop (kquant_blocks_x86.h), the token prepared once a call. */
+Q4K_GEMV_ROWS(gemv_q4_K, q4k_ref_row)
 
 /* ---- the tile body ------------------------------------------------------ */
 

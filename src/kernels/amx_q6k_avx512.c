@@ -48,14 +48,8 @@ static inline __attribute__((always_inline)) float q6k_ref_row(const qw_block_q6
     float acc = 0.0f;
     for (int64_t i = 0; i < nb; i++, b++, y++) {
         if (pf && pf->row) qw_prefetch_block((const qw_block_q6_K *)pf->row + i, sizeof *b, pf->l2);
-        __m512i q[4], sc[4];
-        q6k_levels_zmm(b, q);
-        const __m256i sc16 = q6k_scales_zmm(b, sc);
-        __m512i si = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int z = 0; z < 4; z++) /* levels 0..63: a pair's sum fits int16 */
-            si = _mm512_dpwssd_epi32(si, _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(y->qs + 64 * z))),
-                                     sc[z]);
+        __m256i sc16;
+        const __m512i si = q6k_sumi_zmm(b, y, &sc16);
         const int32_t sumi = _mm512_reduce_add_epi32(si) - q6k_offset(sc16, y);
         acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi);
     }

@@ -93,19 +93,8 @@ static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
     *s = q4k_row(w, x, n / QW_QK_K, NULL, NULL);
 }
 
-static void gemv_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    const int64_t nb = n / QW_QK_K;
-    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
-    const qw_block_q8_K *xt = x[0];
-    q4k_token tok;
-    q4k_token_prep(xt, nb, &tok);
-    const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);
-    for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);
-        y[0][r] = q4k_row((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf);
-    }
-}
+/* Decode: the row loop (kquant_blocks_x86.h), the token prepared once a call. */
+Q4K_GEMV_ROWS(gemv_q4_K_zmm, q4k_row)
 
 /* The Q4_K prefill tile in 512-bit registers, bit-identical with dot_q4_K.
  *
@@ -237,14 +226,8 @@ static inline __attribute__((always_inline)) float q6k_row(const qw_block_q6_K *
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++, b++, y++) {
         if (pf && pf->row) qw_prefetch_block((const qw_block_q6_K *)pf->row + i, sizeof *b, pf->l2);
-        __m512i q[4], sc[4];
-        q6k_levels_zmm(b, q);
-        const __m256i sc16 = q6k_scales_zmm(b, sc);
-        __m512i sumi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int z = 0; z < 4; z++)
-            sumi = _mm512_dpwssd_epi32(
-                sumi, _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(y->qs + 64 * z))), sc[z]);
+        __m256i sc16;
+        const __m512i sumi = q6k_sumi_zmm(b, y, &sc16);
         const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
         const __m256i s8 = _mm256_sub_epi32(
             _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1)), _mm256_slli_epi32(off, 5));

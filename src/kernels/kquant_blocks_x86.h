@@ -167,6 +167,23 @@ static inline void q4k_token_prep(const qw_block_q8_K *xt, int64_t nb, q4k_token
     }
 }
 
+/* A Q4_K decode row loop NAME whose row body is ROW(block, token, nb,
+ * &prepared token, &prefetch): the token prepared once a call. */
+#define Q4K_GEMV_ROWS(NAME, ROW)                                                                                  \
+    static void NAME(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,        \
+                     float *const *y) {                                                                          \
+        const int64_t nb = n / QW_QK_K;                                                                          \
+        if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */      \
+        const qw_block_q8_K *xt = x[0];                                                                          \
+        q4k_token tok;                                                                                           \
+        q4k_token_prep(xt, nb, &tok);                                                                            \
+        const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);                                       \
+        for (int64_t r = 0; r < n_rows; r++) {                                                                   \
+            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);                        \
+            y[0][r] = ROW((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf); \
+        }                                                                                                        \
+    }
+
 /* Chunk h (0, 1) of a Q4_K block's levels against the token's regrouped
  * bytes yv: the two 64-byte halves' products, weighted by their groups'
  * scales (sc16: the eight scales as int16 in every 128-bit lane), added
@@ -241,6 +258,22 @@ static inline __attribute__((always_inline)) __m256i q6k_scales_zmm(const qw_blo
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
     spread16_zmm(sc16, sc);
     return sc16;
+}
+
+/* sum_g sc_g * (q . y)_g of one Q6_K block and token with the levels 0..63
+ * as they are (a pair's products fit int16), in 16 int32 lanes; *sc16: the
+ * scales as int16, for the -32's correction against the group sums. */
+static inline __attribute__((always_inline)) __m512i q6k_sumi_zmm(const qw_block_q6_K *b, const qw_block_q8_K *y,
+                                                                  __m256i *sc16) {
+    __m512i q[4], sc[4];
+    q6k_levels_zmm(b, q);
+    *sc16 = q6k_scales_zmm(b, sc);
+    __m512i sumi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int z = 0; z < 4; z++)
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[z], _mm512_loadu_si512((const void *)(y->qs + 64 * z))),
+                                   sc[z]);
+    return sumi;
 }
 #endif
 

@@ -101,20 +101,26 @@ static void gemv_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemv
     if (r_end < r1) dot_range(j, t, dot, r_end, r1, t0, t1);
 }
 
+/* Tokens [t0, t0 + n) of a task as a tile call takes them: x[i] the
+ * token's activations, yr[i] its outputs from row r0. */
+static void token_ptrs(const matmul_job *j, const qw_mm_task *t, int64_t t0, int64_t n, int64_t r0, const void **x,
+                       float **yr) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t tok = t0 + i;
+        x[i] = (const char *)t->xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
+        yr[i] = t->y + tok * t->ldy + r0;
+    }
+}
+
 /* Tokens [t0, t1) of rows [r0, r1) with a tile of `per` tokens a call
  * (t1 - t0 a multiple of `per`). */
 static void tile_tokens(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn fn, int per, int64_t t0, int64_t t1,
                         int64_t r0, int64_t r1) {
-    const char *w = t->w, *xq = t->xq;
     for (int64_t g = t0; g < t1; g += per) {
         const void *x[QW_GEMM_WIDE_TOKS];
         float *yr[QW_GEMM_WIDE_TOKS];
-        for (int i = 0; i < per; i++) {
-            const int64_t tok = g + i;
-            x[i] = xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
-            yr[i] = t->y + tok * t->ldy + r0;
-        }
-        fn(j->k, w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r1 - r0, x, yr);
+        token_ptrs(j, t, g, per, r0, x, yr);
+        fn(j->k, (const char *)t->w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r1 - r0, x, yr);
     }
 }
 
@@ -176,16 +182,11 @@ static void gemm_range(const matmul_job *j, const qw_mm_task *t, qw_gemm_fn gemm
  * them (qw_gemm_n_get: it lays the weights out once per call, so a call
  * carries as many tokens as it can), QW_GEMM_N_TOKS a call. */
 static void tile_all_tokens(const matmul_job *j, const qw_mm_task *t, qw_gemm_n_fn fn, int64_t r0, int64_t r1) {
-    const char *xq = t->xq;
     for (int64_t t0 = 0; t0 < t->n_tok; t0 += QW_GEMM_N_TOKS) {
         const int64_t nt = t->n_tok - t0 < QW_GEMM_N_TOKS ? t->n_tok - t0 : QW_GEMM_N_TOKS;
         const void *x[QW_GEMM_N_TOKS];
         float *yr[QW_GEMM_N_TOKS];
-        for (int64_t i = 0; i < nt; i++) {
-            const int64_t tok = t0 + i;
-            x[i] = xq + (size_t)(t->idx ? t->idx[tok] : tok) * j->xq_row_bytes;
-            yr[i] = t->y + tok * t->ldy + r0;
-        }
+        token_ptrs(j, t, t0, nt, r0, x, yr);
         fn(j->k, (const char *)t->w + (size_t)r0 * t->w_row_bytes, t->w_row_bytes, r1 - r0, x, yr, nt);
     }
 }
