@@ -11,7 +11,8 @@
 # pp512/tg128 of the full-size qwen36-a3b Q4_K with this tree's CUDA object
 # and each base revision's, alternated; ncu per-kernel times of a 4-layer
 # prefill; lanes with QWISP_DEVICE_BATCH 1/0/1; then on the host CPU AMX vs
-# AVX-512 prefill and bench/speed_vs_llamabench.sh.  Output also in $OUT/log.txt.
+# AVX-512 prefill and decode (QWISP_AMX_KQUANT 0 and 1) and the tiles' and row
+# loops' speed (micro_gemm), and bench/speed_vs_llamabench.sh.  Output also in $OUT/log.txt.
 set -u
 . .devjob/env.sh
 LIMIT=${LIMIT:-570}
@@ -95,24 +96,31 @@ unset QWISP_BACKEND
 # ---- CPU: AMX vs AVX-512, and llama-bench ----
 ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log
 LB=/tmp/qc/llama-bench/build/bin/llama-bench
-if need 100 "AMX vs avx512 pp512"; then
-    for lvl in avx512 avx512-amx avx512 avx512-amx; do
-        for f in a3b-q4_K a3b-q6_K; do
-            for th in 16 2; do
-                tsk=""; [ $th = 2 ] && tsk="taskset -c 2,3"
-                r=$(QWISP_BACKEND=cpu QWISP_SIMD=$lvl $tsk $Q bench -m $S/$f.gguf -p 512 -n 0 -r 2 --threads $th --bw-mb 0 --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(round(d["pp_tok_s"]["median"],1))' 2>&1)
-                ts "$f pp512 $lvl t=$th: $r"
+if need 180 "AMX vs avx512 pp512 / tg64"; then
+    # the levels alternated: avx512, avx512-amx (Q4_K/Q6_K on AVX-512), avx512-amx + QWISP_AMX_KQUANT=1
+    for round in 1 2; do
+        for cfg in "avx512 0" "avx512-amx 0" "avx512-amx 1"; do
+            set -- $cfg
+            for f in a3b-q4_K a3b-q6_K; do
+                pp=$(QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 $Q bench -m $S/$f.gguf -p 512 -n 0 -r 2 --threads 16 --bw-mb 0 | grep pp512)
+                tg=$(QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 taskset -c 2,3 $Q bench -m $S/$f.gguf -p 0 -n 64 -r 2 --threads 2 --bw-mb 0 | grep tg64)
+                ts "$f $1 kq=$2 | $pp | $tg"
             done
         done
     done
+    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread -o build/micro_gemm &&
+    for t in q4_K q6_K q5_K; do for k in 2048 512; do for cfg in "avx512 0" "avx512-amx 1"; do
+        set -- $cfg; QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
+    done; done; done
 fi
 if [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
     QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \
         $S/bench-q4_K.gguf $S/a3b-q4_K.gguf $S/bench-q8_0.gguf 2>&1 | grep -v "^$"
 fi
 if need 60 "full-size CPU 16 threads"; then
-    for lvl in avx512 avx512-amx; do
-        ts "big pp512 16 threads $lvl"; QWISP_BACKEND=cpu QWISP_SIMD=$lvl $Q bench -m $S/big.gguf -p 512 -n 0 -r 1 --threads 16 --bw-mb 0 2>&1 | tail -2
+    for cfg in "avx512 0" "avx512-amx 0" "avx512-amx 1"; do
+        set -- $cfg
+        ts "big pp512 16 threads $1 kq=$2: $(QWISP_BACKEND=cpu QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 $Q bench -m $S/big.gguf -p 512 -n 0 -r 1 --threads 16 --bw-mb 0 2>&1 | grep pp512)"
     done
 fi
 ts "done"
