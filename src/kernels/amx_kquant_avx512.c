@@ -227,7 +227,7 @@ AMX INLINE void k4_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, c
     const int64_t main_rows = n_rows / M * M;
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUPS * M) {
         const int nt = (int)(n_tok - t0 < GROUPS * M ? n_tok - t0 : GROUPS * M), ng = (nt + M - 1) / M;
-        for (int g = 0; g < ng; g++) prep_tokens(nsb, xv + t0 + g * M, nt - g * M < M ? nt - g * M : M, &tp[g]);
+        for (int g = 0; g < ng; g++) prep_tokens(nsb, xv + t0 + g * M, amx_group_toks(nt, g), &tp[g]);
         amx_configure(e, nt < M ? nt : M, 2, 2);
         for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
             for (int64_t s = 0; s < nsb; s++) prep_strip_sb(w + (size_t)r0 * rb, rb, s, &ss[s], five);
@@ -235,7 +235,7 @@ AMX INLINE void k4_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, c
              * the stores into ss and tp before the loads */
             __asm__ volatile("" : : "r"(ss), "r"(tp) : "memory");
             for (int g = 0; g < ng; g++)
-                k4_strip_group(ss, nsb, &tp[g], nt - g * M < M ? nt - g * M : M, e, y + t0 + g * M, r0);
+                k4_strip_group(ss, nsb, &tp[g], amx_group_toks(nt, g), e, y + t0 + g * M, r0);
         }
         if (!e) _tile_release();
         for (int64_t r = main_rows; r < n_rows; r++)

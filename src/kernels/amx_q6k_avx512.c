@@ -154,7 +154,7 @@ AMX INLINE void q6k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
     const int64_t main_rows = n_rows / M * M;
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUPS * M) {
         const int nt = (int)(n_tok - t0 < GROUPS * M ? n_tok - t0 : GROUPS * M), ng = (nt + M - 1) / M;
-        for (int g = 0; g < ng; g++) amx_tokens_prep(nsb, xv + t0 + g * M, nt - g * M < M ? nt - g * M : M, &tk[g]);
+        for (int g = 0; g < ng; g++) amx_tokens_prep(nsb, xv + t0 + g * M, amx_group_toks(nt, g), &tk[g]);
         /* tmm0..2: C0..C2; tmm3..5: A for digits 0..2; tmm6: B */
         amx_configure(e, nt < M ? nt : M, NDIG, NDIG);
         for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
@@ -163,7 +163,7 @@ AMX INLINE void q6k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
              * the stores into ss and tk before the loads */
             __asm__ volatile("" : : "r"(ss), "r"(tk) : "memory");
             for (int g = 0; g < ng; g++)
-                q6k_strip_group(ss, nsb, &tk[g], nt - g * M < M ? nt - g * M : M, e, y + t0 + g * M, r0);
+                q6k_strip_group(ss, nsb, &tk[g], amx_group_toks(nt, g), e, y + t0 + g * M, r0);
         }
         if (!e) _tile_release();
         for (int64_t r = main_rows; r < n_rows; r++)

@@ -120,6 +120,9 @@ AMX static inline void amx_configure(tile_model *e, int nt, int n_c, int n_a) {
     _tile_loadconfig(&c);
 }
 
+/* Tokens of group g (16 a group) in a round of nt. */
+static inline int amx_group_toks(int nt, int g) { return nt - g * M < M ? nt - g * M : M; }
+
 /* ---- the tokens' side --------------------------------------------------- */
 
 typedef struct {

@@ -41,12 +41,9 @@ typedef struct qw_kq_dots {
     void (*quantize_q8_K)(const float *x, void *dst, int64_t n);
     qw_gemm_fn gemm_q5_K, gemm_wide_q5_K; /* Q5_K tiles, 4 and QW_KQ_WIDE_TOKS tokens; NULL: none */
     qw_gemm_fn gemm_q2_K, gemm_wide_q2_K, gemm_q3_K, gemm_wide_q3_K; /* the same for Q2_K, Q3_K */
-    /* the types (bit 1 << type) whose wide tile is AMX's: it takes
-     * QW_GEMM_WIDE_TOKS tokens a call instead of QW_KQ_WIDE_TOKS, and the
-     * matmul gives it the 2.. leftover tokens too, padded, instead of 4-token
-     * calls (its cost hardly depends on its tokens) */
-    unsigned amx_types;
-    /* those types' tiles for any number of tokens (qw_gemm_n_get); NULL: none */
+    /* the AMX tiles for any number of tokens (qw_gemm_n_get); NULL: none.
+     * A type that has one is on AMX: the matmul hands it every token of a
+     * task, and its wide tile takes QW_GEMM_WIDE_TOKS tokens a call */
     qw_gemm_n_fn gemm_n_q4_K, gemm_n_q5_K, gemm_n_q6_K;
     /* decode: the Q4_K / Q6_K / Q5_K dot over a run of rows, the token
      * prepared once (qw_gemv_get's contract: the dot's bits); NULL: none */

@@ -149,9 +149,9 @@ static void build_patched(qw_kernel_table *t, int missing) {
  * on AMX (its AVX-512 dot already keeps the reference's order); with
  * qw_simd_amx_kquants(true) Q4_K and Q6_K too, each then in the reference's
  * order throughout — dot, decode row loop and tiles (amx_kquant_avx512.c,
- * amx_q6k_avx512.c).  On the device host's Intel Xeon those two measured no faster
- * than the AVX-512 tiles in prefill, and their reference-order row loops
- * decode ~20 % slower (bench/RESULTS.md), so they are off by default. */
+ * amx_q6k_avx512.c).  On the device host's Intel Xeon those two gave +20–26 %
+ * prefill, but their reference-order row loops decoded 8–17 % slower
+ * (bench/RESULTS.md), so they are off by default. */
 static qw_kq_dots g_kq_amx, g_kq_amx_all;
 
 /* The AMX level: the AVX-512 table, Q8_0/Q4_0 in the reference's order with AMX tiles, Q5_K's tiles on AMX. */
@@ -160,7 +160,6 @@ static void build_amx(qw_kernel_table *t) {
     g_kq_amx.gemm_q5_K = qw_amx_q5_K.gemm;
     g_kq_amx.gemm_wide_q5_K = qw_amx_q5_K.gemm_wide;
     g_kq_amx.gemm_n_q5_K = qw_amx_q5_K.gemm_n;
-    g_kq_amx.amx_types = 1u << QW_TYPE_Q5_K;
     /* each type's dot, row loop and tiles together: the tiles give the dot's bits */
     g_kq_amx_all = g_kq_amx;
     g_kq_amx_all.q4_K = qw_amx_q4_K.dot;
@@ -173,7 +172,6 @@ static void build_amx(qw_kernel_table *t) {
     g_kq_amx_all.gemm_q6_K = qw_amx_q6_K.gemm;
     g_kq_amx_all.gemm_wide_q6_K = qw_amx_q6_K.gemm_wide;
     g_kq_amx_all.gemm_n_q6_K = qw_amx_q6_K.gemm_n;
-    g_kq_amx_all.amx_types |= 1u << QW_TYPE_Q4_K | 1u << QW_TYPE_Q6_K;
     *t = qw_kernels_avx512;
     t->name = qw_simd_levels[QW_LEVEL_AMX];
     t->dot_q8_0 = qw_blockorder_avx512.dot_q8_0;
@@ -295,9 +293,6 @@ qw_gemm_fn qw_gemm_wide_get(qw_type type) {
     return NULL;
 }
 
-/* True where the level's wide tile of this K-quant is AMX's (kquant_impl.h). */
-static bool kq_on_amx(qw_type type) { return (unsigned)type < 32 && (active()->kq->amx_types >> type & 1u); }
-
 qw_gemm_n_fn qw_gemm_n_get(qw_type type) {
     const qw_kq_dots *kq = active()->kq;
     if (type == QW_TYPE_Q4_K) return kq->gemm_n_q4_K;
@@ -309,7 +304,7 @@ qw_gemm_n_fn qw_gemm_n_get(qw_type type) {
 int qw_gemm_wide_toks(qw_type type) {
     switch (type) {
     case QW_TYPE_Q2_K: case QW_TYPE_Q3_K: case QW_TYPE_Q4_K: case QW_TYPE_Q5_K: case QW_TYPE_Q6_K:
-        return kq_on_amx(type) ? QW_GEMM_WIDE_TOKS : QW_KQ_WIDE_TOKS;
+        return qw_gemm_n_get(type) ? QW_GEMM_WIDE_TOKS : QW_KQ_WIDE_TOKS; /* on AMX: 16 */
     case QW_TYPE_Q8_0: case QW_TYPE_Q4_0: return active()->wide_toks_q8 ? active()->wide_toks_q8 : QW_GEMM_WIDE_TOKS;
     default: return QW_GEMM_WIDE_TOKS;
     }

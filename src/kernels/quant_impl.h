@@ -139,10 +139,10 @@ void qw_amx_gemm_wide_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t
 
 /* The avx512-amx level's K-quants on AMX (Q4_K, Q5_K: amx_kquant_avx512.c;
  * Q6_K: amx_q6k_avx512.c): each a dot in the K-quant reference order, the
- * decode row loop with its bits, and AMX tiles with its bits (4 and 16
- * tokens); dot and gemv NULL where the AVX-512 level's already keep that
- * order (Q5_K).
- * `emulated` runs those tiles (nt = 1..16 tokens) through a software model
+ * decode row loop with its bits, and AMX tiles with its bits (4, 16, and
+ * any number of tokens: gemm_n); dot and gemv NULL where the AVX-512 level's
+ * already keep that order (Q5_K).
+ * `emulated` runs those tiles (nt = 1..QW_GEMM_N_TOKS tokens) through a software model
  * of the tile instructions, on any AVX-512 CPU: for tests; false when out of
  * memory or outside the tiles' limits. */
 typedef struct {
