@@ -16,8 +16,10 @@
 set -u
 . .devjob/env.sh
 LIMIT=${LIMIT:-570}
+GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu or lanes)
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
+gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 exec > >(tee -a "$O/log.txt") 2>&1
 ts "host: $(grep -m1 'model name' /proc/cpuinfo) $(nproc) cores; $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
@@ -32,7 +34,7 @@ make -s -j12 all tests-bin > /tmp/make.log 2>&1 || { tail -30 /tmp/make.log; exi
 ts "built"; ls -la build/libqwisp_cuda.so
 Q=build/qwisp
 # the base revisions' CUDA objects (scripts/device_kit.sh base), built aside in the background
-BASES=$(cd .devjob 2>/dev/null && ls -d base-* 2>/dev/null)
+BASES=$(cd .devjob 2>/dev/null && ls -d base-* 2>/dev/null); [ "$GPU" = 1 ] || BASES=
 for v in $BASES; do
   ( mkdir -p /tmp/$v && cp -r src include Makefile /tmp/$v/ && rm -rf /tmp/$v/src/cuda && cp -r .devjob/$v/src/cuda /tmp/$v/src/ &&
     make -s -C /tmp/$v -j4 build/libqwisp_cuda.so > /tmp/$v.log 2>&1; echo "$v object rc=$?" >> /tmp/$v.log ) &
@@ -55,10 +57,10 @@ wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
 ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
 export QWISP_BACKEND=cuda
-if need 100 "GPU suite"; then
+if gpu_need 100 "GPU suite"; then
     ts "GPU suite"; timeout 200 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
 fi
-if need 100 "GPU pp512/tg128, this tree against the bases"; then
+if gpu_need 100 "GPU pp512/tg128, this tree against the bases"; then
     for v in $BASES; do ts "$(tail -1 /tmp/$v.log)"; done
     for round in 1 2; do
         for v in $BASES this; do
@@ -67,7 +69,7 @@ if need 100 "GPU pp512/tg128, this tree against the bases"; then
         done
     done
 fi
-if need 90 "ncu prefill" && command -v ncu > /dev/null; then
+if gpu_need 90 "ncu prefill" && command -v ncu > /dev/null; then
     ts "ncu prefill (4 layers, pp512, one rep)"
     timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
         $Q bench -m $S/l4.gguf -p 512 -n 0 -r 1 --bw-mb 0 > /tmp/ncu.csv 2> /tmp/ncu.err
@@ -86,7 +88,7 @@ s = sum(tot.values()); print("total us %.0f over %d kernels" % (s, sum(cnt.value
 for k, v in sorted(tot.items(), key=lambda x: -x[1])[:25]: print("%8.0f us %5.1f%% n=%4d %s" % (v, 100 * v / s, cnt[k], k))
 PY
 fi
-if need 120 "GPU lanes"; then
+if gpu_need 120 "GPU lanes"; then
     for b in 1 0 1; do
         ts "lanes DEVICE_BATCH=$b"
         QWISP_DEVICE_BATCH=$b $Q bench -m $S/big.gguf -p 0 -n 64 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 | grep -E "^tg" | head -8

@@ -112,7 +112,7 @@ static void test_blockorder(void **s) {
 
 /* ---- Q4_K, Q5_K and Q6_K: the level's dots in the K-quant reference order ---- */
 
-static const int64_t k_kq_ks[] = {256, 512, 2048, QW_GEMM_K_MAX};
+static const int64_t k_kq_ks[] = {256, 512, 768, 2048, QW_GEMM_K_MAX}; /* 1, 2, 3, 8, 32 blocks a row */
 
 static uint8_t rand_byte(void) {
     g_rng = g_rng * 1664525u + 1013904223u;
@@ -168,17 +168,21 @@ static void check_reference_order(qw_type wt, const qw_amx_kq_kernels *kk) {
             (kk->dot ? kk->dot : qw_kq_dots_avx512.q5_K)(k, &d, w + (size_t)r * rb, x);
             assert_ref_bits(wt, k, w, rb, r, x, d, "reference-order dot");
         }
-        { /* the decode row loop: the dot's bits, whatever the prefetch distance */
+        { /* the decode row loop: the dot's bits, whatever the prefetch distance and
+           * however the rows' blocks fall into eight-term groups (ROWS - 3 rows:
+           * a last group of fewer than eight) */
             static float out[ROWS];
             const void *xp[1] = {x};
             float *yp[1] = {out};
-            for (int ahead = 1024; ahead <= 65536; ahead *= 64) {
-                qw_tune_set(QW_TUNE_DECODE_AHEAD, ahead, QW_TUNE_SRC_KNOB);
-                memset(out, 0xff, sizeof out);
-                (kk->gemv ? kk->gemv : qw_kq_dots_avx512.gemv_q5_K)(k, w, rb, ROWS, xp, yp);
-                for (int64_t r = 0; r < ROWS; r++)
-                    assert_ref_bits(wt, k, w, rb, r, x, out[r], "reference-order row loop");
-            }
+            for (int ahead = 1024; ahead <= 65536; ahead *= 64)
+                for (int64_t n_rows = ROWS; n_rows >= ROWS - 3; n_rows -= 3) {
+                    qw_tune_set(QW_TUNE_DECODE_AHEAD, ahead, QW_TUNE_SRC_KNOB);
+                    memset(out, 0xff, sizeof out);
+                    (kk->gemv ? kk->gemv : qw_kq_dots_avx512.gemv_q5_K)(k, w, rb, n_rows, xp, yp);
+                    for (int64_t r = 0; r < n_rows; r++)
+                        assert_ref_bits(wt, k, w, rb, r, x, out[r], "reference-order row loop");
+                    for (int64_t r = n_rows; r < ROWS; r++) assert_true(isnan(out[r])); /* not written */
+                }
             qw_tune_reset();
         }
         if (k <= 2048) { /* the model multiplies bytes one by one: keep it short */
