@@ -36,115 +36,35 @@
 #include <stdlib.h>
 
 #include "kernels/amx_tiles_avx512.h"
+#include "kernels/refrows_avx512.h"
 #include "kernels/kquant_blocks_x86.h"
 #include "kernels/quant_impl.h"
 
 /* ---- the reference-order dot ------------------------------------------- */
 
-/* Block i of a Q4_K row: its int32 lanes by the AVX-512 row loop's body (so
- * its prepared token serves here too), folded to 8, and its summ. */
-static inline __attribute__((always_inline)) __m256i q4k_block_ints(const qw_block_q4_K *b, int64_t i,
-                                                                    const q4k_token *tok, int32_t *summ) {
-    const __m128i sm = q4k_scales_mins(b[i].scales);
-    const __m512i sumi = q4k_sumi_halves(&b[i], _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm)), tok->yv[i]);
+/* Term k of a reference-order row loop (refrows_avx512.h): block i of a
+ * Q4_K row against the prepared token — its int32 lanes by the AVX-512 row
+ * loop's body (so that loop's token preparation serves here too), folded to
+ * 8, and its summ. */
+static inline __attribute__((always_inline)) void q4k_term(kq_terms8 *g, int k, const void *row, int64_t i,
+                                                           const void *token) {
+    const qw_block_q4_K *b = (const qw_block_q4_K *)row + i;
+    const q4k_token *tok = token;
+    const __m128i sm = q4k_scales_mins(b->scales);
+    const __m512i sumi = q4k_sumi_halves(b, _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(sm)), tok->yv[i]);
     __m128i mm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)), tok->pairs[i]);
     mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(1, 0, 3, 2)));
-    *summ = _mm_cvtsi128_si32(_mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1))));
-    return _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
-}
-
-/* The reference's float step for eight terms (one a block; zero lanes
- * give zero terms): each block's lanes summed (exact), then per lane
- * d8 * (d * (float)sumi - dmin * (float)summ), each operation rounded on its
- * own.  (The reference's symmetric branch drops "- dmin * 0", which changes
- * at most the sign of a zero term, and a zero term never changes a row's
- * sum: it starts at +0, and +0 + -0 = +0.) */
-typedef struct {
-    __m256i s8[8];
-    alignas(32) int32_t summ[8];
-    alignas(32) uint32_t dd[8]; /* each block's d and dmin, two fp16 */
-    alignas(32) float d8[8];
-} q4k_terms8;
-
-static inline __attribute__((always_inline)) void q4k_term_in(q4k_terms8 *g, int k, const qw_block_q4_K *b, int64_t i,
-                                                              const q4k_token *tok) {
-    g->s8[k] = q4k_block_ints(b, i, tok, &g->summ[k]);
-    memcpy(&g->dd[k], &b[i].d, sizeof g->dd[k]); /* d and dmin: two adjacent halves */
+    g->summ[k] = _mm_cvtsi128_si32(_mm_add_epi32(mm, _mm_shuffle_epi32(mm, _MM_SHUFFLE(2, 3, 0, 1))));
+    g->lanes[k] = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+    memcpy(&g->dd[k], &b->d, sizeof g->dd[k]); /* d and dmin: two adjacent halves */
     g->d8[k] = tok->d8[i];
 }
 
-static inline __attribute__((always_inline)) void q4k_step8(const q4k_terms8 *g, float t[8]) {
-    const __m256i ddv = _mm256_load_si256((const __m256i *)g->dd);
-    const __m256 d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(ddv, _mm256_set1_epi32(0xFFFF))));
-    const __m256 dmin = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(ddv, 16)));
-    const __m256 t1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sum8_lanes(g->s8)));
-    const __m256 t2 = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_load_si256((const __m256i *)g->summ)));
-    _mm256_store_ps(t, _mm256_mul_ps(_mm256_load_ps(g->d8), _mm256_sub_ps(t1, t2)));
-}
-
-/* Rows in the reference's order: the token prepared once a call, the terms
- * made eight at a time, and each row's terms added to its sum one after
- * another, from +0, in block order.  Rows of a multiple of eight blocks take
- * their terms eight blocks of one row at a time; other rows (an A3B expert's
- * down projection is 2 or 3 blocks) go through one stream of terms in the
- * rows' order, eight of which may span rows, so short rows fill the lanes
- * too.  Each block prefetches its twin `wk.ahead` rows on. */
-static inline __attribute__((always_inline)) void q4k_ref_rows(int64_t nb, const char *w, size_t rb, int64_t n_rows,
+static inline __attribute__((always_inline)) void q4k_ref_rows(int64_t nb, const void *w, size_t rb, int64_t n_rows,
                                                                const qw_block_q8_K *x, float *y, decode_walk wk) {
     q4k_token tok;
     q4k_token_prep(x, nb, &tok);
-    q4k_terms8 g;
-    alignas(32) float t[8];
-#define Q4K_ROW(r) ((const qw_block_q4_K *)(w + (size_t)(r) * rb))
-#define Q4K_PREFETCH(r, i)                                                                                   \
-    if ((r) + wk.ahead < n_rows)                                                                             \
-    qw_prefetch_block((const char *)(Q4K_ROW(r) + (i)) + (size_t)wk.ahead * rb, sizeof(qw_block_q4_K), wk.l2)
-    if (nb % 8 == 0) {
-        for (int64_t r = 0; r < n_rows; r++) {
-            float acc = 0.0f;
-            for (int64_t i = 0; i < nb; i += 8) {
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; k++) {
-                    Q4K_PREFETCH(r, i + k);
-                    q4k_term_in(&g, k, Q4K_ROW(r), i + k, &tok);
-                }
-                q4k_step8(&g, t);
-                for (int k = 0; k < 8; k++) acc += t[k];
-            }
-            y[r] = acc;
-        }
-        return;
-    }
-    int64_t rin = 0, iin = 0; /* the row and block of the next term made */
-    int64_t r = 0, i = 0;     /* ... and of the next one added */
-    float acc = 0.0f;
-    /* the next m terms into g (lanes past m zero); m a constant 8 but for the last group */
-#define Q4K_STREAM(m)                                                                        \
-    _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {                                    \
-        if (k >= (m)) {                                                                      \
-            g.s8[k] = _mm256_setzero_si256(), g.summ[k] = 0, g.dd[k] = 0, g.d8[k] = 0.0f; \
-            continue;                                                                        \
-        }                                                                                    \
-        Q4K_PREFETCH(rin, iin);                                                              \
-        q4k_term_in(&g, k, Q4K_ROW(rin), iin, &tok);                                        \
-        if (++iin == nb) iin = 0, rin++;                                                     \
-    }
-    for (int64_t left = n_rows * nb; left > 0; left -= 8) {
-        const int m = left < 8 ? (int)left : 8;
-        if (m == 8) {
-            Q4K_STREAM(8)
-        } else {
-            Q4K_STREAM(m)
-        }
-        q4k_step8(&g, t);
-        for (int k = 0; k < m; k++) {
-            acc += t[k];
-            if (++i == nb) y[r++] = acc, acc = 0.0f, i = 0;
-        }
-    }
-#undef Q4K_STREAM
-#undef Q4K_PREFETCH
-#undef Q4K_ROW
+    kq_ref_rows(q4k_term, sizeof(qw_block_q4_K), nb, w, rb, n_rows, &tok, y, wk);
 }
 
 /* Decode: the row loop, with its prefetch walk. */
@@ -153,7 +73,7 @@ static void gemv_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const
     q4k_ref_rows(n / QW_QK_K, w, rb, n_rows, x[0], y[0], decode_rows_start(w, rb, n_rows));
 }
 
-/* The dot: one row, nothing prefetched (its twin would be `ahead` = 1 row on, past the last). */
+/* The dot: the loop on one row, nothing prefetched. */
 static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
     q4k_ref_rows(n / QW_QK_K, w, 0, 1, x, s, (decode_walk){1, 0});
 }

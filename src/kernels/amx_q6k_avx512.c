@@ -27,6 +27,7 @@
 #include <stdlib.h>
 
 #include "kernels/amx_tiles_avx512.h"
+#include "kernels/refrows_avx512.h"
 #include "kernels/kquant_blocks_x86.h"
 #include "kernels/quant_impl.h"
 
@@ -34,32 +35,37 @@ enum { NDIG = 3 }; /* base-8 digits of a scale */
 
 /* ---- the reference-order dot ------------------------------------------- */
 
-/* The 16 group scales' sum against the token's group sums, times 32: the
- * part of sum_g sc_g * sum (q - 32) x that the -32 brings. */
-static inline __attribute__((always_inline)) int32_t q6k_offset(__m256i sc16, const qw_block_q8_K *y) {
-    const __m256i p = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
-    return 32 * _mm512_reduce_add_epi32(_mm512_zextsi256_si512(p));
+/* Term k of a reference-order row loop (refrows_avx512.h): block i of a
+ * Q6_K row against token block i — sum_g sc_g * (q . y)_g with the levels
+ * 0..63 as they are, folded to eight lanes, less 32 * sum_g sc_g * (the
+ * token's group sums) lane by lane: the lanes' sum is sumi (exact). */
+static inline __attribute__((always_inline)) void q6k_term(kq_terms8 *g, int k, const void *row, int64_t i,
+                                                           const void *token) {
+    const qw_block_q6_K *b = (const qw_block_q6_K *)row + i;
+    const qw_block_q8_K *y = (const qw_block_q8_K *)token + i;
+    __m256i sc16;
+    const __m512i si = q6k_sumi_zmm(b, y, &sc16);
+    const __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
+    g->lanes[k] = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(si), _mm512_extracti64x4_epi64(si, 1)),
+                                   _mm256_slli_epi32(off, 5));
+    g->summ[k] = 0;
+    uint16_t d;
+    memcpy(&d, &b->d, sizeof d);
+    g->dd[k] = d; /* dmin 0 */
+    g->d8[k] = q8k_d(y);
 }
 
-/* One Q6_K row of nb blocks in the reference's order: the dot (pf NULL) and
- * the decode row loop's body (kquant_blocks_x86.h). */
-static inline __attribute__((always_inline)) float q6k_ref_row(const qw_block_q6_K *b, const qw_block_q8_K *y,
-                                                               int64_t nb, const row_prefetch *pf) {
-    float acc = 0.0f;
-    for (int64_t i = 0; i < nb; i++, b++, y++) {
-        if (pf && pf->row) qw_prefetch_block((const qw_block_q6_K *)pf->row + i, sizeof *b, pf->l2);
-        __m256i sc16;
-        const __m512i si = q6k_sumi_zmm(b, y, &sc16);
-        const int32_t sumi = _mm512_reduce_add_epi32(si) - q6k_offset(sc16, y);
-        acc += q8k_d(y) * (_cvtsh_ss(b->d) * (float)sumi);
-    }
-    return acc;
+/* Decode: the row loop, with its prefetch walk. */
+static void gemv_q6_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
+    if (n < QW_QK_K || n_rows <= 0) return;
+    kq_ref_rows(q6k_term, sizeof(qw_block_q6_K), n / QW_QK_K, w, rb, n_rows, x[0], y[0],
+                decode_rows_start(w, rb, n_rows));
 }
 
-static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) { *s = q6k_ref_row(w, x, n / QW_QK_K, NULL); }
-
-/* Decode: the row loop, the constants set once a call. */
-KQ_GEMV_ROWS(gemv_q6_K, qw_block_q6_K, q6k_ref_row)
+/* The dot: the loop on one row, nothing prefetched. */
+static void dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
+    kq_ref_rows(q6k_term, sizeof(qw_block_q6_K), n / QW_QK_K, w, 0, 1, x, s, (decode_walk){1, 0});
+}
 
 /* ---- the tile body ------------------------------------------------------ */
 
