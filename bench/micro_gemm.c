@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     if (simd && *simd && strcmp(simd, "auto") && qw_simd_force(simd))
         return fprintf(stderr, "QWISP_SIMD=%s: not a level this build knows\n", simd), 2;
     const char *amx_kq = getenv("QWISP_AMX_KQUANT");
-    qw_simd_amx_kquants(amx_kq && !strcmp(amx_kq, "1"));
+    qw_simd_amx_kquants(!(amx_kq && !strcmp(amx_kq, "0"))); /* the knob's default: 1 */
     const int wt_i = qw_type_from_name(argc > 1 ? argv[1] : "q4_0");
     if (wt_i < 0) return fprintf(stderr, "usage: micro_gemm q4_0|q8_0|q4_K|q6_K|... [k]\n"), 2;
     const qw_type wt = g_wt = (qw_type)wt_i;

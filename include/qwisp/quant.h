@@ -222,9 +222,9 @@ qw_isa qw_simd_isa(void);
 int qw_simd_force(const char *level);
 /* Every name qw_simd_force takes, best first, NULL-terminated (tests walk it). */
 extern const char *const qw_simd_levels[];
-/* The avx512-amx level's Q4_K and Q6_K: false (the default) = the AVX-512
- * level's kernels; true = AMX tiles with the dot and the decode row loop in
- * the K-quant reference order (the scalar level's bits).  Call before any
+/* The avx512-amx level's Q4_K and Q6_K: true (the default) = AMX tiles with
+ * the dot and the decode row loop in the K-quant reference order (the scalar
+ * level's bits); false = the AVX-512 level's kernels.  Call before any
  * matmul runs (the QWISP_AMX_KQUANT knob does, at start-up); other levels
  * are unaffected. */
 void qw_simd_amx_kquants(bool on);

@@ -145,13 +145,15 @@ static void build_patched(qw_kernel_table *t, int missing) {
     }
 }
 
-/* The AMX level's K-quant parts: by default the AVX-512 one with Q5_K's tiles
- * on AMX (its AVX-512 dot already keeps the reference's order); with
- * qw_simd_amx_kquants(true) Q4_K and Q6_K too, each then in the reference's
- * order throughout — dot, decode row loop and tiles (amx_kquant_avx512.c,
- * amx_q6k_avx512.c).  On the device host's Intel Xeon those two gave +20–26 %
- * prefill, but their reference-order row loops decoded 8–17 % slower
- * (bench/RESULTS.md), so they are off by default. */
+/* The AMX level's K-quant parts: by default (qw_simd_amx_kquants(true)) the
+ * AVX-512 ones with Q4_K, Q5_K and Q6_K's tiles on AMX, Q4_K and Q6_K then in
+ * the reference's order throughout — dot, decode row loop and tiles
+ * (amx_kquant_avx512.c, amx_q6k_avx512.c; Q5_K's AVX-512 dot already keeps
+ * that order); with qw_simd_amx_kquants(false) Q4_K and Q6_K keep the AVX-512
+ * level's kernels.  On the device host's Intel Xeon the AMX tiles gave those
+ * two +20–26 % prefill, and since the reference-order row loops stream their
+ * terms (refrows_avx512.h) decode is even with the AVX-512 loops
+ * (bench/RESULTS.md, 2026-12-05 session 11). */
 static qw_kq_dots g_kq_amx, g_kq_amx_all;
 
 /* The AMX level: the AVX-512 table, Q8_0/Q4_0 in the reference's order with AMX tiles, Q5_K's tiles on AMX. */
@@ -183,7 +185,7 @@ static void build_amx(qw_kernel_table *t) {
     t->gemm_wide_q8_0 = qw_amx_gemm_wide_q8_0;
     t->gemm_wide_q4_0 = qw_amx_gemm_wide_q4_0;
     t->wide_toks_q8 = QW_GEMM_WIDE_TOKS;
-    t->kq = &g_kq_amx;
+    t->kq = &g_kq_amx_all;
 }
 
 static void detect_cpu(void) {

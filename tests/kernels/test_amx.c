@@ -260,15 +260,15 @@ static void test_amx_tiles(void **s) {
     check_tiles(QW_TYPE_Q8_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
     check_tiles(QW_TYPE_Q4_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
     check_tiles(QW_TYPE_Q5_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
-    /* Q4_K and Q6_K keep the AVX-512 kernels unless asked (QWISP_AMX_KQUANT) */
-    assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q4_K), QW_KQ_WIDE_TOKS);
-    assert_ptr_equal(qw_gemm_wide_get(QW_TYPE_Q4_K), qw_kq_dots_avx512.gemm_wide_q4_K);
-    qw_simd_amx_kquants(true);
+    /* Q4_K and Q6_K on AMX by default; QWISP_AMX_KQUANT=0 gives them the AVX-512 kernels */
     assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q4_K), QW_GEMM_WIDE_TOKS);
     assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q6_K), QW_GEMM_WIDE_TOKS);
     check_tiles(QW_TYPE_Q4_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
     check_tiles(QW_TYPE_Q6_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
     qw_simd_amx_kquants(false);
+    assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q4_K), QW_KQ_WIDE_TOKS);
+    assert_ptr_equal(qw_gemm_wide_get(QW_TYPE_Q4_K), qw_kq_dots_avx512.gemm_wide_q4_K);
+    qw_simd_amx_kquants(true);
     /* QWISP_SIMD=avx512 turns AMX off: its wide tiles are the AVX-512 ones */
     const qw_gemm_fn amx_wide = qw_gemm_wide_get(QW_TYPE_Q8_0);
     assert_int_equal(qw_simd_force("avx512"), 0);
@@ -307,15 +307,13 @@ static void test_amx_matmul(void **s) {
         qw_threadpool *tp = qw_threadpool_new(nt);
         check_matmul(QW_TYPE_Q8_0, tp, 39);
         check_matmul(QW_TYPE_Q4_0, tp, 39);
-        /* Q5_K, and Q4_K / Q6_K where asked: 16-token groups and the padded
-         * tail (2..15 tokens); one token left over goes through the row loop */
+        /* the K-quants: 16-token groups and a short last one; one token
+         * left over goes through the row loop */
         static const int64_t kq_toks[] = {1, 2, 3, 16, 17, 39, 64};
         for (size_t i = 0; i < sizeof kq_toks / sizeof kq_toks[0]; i++) {
             check_matmul(QW_TYPE_Q5_K, tp, kq_toks[i]);
-            qw_simd_amx_kquants(true);
             check_matmul(QW_TYPE_Q4_K, tp, kq_toks[i]);
             check_matmul(QW_TYPE_Q6_K, tp, kq_toks[i]);
-            qw_simd_amx_kquants(false);
         }
         qw_threadpool_free(tp);
     }
