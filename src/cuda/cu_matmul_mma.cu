@@ -50,6 +50,9 @@ __device__ __forceinline__ uint32_t ld32(const uint8_t *p) {
     cu_ldw<1>(p, &w);
     return w;
 }
+/* A word known to be 4-byte aligned (no alignment test: its loads can be
+ * scheduled together). */
+__device__ __forceinline__ uint32_t ld32a(const uint8_t *p) { return *(const uint32_t *)p; }
 
 /* c (+)= A[16x32] B[32x8] over int8: a0/a2 row g at k 4q / 16+4q, a1/a3 row
  * g+8; b0/b1 token g at k 4q / 16+4q; c0,c1 row g, c2,c3 row g+8 (tokens 2q, 2q+1). */
@@ -214,30 +217,43 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
  * sub-block sb at element offset o (int8x4), the integer scales and mins of
  * sub-block sb's two 16-groups, and the block's d and dmin.  G16: the two
  * 16-groups have their own scales (Q2_K, Q3_K, Q6_K), so the MMA runs per
- * group; MINS: the type has mins (dmin * summ). */
+ * group; MINS: the type has mins (dmin * summ).  `hdr` is what a lane reads
+ * of the block once, before its sub-blocks (load): for most types the block's
+ * address, its scales and head read where they are needed. */
 template <int T> struct kqb;
+struct kq_at {
+    const uint8_t *b;
+};
+#define KQ_HDR_AT                                                                                              \
+    typedef kq_at hdr;                                                                                         \
+    static __device__ __forceinline__ hdr load(const uint8_t *b) { return kq_at{b}; }
 
 template <> struct kqb<QW_TYPE_Q2_K> {
-    enum { BYTES = 84, G16 = 1, MINS = 1 };
+    KQ_HDR_AT
+    enum { ALIGN16 = 0, BYTES = 84, G16 = 1, MINS = 1 };
     static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
         return (ld32(b + 16 + 32 * (sb >> 2) + o) >> (2 * (sb & 3))) & 0x03030303u;
     }
-    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
+    static __device__ __forceinline__ void scales(const hdr &h, int sb, int *sc, int *mn) {
+        const uint8_t *b = h.b;
         sc[0] = b[2 * sb] & 15, mn[0] = b[2 * sb] >> 4, sc[1] = b[2 * sb + 1] & 15, mn[1] = b[2 * sb + 1] >> 4;
     }
-    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
+    static __device__ __forceinline__ void head(const hdr &h, float *d, float *dmin) {
+        const uint8_t *b = h.b;
         *d = cu_h2f(cu_ld16(b + 80)), *dmin = cu_h2f(cu_ld16(b + 82));
     }
 };
 template <> struct kqb<QW_TYPE_Q3_K> {
-    enum { BYTES = 110, G16 = 1, MINS = 0 };
+    KQ_HDR_AT
+    enum { ALIGN16 = 0, BYTES = 110, G16 = 1, MINS = 0 };
     static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
         const int h = sb >> 2, s = sb & 3;
         const uint32_t lo = (ld32(b + 32 + 32 * h + o) >> (2 * s)) & 0x03030303u;
         const uint32_t hi = ((ld32(b + o) >> (4 * h + s)) & 0x01010101u) << 2;
         return __vsub4(lo | hi, 0x04040404u);
     }
-    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
+    static __device__ __forceinline__ void scales(const hdr &h, int sb, int *sc, int *mn) {
+        const uint8_t *b = h.b;
         const uint8_t *p = b + 96;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -247,40 +263,63 @@ template <> struct kqb<QW_TYPE_Q3_K> {
             sc[i] = (lo | (hi << 4)) - 32, mn[i] = 0;
         }
     }
-    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
+    static __device__ __forceinline__ void head(const hdr &h, float *d, float *dmin) {
+        const uint8_t *b = h.b;
         *d = cu_h2f(cu_ld16(b + 108)), *dmin = 0.0f;
     }
 };
+/* Q4_K and Q5_K blocks (144 and 176 bytes) sit 16-byte aligned here
+ * (cu_matmul_mma_kq checks the weight's start, rows and matrices): their
+ * words load without an alignment test. */
 template <> struct kqb<QW_TYPE_Q4_K> {
-    enum { BYTES = 144, G16 = 0, MINS = 1 };
+    enum { BYTES = 144, G16 = 0, MINS = 1, ALIGN16 = 1 };
+    /* the block's first 16 bytes, d, dmin and the 12 packed scale bytes, in
+     * one load: per sub-block only shifts follow (a byte load each before) */
+    struct hdr {
+        uint32_t w[4];
+    };
+    static __device__ __forceinline__ hdr load(const uint8_t *b) {
+        const uint4 v = *(const uint4 *)b;
+        return hdr{{v.x, v.y, v.z, v.w}};
+    }
     static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
-        return (ld32(b + 16 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
+        return (ld32a(b + 16 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
     }
-    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
-        float fs, fm;
-        cu_scale_min_k4(sb, b + 4, &fs, &fm);
-        sc[0] = sc[1] = (int)fs, mn[0] = mn[1] = (int)fm;
+    /* byte n of the packed scales (cu_scale_min_k4's s[n]) */
+    static __device__ __forceinline__ int sbyte(const hdr &h, int n) { return (int)((h.w[1 + (n >> 2)] >> (8 * (n & 3))) & 255u); }
+    /* cu_scale_min_k4's integers (sb is a constant: the sub-block loop is unrolled) */
+    static __device__ __forceinline__ void scales(const hdr &h, int sb, int *sc, int *mn) {
+        if (sb < 4) {
+            sc[0] = sbyte(h, sb) & 63, mn[0] = sbyte(h, sb + 4) & 63;
+        } else {
+            sc[0] = (sbyte(h, sb + 4) & 15) | ((sbyte(h, sb - 4) >> 6) << 4);
+            mn[0] = (sbyte(h, sb + 4) >> 4) | ((sbyte(h, sb) >> 6) << 4);
+        }
+        sc[1] = sc[0], mn[1] = mn[0];
     }
-    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
-        *d = cu_h2f(cu_ld16(b)), *dmin = cu_h2f(cu_ld16(b + 2));
+    static __device__ __forceinline__ void head(const hdr &h, float *d, float *dmin) {
+        *d = cu_h2f((uint16_t)(h.w[0] & 0xffffu)), *dmin = cu_h2f((uint16_t)(h.w[0] >> 16));
     }
 };
 template <> struct kqb<QW_TYPE_Q5_K> {
-    enum { BYTES = 176, G16 = 0, MINS = 1 };
+    enum { BYTES = 176, G16 = 0, MINS = 1, ALIGN16 = 1 };
+    typedef kqb<QW_TYPE_Q4_K>::hdr hdr; /* a Q5_K block starts as a Q4_K one */
+    static __device__ __forceinline__ hdr load(const uint8_t *b) { return kqb<QW_TYPE_Q4_K>::load(b); }
     static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
-        const uint32_t lo = (ld32(b + 48 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
-        const uint32_t hi = ((ld32(b + 16 + o) >> sb) & 0x01010101u) << 4;
+        const uint32_t lo = (ld32a(b + 48 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
+        const uint32_t hi = ((ld32a(b + 16 + o) >> sb) & 0x01010101u) << 4;
         return lo | hi;
     }
-    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
-        kqb<QW_TYPE_Q4_K>::scales(b, sb, sc, mn);
+    static __device__ __forceinline__ void scales(const hdr &h, int sb, int *sc, int *mn) {
+        kqb<QW_TYPE_Q4_K>::scales(h, sb, sc, mn);
     }
-    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
-        kqb<QW_TYPE_Q4_K>::head(b, d, dmin);
+    static __device__ __forceinline__ void head(const hdr &h, float *d, float *dmin) {
+        kqb<QW_TYPE_Q4_K>::head(h, d, dmin);
     }
 };
 template <> struct kqb<QW_TYPE_Q6_K> {
-    enum { BYTES = 210, G16 = 1, MINS = 0 };
+    KQ_HDR_AT
+    enum { ALIGN16 = 0, BYTES = 210, G16 = 1, MINS = 0 };
     static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
         const int h = sb >> 2, k = sb & 3;
         const uint32_t ql = ld32(b + 64 * h + 32 * (k & 1) + o);
@@ -288,11 +327,13 @@ template <> struct kqb<QW_TYPE_Q6_K> {
         const uint32_t hi = ((ld32(b + 128 + 32 * h + o) >> (2 * k)) & 0x03030303u) << 4;
         return __vsub4(lo | hi, 0x20202020u);
     }
-    static __device__ __forceinline__ void scales(const uint8_t *b, int sb, int *sc, int *mn) {
+    static __device__ __forceinline__ void scales(const hdr &h, int sb, int *sc, int *mn) {
+        const uint8_t *b = h.b;
         const int8_t *p = (const int8_t *)(b + 192);
         sc[0] = p[2 * sb], sc[1] = p[2 * sb + 1], mn[0] = mn[1] = 0;
     }
-    static __device__ __forceinline__ void head(const uint8_t *b, float *d, float *dmin) {
+    static __device__ __forceinline__ void head(const hdr &h, float *d, float *dmin) {
+        const uint8_t *b = h.b;
         *d = cu_h2f(cu_ld16(b + 208)), *dmin = 0.0f;
     }
 };
@@ -326,6 +367,7 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
     for (int u = 0; u < NTT; u++) s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.0f;
     for (int blk = 0; blk < nblk; blk++) {
         const uint8_t *ba = wa + (size_t)blk * B::BYTES, *bb = wb + (size_t)blk * B::BYTES;
+        const typename B::hdr ha = B::load(ba), hb = B::load(bb);
         int si[NTT][4], sm[NTT][4];
 #pragma unroll
         for (int u = 0; u < NTT; u++)
@@ -336,8 +378,8 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
             const uint32_t a0 = B::word(ba, sb, 4 * q), a2 = B::word(ba, sb, 16 + 4 * q);
             const uint32_t a1 = B::word(bb, sb, 4 * q), a3 = B::word(bb, sb, 16 + 4 * q);
             int sca[2], mna[2], scb[2], mnb[2];
-            B::scales(ba, sb, sca, mna);
-            B::scales(bb, sb, scb, mnb);
+            B::scales(ha, sb, sca, mna);
+            B::scales(hb, sb, scb, mnb);
 #pragma unroll
             for (int u = 0; u < NTT; u++) {
                 if (t[u].n <= 0) break; /* warp-uniform */
@@ -359,16 +401,17 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
                 }
                 if (B::MINS) {
                     const int g0 = blk * 16 + 2 * sb;
-                    const int32_t *bs0 = xbs + x0[u] * (k >> 4) + g0, *bs1 = xbs + x1[u] * (k >> 4) + g0;
-                    const int u0 = bs0[0], u1 = bs0[1], v0 = bs1[0], v1 = bs1[1];
-                    sm[u][0] += mna[0] * u0 + mna[1] * u1, sm[u][1] += mna[0] * v0 + mna[1] * v1;
-                    sm[u][2] += mnb[0] * u0 + mnb[1] * u1, sm[u][3] += mnb[0] * v0 + mnb[1] * v1;
+                    /* the two 16-groups' sums of each token, one 8-byte load (g0 even: aligned) */
+                    const int2 p0 = *(const int2 *)(xbs + x0[u] * (k >> 4) + g0);
+                    const int2 p1 = *(const int2 *)(xbs + x1[u] * (k >> 4) + g0);
+                    sm[u][0] += mna[0] * p0.x + mna[1] * p0.y, sm[u][1] += mna[0] * p1.x + mna[1] * p1.y;
+                    sm[u][2] += mnb[0] * p0.x + mnb[1] * p0.y, sm[u][3] += mnb[0] * p1.x + mnb[1] * p1.y;
                 }
             }
         }
         float da, dmina, db, dminb;
-        B::head(ba, &da, &dmina);
-        B::head(bb, &db, &dminb);
+        B::head(ha, &da, &dmina);
+        B::head(hb, &db, &dminb);
 #pragma unroll
         for (int u = 0; u < NTT; u++) {
             if (t[u].n <= 0) break;
@@ -388,8 +431,10 @@ bool cu_matmul_mma_kq(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
                       const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles,
                       int n_tiles, int n_tok, float *y, int ldy, bool acc) {
     const dim3 grid = mma_grid(rows, tiles, n_tiles, n_tok);
+    /* (a type whose words load aligned takes 16-byte aligned blocks only: else the dp4a kernel) */
 #define KQ(T)                                                                                                         \
     case T:                                                                                                           \
+        if (kqb<T>::ALIGN16 && (((uintptr_t)W | mat_bytes | row_bytes) & 15)) return false;                       \
         if (tiles)                                                                                                    \
             mma_kq_kernel<T, MMA_TILE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, \
                                                                           xd, xdiv, tiles, n_tiles, n_tok, y, ldy, acc); \
