@@ -21,7 +21,7 @@
  *               (options.h).
  *
  *     qw_error err = {0};
- *     int rc = qw_tune_load(path, &err);  // 0 loaded, 1 absent, -1 unusable
+ *     int rc = qw_tune_load(path, threads, &err);  // 0 loaded, 1 absent, 2 stale, -1 unusable
  *     if (rc < 0) fprintf(stderr, "%s\n", err.msg); // defaults stay in place
  *     int64_t ahead = qw_tune_get(QW_TUNE_DECODE_AHEAD);
  *
@@ -97,11 +97,13 @@ int qw_tune_default_path(const char *xdg_cache_home, const char *home, const cha
                          qw_error *err);
 
 /* Reads the cache file: 0 = values set as "calibrated"; 1 = no such file;
- * 2 = stale: well formed but written for another CPU, SIMD level or binary
- * (err says which); -1 = unusable (unreadable, corrupt, a bad checksum, a
- * value out of range: err says which).  No value is changed unless 0, so a
- * bad or stale file leaves the defaults in place. */
-int qw_tune_load(const char *path, qw_error *err);
+ * 2 = stale: well formed but written for another CPU, SIMD level or binary,
+ * or measured with another thread count than `threads` (> 0; 0 = any) — the
+ * work-item sizes that suit 2 threads do not suit 16 (err says which); -1 =
+ * unusable (unreadable, corrupt, a bad checksum, a value out of range: err
+ * says which).  No value is changed unless 0, so a bad or stale file leaves
+ * the defaults in place. */
+int qw_tune_load(const char *path, int threads, qw_error *err);
 /* Writes `vals` (and the threads they were measured with) atomically, under
  * this process's key, creating the directory.  -1 + err on failure. */
 int qw_tune_save(const char *path, const int64_t vals[QW_TUNE_COUNT], int threads, qw_error *err);

@@ -141,11 +141,30 @@ int qw_cli_threads(long flag_value) {
 }
 
 static char g_tune_path[4096], g_tune_state[600] = "not read";
+static int g_tune_threads;
 
 const char *qw_cli_tune_path(void) { return g_tune_path; }
 const char *qw_cli_tune_state(void) { return g_tune_state; }
+int qw_cli_tune_threads(void) { return g_tune_threads; }
 
-void qw_cli_tune_init(void) {
+int qw_cli_argv_threads(int argc, char **argv) {
+    long n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--")) break; /* a command line for another program follows (simulate) */
+        if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && i + 1 < argc) v = argv[i + 1];
+        else if (!strncmp(a, "--threads=", 10)) v = a + 10;
+        if (v) {
+            char *end;
+            const long x = strtol(v, &end, 10);
+            n = *v && !*end && x > 0 && x <= 1024 ? x : 0;
+        }
+    }
+    return qw_cli_threads(n);
+}
+
+void qw_cli_tune_init(int threads) {
+    g_tune_threads = threads;
     qw_error err = {0};
     const char *file = qw_opt_str(QW_OPT_TUNE_FILE);
     if (file && *file) snprintf(g_tune_path, sizeof g_tune_path, "%s", file);
@@ -154,7 +173,7 @@ void qw_cli_tune_init(void) {
     if (!strcmp(qw_opt_str(QW_OPT_TUNE), "off")) snprintf(g_tune_state, sizeof g_tune_state, "off");
     else if (!g_tune_path[0]) snprintf(g_tune_state, sizeof g_tune_state, "unusable: %s", err.msg);
     else {
-        const int rc = qw_tune_load(g_tune_path, &err);
+        const int rc = qw_tune_load(g_tune_path, threads, &err);
         const bool auto_tune = !strcmp(qw_opt_str(QW_OPT_TUNE), "auto");
         if (rc < 0 || rc == 2) {
             snprintf(g_tune_state, sizeof g_tune_state, "%s: %s", rc < 0 ? "unusable" : "stale", err.msg);

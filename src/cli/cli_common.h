@@ -41,19 +41,27 @@ const char *qw_cli_model_path(const char *cmd, const char *flag_value);
 /* Thread count: flag if > 0, else QWISP_THREADS if > 0, else all CPUs. */
 int qw_cli_threads(long flag_value);
 
-/* The kernels' tune.h values for this run: the calibration cache (unless
- * QWISP_TUNE=off; QWISP_TUNE_FILE or the default path), then the knobs
+/* The kernels' tune.h values for a run of `threads` threads: the
+ * calibration cache (unless QWISP_TUNE=off; QWISP_TUNE_FILE or the default
+ * path) when it was measured with that many, then the knobs
  * QWISP_DECODE_ITEM_BYTES / _AHEAD_BYTES / QWISP_PREFILL_ROWS over it.  A
  * cache that cannot be used leaves the defaults and prints one "qwisp: …"
  * line on stderr; an absent one is silent.  Called once by main(). */
-void qw_cli_tune_init(void);
+void qw_cli_tune_init(int threads);
+/* The thread count a command line asks for (its -t / --threads N or
+ * --threads=N, checked later by the command), else qw_cli_threads(0): what
+ * main() calibrates and loads the cache for. */
+int qw_cli_argv_threads(int argc, char **argv);
 /* The cache path used (or "" when none could be formed) and a word on what
  * became of it: "loaded", "absent", "off", "unusable: <why>", "stale: <why>"
- * (another CPU, SIMD level or binary's). */
+ * (another CPU, SIMD level, binary or thread count's). */
 const char *qw_cli_tune_path(void);
 const char *qw_cli_tune_state(void);
-/* QWISP_TUNE=auto with no cache file for this machine ("absent", "stale"): measures the
- * parameters once in a child process, caches them and loads them
+/* The thread count qw_cli_tune_init was given. */
+int qw_cli_tune_threads(void);
+/* QWISP_TUNE=auto with no cache file for this machine and thread count
+ * ("absent", "stale"): measures the parameters once in a child process with
+ * qw_cli_tune_init's thread count, caches them (replacing a stale file) and loads them
  * (tune_first_use.c); a one-line notice on stderr.  main() calls it for the
  * commands that run a model. */
 void qw_cli_tune_first_use(void);

@@ -29,9 +29,9 @@
 
 enum { PROBE_MB = 512, PROBE_PASSES = 3 };
 
-/* The child: measure, save, exit status 0 on success. */
+/* The child: measure with the run's thread count, save, exit status 0 on success. */
 static int measure_and_save(const char *path) {
-    const int nt = qw_cli_threads(0);
+    const int nt = qw_cli_tune_threads();
     qw_threadpool *tp = qw_threadpool_new(nt);
     if (!tp) return 1;
     qw_tune_opts o = {.mb = PROBE_MB, .passes = PROBE_PASSES, .log = NULL};
@@ -80,8 +80,8 @@ void qw_cli_tune_first_use(void) {
                         "QWISP_TUNE=cached to silence this); built-in kernel defaults\n", path);
         return;
     }
-    fprintf(stderr, "qwisp: first use on this CPU, SIMD level and binary: calibrating the kernels (a few seconds, "
-                    "once; `qwisp tune` redoes it, QWISP_TUNE=cached skips it)\n");
+    fprintf(stderr, "qwisp: first use on this CPU, SIMD level, binary and thread count (%d): calibrating the kernels "
+                    "(a few seconds, once; `qwisp tune` redoes it, QWISP_TUNE=cached skips it)\n", qw_cli_tune_threads());
     fflush(NULL);
     const double t0 = qw_time_s();
     const pid_t pid = fork();
@@ -98,6 +98,6 @@ void qw_cli_tune_first_use(void) {
         fprintf(stderr, "qwisp: calibration failed; built-in kernel defaults\n");
         return;
     }
-    qw_cli_tune_init(); /* load what the child cached, knobs over it */
+    qw_cli_tune_init(qw_cli_tune_threads()); /* load what the child cached, knobs over it */
     fprintf(stderr, "qwisp: calibration took %.1f s\n", qw_time_s() - t0);
 }

@@ -158,7 +158,7 @@ int qw_tune_default_path(const char *xdg_cache_home, const char *home, const cha
 
 enum { MAX_FILE = 4096 };
 
-int qw_tune_load(const char *path, qw_error *err) {
+int qw_tune_load(const char *path, int threads, qw_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT) return 1;
@@ -183,6 +183,7 @@ int qw_tune_load(const char *path, qw_error *err) {
 
     int64_t vals[QW_TUNE_COUNT];
     bool seen[QW_TUNE_COUNT] = {0}, header = false, machine = false;
+    long long measured_threads = 0;
     int lineno = 0;
     for (char *line = text, *next; line && *line; line = next) {
         lineno++;
@@ -203,7 +204,11 @@ int qw_tune_load(const char *path, qw_error *err) {
             }
             machine = true;
         } else if (!strcmp(k, "threads")) {
-            /* informational: what the values were measured with */
+            char *end;
+            errno = 0;
+            measured_threads = strtoll(v, &end, 10);
+            if (errno || end == v || *end || measured_threads < 1 || measured_threads > 1 << 20)
+                return qw_fail(err, "tune cache %s:%d: corrupt (threads '%s')", path, lineno, v);
         } else {
             int id = -1;
             for (int i = 0; i < QW_TUNE_COUNT; i++)
@@ -222,8 +227,13 @@ int qw_tune_load(const char *path, qw_error *err) {
     }
     if (!header) return qw_fail(err, "tune cache %s: corrupt (empty)", path);
     if (!machine) return qw_fail(err, "tune cache %s: corrupt (no machine line)", path);
+    if (!measured_threads) return qw_fail(err, "tune cache %s: corrupt (no threads line)", path);
     for (int i = 0; i < QW_TUNE_COUNT; i++)
         if (!seen[i]) return qw_fail(err, "tune cache %s: corrupt (no %s)", path, k_defs[i].key);
+    if (threads > 0 && measured_threads != threads) {
+        qw_fail(err, "tune cache %s: measured with %lld threads, this run uses %d", path, measured_threads, threads);
+        return 2; /* well formed, for another thread count: stale, not corrupt */
+    }
     for (int i = 0; i < QW_TUNE_COUNT; i++) qw_tune_set((qw_tune_id)i, vals[i], QW_TUNE_SRC_CALIBRATED);
     return 0;
 }

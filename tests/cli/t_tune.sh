@@ -143,3 +143,21 @@ if [ "$h" = "$ref_q8_0" ] && grep -q 'first use on this CPU' "$T/err" && ! grep 
     && QWISP_TUNE=auto "$Q" config 2>/dev/null | grep -qE '^\(tune cache\) .*: loaded'; then
     pass "a stale cache (another binary's) is recalibrated and replaced at first use, same bits"
 else fail "stale cache under auto: hash $h; $(cat "$T/err"); $(grep machine "$QWISP_TUNE_FILE")"; fi
+
+# a cache measured with another thread count (QWISP_THREADS=2 above) is stale for a run of
+# 1 thread (work-item sizes that suit 2 threads need not suit 16): under `cached` the
+# defaults with one notice, whether the count comes from QWISP_THREADS or -t; under auto
+# it is recalibrated with the run's count and replaced
+M="$T/q8_0.gguf"; h=$(QWISP_THREADS=1 hash_of "$Q")
+"$Q" run -m "$M" -t 1 --prompt-tokens 4 -n 1 >/dev/null 2>"$T/err_t"
+if [ "$h" = "$ref_q8_0" ] && grep -q "measured with 2 threads, this run uses 1" "$T/err" \
+    && grep -q "measured with 2 threads, this run uses 1" "$T/err_t" \
+    && QWISP_THREADS=1 "$Q" config 2>/dev/null | grep -qE '^\(tune cache\) .*: stale: .*2 threads' \
+    && "$Q" config 2>/dev/null | grep -qE '^\(tune cache\) .*: loaded'; then
+    pass "a cache of another thread count is stale for the run (QWISP_THREADS and -t), defaults, same bits"
+else fail "other thread count: hash $h; $(cat "$T/err"); -t: $(cat "$T/err_t")"; fi
+h=$(QWISP_TUNE=auto QWISP_THREADS=1 hash_of "$Q")
+if [ "$h" = "$ref_q8_0" ] && grep -q 'thread count (1): calibrating' "$T/err" && grep -qx 'threads 1' "$QWISP_TUNE_FILE" \
+    && QWISP_THREADS=1 "$Q" config 2>/dev/null | grep -qE '^\(tune cache\) .*: loaded'; then
+    pass "under auto a cache of another thread count is recalibrated with the run's, same bits"
+else fail "other thread count under auto: hash $h; $(cat "$T/err"); $(grep threads "$QWISP_TUNE_FILE")"; fi
