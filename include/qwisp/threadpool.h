@@ -11,6 +11,7 @@
 #ifndef QWISP_THREADPOOL_H
 #define QWISP_THREADPOOL_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 typedef struct qw_threadpool qw_threadpool;
@@ -32,5 +33,14 @@ void qw_parallel_for(qw_threadpool *tp, int64_t n, int64_t grain, qw_range_fn fn
 
 /* Number of CPUs this process may run on (sched_getaffinity). */
 int qw_cpu_count(void);
+
+/* A thread that runs kernels (pool workers, the serve workers that drive a
+ * forward pass): pthread_create with a stack of at least QW_KERNEL_STACK
+ * bytes, whatever RLIMIT_STACK makes the default — the AMX K-quant tiles
+ * keep ~1 MiB of weight and token layouts on the stack at k = 8192, and a
+ * small `ulimit -s` (or an unlimited one, where glibc picks 2 MiB) must not
+ * overflow it.  Untouched stack pages cost no memory.  0, or pthread_create's error. */
+enum { QW_KERNEL_STACK = 8 << 20 };
+int qw_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #endif

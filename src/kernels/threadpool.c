@@ -138,7 +138,7 @@ qw_threadpool *qw_threadpool_new(int n_threads) {
         worker_arg *wa = qw_xmalloc(sizeof *wa);
         wa->tp = tp;
         wa->ith = i;
-        if (pthread_create(&tp->threads[i], NULL, worker_main, wa) != 0) {
+        if (qw_thread_start(&tp->threads[i], worker_main, wa) != 0) {
             free(wa);
             tp->n_threads = i; /* run with what we have */
             break;
@@ -193,6 +193,16 @@ void qw_parallel_for(qw_threadpool *tp, int64_t n, int64_t grain, qw_range_fn fn
     }
     run_chunks(tp, tag, fn, ctx, n, grain, 0);
     for (int spins = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n; spins++) relax(spins);
+}
+
+int qw_thread_start(pthread_t *t, void *(*fn)(void *), void *arg) {
+    pthread_attr_t a;
+    if (pthread_attr_init(&a)) return pthread_create(t, NULL, fn, arg);
+    size_t have = 0;
+    if (pthread_attr_getstacksize(&a, &have) || have < QW_KERNEL_STACK) pthread_attr_setstacksize(&a, QW_KERNEL_STACK);
+    const int rc = pthread_create(t, &a, fn, arg);
+    pthread_attr_destroy(&a);
+    return rc;
 }
 
 int qw_cpu_count(void) {

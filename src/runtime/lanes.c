@@ -34,6 +34,7 @@
  */
 #include "prefix_cache.h"
 #include "job_queue.h"
+#include "qwisp/threadpool.h"
 #include "qwisp/experts.h"
 #include "qwisp/memdbg.h"
 #include "qwisp/place.h"
@@ -329,7 +330,7 @@ qw_sched *qw_sched_lanes_new(const qw_sched_config *cfg, int n_lanes, qw_error *
     qw_jq_init(&s->q, cfg->max_queue, n_lanes);
     s->q.prefix_reuse = s->pc != NULL;
     s->q.kv_capacity = (int64_t)cfg->n_ctx * n_lanes;
-    if (pthread_create(&s->worker, NULL, worker_main, s)) {
+    if (qw_thread_start(&s->worker, worker_main, s)) {
         qw_jq_destroy(&s->q);
         free_lanes(s);
         qw_fail(err, "cannot start the lanes worker thread");

@@ -30,6 +30,7 @@
  */
 #include "job_queue.h"
 #include "prefix_cache.h"
+#include "qwisp/threadpool.h"
 #include "qwisp/generate.h"
 #include "qwisp/options.h"
 #include "qwisp/place.h"
@@ -222,7 +223,7 @@ qw_sched *qw_sched_serialize_new(const qw_sched_config *cfg, qw_error *err) {
         }
         s->q.prefix_reuse = true;
     }
-    if (pthread_create(&s->worker, NULL, worker_main, s)) {
+    if (qw_thread_start(&s->worker, worker_main, s)) {
         qw_ctx_free(s->ctx);
         qw_jq_destroy(&s->q);
         free(s);

@@ -2,7 +2,7 @@
  * thread index below the pool size, and survives many back-to-back jobs of
  * every size (the decode pattern), including pools larger than the machine
  * (workers that join late or never must not be waited for nor run stale
- * jobs). */
+ * jobs); a kernel thread gets its 8 MiB stack whatever the default. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "qwisp/threadpool.h"
 
@@ -69,12 +70,44 @@ static void test_serial_null_pool(void **s) {
     qw_parallel_for(NULL, 0, 3, count_fn, &c); /* empty range: no call */
 }
 
+/* A kernel thread's stack: at least QW_KERNEL_STACK though the process
+ * default is 256 KiB, and 2 MiB of it usable (the AMX tiles' layouts). */
+static void *stack_probe(void *p) {
+    size_t sz = 0;
+    pthread_attr_t a;
+    if (!pthread_getattr_np(pthread_self(), &a)) {
+        pthread_attr_getstacksize(&a, &sz);
+        pthread_attr_destroy(&a);
+    }
+    volatile char big[2 << 20];
+    big[0] = 1, big[sizeof big - 1] = 1;
+    *(size_t *)p = sz + (size_t)(big[0] - 1);
+    return NULL;
+}
+
+static void test_kernel_stack(void **state) {
+    (void)state;
+    pthread_attr_t old, small;
+    assert_int_equal(pthread_getattr_default_np(&old), 0);
+    pthread_attr_init(&small);
+    pthread_attr_setstacksize(&small, 256 << 10);
+    assert_int_equal(pthread_setattr_default_np(&small), 0);
+    pthread_t t;
+    size_t sz = 0;
+    assert_int_equal(qw_thread_start(&t, stack_probe, &sz), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(pthread_setattr_default_np(&old), 0);
+    pthread_attr_destroy(&small), pthread_attr_destroy(&old);
+    assert_true(sz >= QW_KERNEL_STACK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_serial_null_pool),
         cmocka_unit_test(test_one_thread),
         cmocka_unit_test(test_two_threads),
         cmocka_unit_test(test_oversubscribed),
+        cmocka_unit_test(test_kernel_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
