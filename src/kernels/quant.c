@@ -156,7 +156,7 @@ static void build_patched(qw_kernel_table *t, int missing) {
  * (bench/RESULTS.md, 2026-12-05 session 11). */
 static qw_kq_dots g_kq_amx, g_kq_amx_all;
 
-/* The AMX level: the AVX-512 table, Q8_0/Q4_0 in the reference's order with AMX tiles, Q5_K's tiles on AMX. */
+/* The AMX level: the AVX-512 table, Q8_0/Q4_0 in the reference's order with AMX tiles, the K-quants' as above. */
 static void build_amx(qw_kernel_table *t) {
     g_kq_amx = qw_kq_dots_avx512;
     g_kq_amx.gemm_q5_K = qw_amx_q5_K.gemm;

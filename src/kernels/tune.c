@@ -13,8 +13,8 @@
  *
  * `check` is the FNV-1a hash of every byte before that line: a truncated or
  * edited file fails it.  Loading is all or nothing — a file with any fault
- * (bad header, another machine's key, a missing, repeated, unknown or
- * out-of-range value, a bad check) changes no value, and the caller prints one
+ * (bad header, another machine's key or thread count, a missing, repeated,
+ * unknown or out-of-range value, a bad check) changes no value, and the caller prints one
  * line saying why.  Values are only ever clamped into range by qw_tune_set;
  * none of them can change a result bit (tune.h).
  */
