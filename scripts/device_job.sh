@@ -5,7 +5,7 @@
 #   scripts/device_kit.sh                  # the libraries, tokenizer data, llama.cpp source
 #   scripts/device_kit.sh base REV...      # src/cuda of earlier revisions, to time against
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
-#   LIMIT=<seconds> bash scripts/device_job.sh   # on the device
+#   LIMIT=<seconds> [GPU=0] bash scripts/device_job.sh   # on the device (GPU=0: the CPU steps only)
 # In order, each step skipped when the time left (LIMIT) is short: build; the
 # Xeon host's AMX kernel tests; generated models in /dev/shm; the GPU suite;
 # pp512/tg128 of the full-size qwen36-a3b Q4_K with this tree's CUDA object
@@ -13,6 +13,8 @@
 # prefill; lanes with QWISP_DEVICE_BATCH 1/0/1; then on the host CPU AMX vs
 # AVX-512 prefill and decode (QWISP_AMX_KQUANT 0 and 1) and the tiles' and row
 # loops' speed (micro_gemm), and bench/speed_vs_llamabench.sh.  Output also in $OUT/log.txt.
+# (Background steps are waited for by pid: a bare `wait` would also wait for
+# the log's `tee`, which never ends — a job of 2026-12-05 hung on it.)
 set -u
 . .devjob/env.sh
 LIMIT=${LIMIT:-570}
