@@ -1,5 +1,6 @@
-/* amx_kquant_avx512.c — the "avx512-amx" level's Q4_K: a dot in the K-quant
- * reference order (kquant_impl.h's contract: exactly kquant_ref.c's bits) and
+/* amx_kquant_avx512.c — the "avx512-amx" level's Q4_K: a dot and decode row
+ * loop in the K-quant reference order (kquant_impl.h's contract: exactly
+ * kquant_ref.c's bits; the loop is refrows_avx512.h's, with Q4_K's terms) and
  * AMX-INT8 prefill tiles that give the same bits; and the same tiles for Q5_K,
  * whose levels are Q4_K's plus a fifth bit (its AVX-512 dot already keeps the
  * reference's order).

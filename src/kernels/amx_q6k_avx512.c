@@ -1,6 +1,7 @@
-/* amx_q6k_avx512.c — the "avx512-amx" level's Q6_K: a dot in the K-quant
- * reference order (kquant_impl.h's contract: exactly kquant_ref.c's bits), the
- * decode row loop around it, and AMX-INT8 prefill tiles with the same bits.
+/* amx_q6k_avx512.c — the "avx512-amx" level's Q6_K: a dot and decode row loop
+ * in the K-quant reference order (kquant_impl.h's contract: exactly
+ * kquant_ref.c's bits; the loop is refrows_avx512.h's, with Q6_K's terms), and
+ * AMX-INT8 prefill tiles with the same bits.
  *
  * Why the reference order: as for Q4_K (amx_kquant_avx512.c), the AVX-512
  * Q6_K dot keeps llama.cpp's eight float lanes a token, and a tile multiply
