@@ -93,20 +93,8 @@ static void dot_q4_K_zmm(int64_t n, float *s, const void *w, const void *x) {
     *s = q4k_row(w, x, n / QW_QK_K, NULL, NULL);
 }
 
-/* Decode: the row loop (the walk of kquant_blocks_x86.h), the token prepared once a call. */
-static void gemv_q4_K_zmm(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                          float *const *y) {
-    const int64_t nb = n / QW_QK_K;
-    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
-    const qw_block_q8_K *xt = x[0];
-    q4k_token tok;
-    q4k_token_prep(xt, nb, &tok);
-    const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);
-    for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);
-        y[0][r] = q4k_row((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf);
-    }
-}
+/* Decode: the row loop (kquant_blocks_x86.h), the token prepared once a call. */
+Q4K_GEMV_ROWS(gemv_q4_K_zmm, q4k_row)
 
 /* The Q4_K prefill tile in 512-bit registers, bit-identical with dot_q4_K.
  *
