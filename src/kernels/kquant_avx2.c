@@ -153,20 +153,13 @@ static inline __attribute__((always_inline)) float q4k_row(const qw_block_q4_K *
 static void dot_q4_K(int64_t n, float *s, const void *w, const void *x) { *s = q4k_row(w, x, n / QW_QK_K, NULL, NULL); }
 #define KQ_DOT_Q4_K dot_q4_K
 
-/* Decode: the row loop (kquant_blocks_x86.h's walk), the token prepared once. */
-static void gemv_q4_K(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
-                      float *const *y) {
-    const int64_t nb = n / QW_QK_K;
-    if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */
-    const qw_block_q8_K *xt = x[0];
-    q4k_token tok;
-    for (int64_t i = 0; i < nb; i++) tok.d8[i] = q8k_d(&xt[i]), tok.pairs[i] = q8k_pair_sums(&xt[i]);
-    const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);
-    for (int64_t r = 0; r < n_rows; r++) {
-        const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);
-        y[0][r] = q4k_row((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf);
-    }
+/* What the row loop prepares of the token once a call. */
+static inline void q4k_token_prep(const qw_block_q8_K *xt, int64_t nb, q4k_token *tok) {
+    for (int64_t i = 0; i < nb; i++) tok->d8[i] = q8k_d(&xt[i]), tok->pairs[i] = q8k_pair_sums(&xt[i]);
 }
+
+/* Decode: the row loop (kquant_blocks_x86.h), the token prepared once a call. */
+Q4K_GEMV_ROWS(gemv_q4_K, q4k_row)
 #define KQ_GEMV_Q4_K gemv_q4_K
 #endif
 

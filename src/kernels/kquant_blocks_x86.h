@@ -114,6 +114,25 @@ static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes
         }                                                                                                        \
     }
 
+/* A Q4_K decode row loop NAME whose row body is ROW(block, token, nb,
+ * &prepared token, &prefetch): the token prepared once a call by the
+ * including level's q4k_token_prep into its q4k_token (AVX2: the scales and
+ * group sums; AVX-512: the bytes regrouped too). */
+#define Q4K_GEMV_ROWS(NAME, ROW)                                                                                  \
+    static void NAME(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,        \
+                     float *const *y) {                                                                          \
+        const int64_t nb = n / QW_QK_K;                                                                          \
+        if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */      \
+        const qw_block_q8_K *xt = x[0];                                                                          \
+        q4k_token tok;                                                                                           \
+        q4k_token_prep(xt, nb, &tok);                                                                            \
+        const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);                                       \
+        for (int64_t r = 0; r < n_rows; r++) {                                                                   \
+            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);                        \
+            y[0][r] = ROW((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf); \
+        }                                                                                                        \
+    }
+
 #ifdef __AVX512F__
 /* Per chunk j of 32 bytes: group 2j's scale in the low half of a 512-bit
  * register, group 2j+1's in the high half (pshufb controls). */
@@ -166,23 +185,6 @@ static inline void q4k_token_prep(const qw_block_q8_K *xt, int64_t nb, q4k_token
         tok->pairs[i] = q8k_pair_sums(&xt[i]);
     }
 }
-
-/* A Q4_K decode row loop NAME whose row body is ROW(block, token, nb,
- * &prepared token, &prefetch): the token prepared once a call. */
-#define Q4K_GEMV_ROWS(NAME, ROW)                                                                                  \
-    static void NAME(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,        \
-                     float *const *y) {                                                                          \
-        const int64_t nb = n / QW_QK_K;                                                                          \
-        if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */      \
-        const qw_block_q8_K *xt = x[0];                                                                          \
-        q4k_token tok;                                                                                           \
-        q4k_token_prep(xt, nb, &tok);                                                                            \
-        const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);                                       \
-        for (int64_t r = 0; r < n_rows; r++) {                                                                   \
-            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);                        \
-            y[0][r] = ROW((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf); \
-        }                                                                                                        \
-    }
 
 /* Chunk h (0, 1) of a Q4_K block's levels against the token's regrouped
  * bytes yv: the two 64-byte halves' products, weighted by their groups'
