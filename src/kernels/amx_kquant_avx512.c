@@ -204,9 +204,13 @@ AMX INLINE void k4_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, c
                 k4_strip_group(ss, nsb, &tp[g], amx_group_toks(nt, g), e, y + t0 + g * M, r0);
         }
         if (!e) _tile_release();
-        for (int64_t r = main_rows; r < n_rows; r++)
-            for (int t = 0; t < nt; t++)
-                (five ? qw_kq_dots_avx512.q5_K : dot_q4_K)(n, &y[t0 + t][r], w + (size_t)r * rb, xv[t0 + t]);
+        /* the rows past the last strip: the row loop, each token prepared once for them all (the dot's bits) */
+        if (main_rows < n_rows)
+            for (int t = 0; t < nt; t++) {
+                float *yr = y[t0 + t] + main_rows;
+                (five ? qw_kq_dots_avx512.gemv_q5_K : gemv_q4_K)(n, w + (size_t)main_rows * rb, rb, n_rows - main_rows,
+                                                                 xv + t0 + t, &yr);
+            }
     }
 }
 

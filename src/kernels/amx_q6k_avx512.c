@@ -173,8 +173,12 @@ AMX INLINE void q6k_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, 
                 q6k_strip_group(ss, nsb, &tk[g], amx_group_toks(nt, g), e, y + t0 + g * M, r0);
         }
         if (!e) _tile_release();
-        for (int64_t r = main_rows; r < n_rows; r++)
-            for (int t = 0; t < nt; t++) dot_q6_K(n, &y[t0 + t][r], w + (size_t)r * rb, xv[t0 + t]);
+        /* the rows past the last strip: the row loop, each token prepared once for them all (the dot's bits) */
+        if (main_rows < n_rows)
+            for (int t = 0; t < nt; t++) {
+                float *yr = y[t0 + t] + main_rows;
+                gemv_q6_K(n, w + (size_t)main_rows * rb, rb, n_rows - main_rows, xv + t0 + t, &yr);
+            }
     }
 }
 
