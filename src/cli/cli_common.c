@@ -153,7 +153,6 @@ int qw_cli_argv_threads(int argc, char **argv) {
         const char *a = argv[i], *v = NULL;
         if (!strcmp(a, "--")) break; /* a command line for another program follows (simulate) */
         if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && i + 1 < argc) v = argv[i + 1];
-        else if (!strncmp(a, "--threads=", 10)) v = a + 10;
         if (v) {
             char *end;
             const long x = strtol(v, &end, 10);

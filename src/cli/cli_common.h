@@ -48,9 +48,9 @@ int qw_cli_threads(long flag_value);
  * cache that cannot be used leaves the defaults and prints one "qwisp: …"
  * line on stderr; an absent one is silent.  Called once by main(). */
 void qw_cli_tune_init(int threads);
-/* The thread count a command line asks for (its -t / --threads N or
- * --threads=N, checked later by the command), else qw_cli_threads(0): what
- * main() calibrates and loads the cache for. */
+/* The thread count a command line asks for (its -t / --threads N, checked
+ * later by the command), else qw_cli_threads(0): what main() calibrates and
+ * loads the cache for. */
 int qw_cli_argv_threads(int argc, char **argv);
 /* The cache path used (or "" when none could be formed) and a word on what
  * became of it: "loaded", "absent", "off", "unusable: <why>", "stale: <why>"
