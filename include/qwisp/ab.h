@@ -49,9 +49,10 @@
     X(PREFILL_TOK_S, "prefill_tok_s", "tok/s", "prefill tokens per second (child --json)")        \
     X(TTFT_MS, "ttft_ms", "ms", "time to first token (child --json)")                             \
     X(WALL_MS, "wall_ms", "ms", "child wall time, fork to exit (includes model load)")            \
-    X(FOOTPRINT_PEAK_MB, "footprint_peak_mb", "MiB", "footprint peak sampled from outside")       \
+    X(FOOTPRINT_PEAK_MB, "footprint_peak_mb", "MiB", "footprint peak: sampled from outside, or the child's own if larger")       \
     X(CHILD_FOOTPRINT_PEAK_MB, "child_footprint_peak_mb", "MiB", "footprint peak the child saw")  \
     X(RSS_PEAK_MB, "rss_peak_mb", "MiB", "RSS peak sampled from outside (misleads; see memory.md)") \
+    X(CHILD_RSS_PEAK_MB, "child_rss_peak_mb", "MiB", "RSS peak the child saw")                 \
     X(POOL_ACTIVE_MB, "pool_active_mb", "MiB", "pool active at the end of the run")              \
     X(POOL_CACHE_MB, "pool_cache_mb", "MiB", "pool cache at the end of the run")                 \
     X(POOL_PEAK_MB, "pool_peak_mb", "MiB", "pool peak active")                                   \

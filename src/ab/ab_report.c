@@ -42,6 +42,7 @@ static bool metric_present(const qw_ab_experiment *e, int m) {
 static bool metric_in_arms_table(const qw_ab_experiment *e, int m) {
     switch (m) {
     case QW_AB_M_CHILD_FOOTPRINT_PEAK_MB:
+    case QW_AB_M_CHILD_RSS_PEAK_MB:
     case QW_AB_M_RSS_PEAK_MB:
     case QW_AB_M_POOL_ACTIVE_MB:
     case QW_AB_M_POOL_OS_CALLS: return false;

@@ -100,6 +100,7 @@ bool qw_ab_trial_parse_json(qw_ab_trial *t, const char *json) {
     t->m[QW_AB_M_PREFILL_TOK_S] = num(o, "prefill_tok_s", 1);
     t->m[QW_AB_M_TTFT_MS] = num(o, "ttft_ms", 1);
     t->m[QW_AB_M_CHILD_FOOTPRINT_PEAK_MB] = num(o, "footprint_peak_mb", 1);
+    t->m[QW_AB_M_CHILD_RSS_PEAK_MB] = num(o, "rss_peak_mb", 1);
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pool");
     if (cJSON_IsObject(p)) {
         t->m[QW_AB_M_POOL_ACTIVE_MB] = num(p, "active", MB);
@@ -148,11 +149,18 @@ int qw_ab_trial_run(const qw_ab_spawn *sp, qw_ab_trial *t, qw_error *err) {
         close(out);
         return qw_fail(err, "%s: %s", sp->stderr_path, strerror(errno));
     }
+    /* closed by a successful exec: sampling starts only then, so no sample
+     * reads the forked copy of this process instead of the trial */
+    int exec_gate[2];
+    if (pipe2(exec_gate, O_CLOEXEC)) {
+        close(out), close(errfd);
+        return qw_fail(err, "pipe: %s", strerror(errno));
+    }
     fflush(NULL);
     double t0 = now_s();
     pid_t pid = fork();
     if (pid < 0) {
-        close(out), close(errfd);
+        close(out), close(errfd), close(exec_gate[0]), close(exec_gate[1]);
         return qw_fail(err, "fork: %s", strerror(errno));
     }
     if (pid == 0) {
@@ -164,6 +172,11 @@ int qw_ab_trial_run(const qw_ab_spawn *sp, qw_ab_trial *t, qw_error *err) {
     }
     close(out);
     close(errfd);
+    close(exec_gate[1]);
+    char gate;
+    while (read(exec_gate[0], &gate, 1) < 0 && errno == EINTR) {
+    }
+    close(exec_gate[0]);
     int status = 0;
     struct rusage ru = {0};
     double peak_fp = 0, peak_rss = 0;
@@ -208,6 +221,13 @@ int qw_ab_trial_run(const qw_ab_spawn *sp, qw_ab_trial *t, qw_error *err) {
         snprintf(t->error, sizeof t->error, "exit 0 but no JSON object on stdout (%s)", sp->stdout_path);
         return 0;
     }
+    /* A trial shorter than a sample period can slip between the samples
+     * taken from outside; the child's own sampler (every 10 ms and once at
+     * the end of its run) saw the same process, so the peak is the larger of
+     * the two lower bounds. */
+    const double child_fp = t->m[QW_AB_M_CHILD_FOOTPRINT_PEAK_MB], child_rss = t->m[QW_AB_M_CHILD_RSS_PEAK_MB];
+    if (!isnan(child_fp) && child_fp > peak_fp) peak_fp = child_fp;
+    if (!isnan(child_rss) && child_rss > peak_rss) peak_rss = child_rss;
     if (peak_fp > 0) {
         t->m[QW_AB_M_FOOTPRINT_PEAK_MB] = peak_fp;
         t->m[QW_AB_M_RSS_PEAK_MB] = peak_rss;

@@ -167,8 +167,9 @@ J="$O/report.json"
     && [ "$(jq '[.trials[4:7][].start_s] | unique | length' "$J")" = 1 ] \
     && [ "$(jq '[.trials[0].start_s, .trials[1].start_s, .trials[4].start_s] | unique | length' "$J")" = 3 ] \
     && [ "$(jq '[.trials[].metrics.footprint_peak_mb] | map(select(. > 0)) | length' "$J")" = 7 ] \
+    && [ "$(jq '[.trials[].metrics | select(.footprint_peak_mb >= .child_footprint_peak_mb)] | length' "$J")" = 7 ] \
     && grep -q "3 at a time after the warm-up" "$O/report.md" \
-    && pass "--footprint-jobs 3: the warm-up alone, then two groups of three processes at once, every footprint measured" \
+    && pass "--footprint-jobs 3: the warm-up alone, then two groups of three processes at once, every footprint measured, none below the child's own" \
     || fail "--footprint-jobs: rc=$rc $out"
 printf 'wall_ms.delta_pct > 50 => slower\nelse => same\n' >"$T/crit-wall.txt"
 out=$("$Q" ab --criteria "$T/crit-wall.txt" "${RUN[@]}" --footprint-jobs 2 --arm a: --arm b:QWISP_PREFILL_CACHE_MB=1 --out "$T/o14" 2>&1); rc=$?
