@@ -21,6 +21,11 @@
  *    (k <= QW_GEMM_K_MAX) and reused by every row of the block.
  * Weights are re-read from L1/L2 once per 4 (the wide tile: 8) tokens instead
  * of once per token.
+ *
+ * Decode turns the trick around: the one token's correction -128*sum4(x) is
+ * prepared once and the weights are made unsigned (one XOR), and a zmm holds
+ * two ROWS of the same block, one per half, each its own 8-lane chain: half
+ * the instructions a (row, block) of one ymm chain per row, same bits.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -94,47 +99,79 @@ static inline __attribute__((always_inline)) void q8_gemm_tiles(int64_t n, const
     }
 }
 
-/* acc += the dot's step for block k of a row (llama.cpp's order): the exact
- * int32 lanes of w·x via x + 128 (unsigned) and -128*sum4(w), times d_w*d_x. */
-static inline __attribute__((always_inline)) __m256 q8_block_step(const qw_block_q8_0 *wb, const prep8 *x,
-                                                                  __m256 acc) {
+/* Decode's token, prepared once per call: a block's 32 bytes as they are
+ * (s8), -128*sum4(x) per lane, and its scale in 8 lanes.  The rows' weights
+ * are then made unsigned (w ^ 0x80 = w + 128), so one VPDPBUSD started from
+ * -128*sum4(x) gives the dot's exact int32 lanes: the correction is paid once
+ * per token and block, not once per row and block. */
+typedef struct {
+    __m256i x, nx;
+    __m256 d;
+} prep_tok;
+
+static void q8_prep_token(const qw_block_q8_0 *x, int64_t nb, prep_tok *pt) {
     const __m256i k80 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
-    const __m256i w = _mm256_loadu_si256((const __m256i *)wb->qs);
-    const __m256i nw = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, w));
-    const __m256i p = _mm256_dpbusd_epi32(nw, _mm512_castsi512_si256(x->u), w);
-    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(load_u16(&wb->d))), _mm512_castps512_ps256(x->d));
-    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    for (int64_t k = 0; k < nb; k++) {
+        pt[k].x = _mm256_loadu_si256((const __m256i *)x[k].qs);
+        pt[k].nx = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, pt[k].x));
+        pt[k].d = _mm256_set1_ps(_cvtsh_ss(load_u16(&x[k].d)));
+    }
 }
 
-/* R rows from `r` on, each its own 8-lane chain as in the dot, blocks
- * outer: R reads in flight at once (tune.h's decode_rows: an Intel server
- * core needs more misses outstanding than a Zen core to stream DRAM). */
-static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char *wv, size_t w_row_bytes, int64_t r,
-                                                          const prep8 *pp, float *y, const int R) {
-    const qw_block_q8_0 *w[8];
-    __m256 acc[8];
-    for (int i = 0; i < R; i++) {
-        w[i] = (const qw_block_q8_0 *)(wv + (size_t)(r + i) * w_row_bytes);
-        acc[i] = _mm256_setzero_ps();
+/* One row alone (a call's last odd row): the dot's step, block by block. */
+static void q8_row1(int64_t nb, const qw_block_q8_0 *w, const prep_tok *pt, float *y) {
+    const __m256i k80 = _mm256_set1_epi8((char)0x80);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nb; k++) {
+        const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)w[k].qs), k80);
+        const __m256i p = _mm256_dpbusd_epi32(pt[k].nx, u, pt[k].x);
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(load_u16(&w[k].d))), pt[k].d);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
-    for (int64_t k = 0; k < nb; k++)
-        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i] = q8_block_step(&w[i][k], &pp[k], acc[i]);
-    for (int i = 0; i < R; i++) y[r + i] = hsum8(acc[i]);
+    *y = hsum8(acc);
+}
+
+/* The f16 scales of two rows' blocks, each in one 256-bit half. */
+static inline __m512 row_pair_scales(const qw_block_q8_0 *a, const qw_block_q8_0 *b) {
+    const __m256i h = _mm256_mask_set1_epi16(_mm256_set1_epi16((short)load_u16(&a->d)), 0xFF00, (short)load_u16(&b->d));
+    return _mm512_cvtph_ps(h);
+}
+
+/* R rows from `r` on, two rows a zmm (one per 256-bit half), blocks outer:
+ * each half is its row's own 8-lane chain of the dot, so every row gets the
+ * dot's bits.  R reads in flight at once (tune.h's decode_rows: an Intel
+ * server core needs more misses outstanding than a Zen core to stream DRAM). */
+static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char *wv, size_t w_row_bytes, int64_t r,
+                                                          const prep_tok *pt, float *y, const int R) {
+    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    const qw_block_q8_0 *w[8];
+    __m512 acc[4];
+    for (int i = 0; i < R; i++) w[i] = (const qw_block_q8_0 *)(wv + (size_t)(r + i) * w_row_bytes);
+    for (int i = 0; i < R / 2; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < nb; k++) {
+        const __m512i x = _mm512_broadcast_i64x4(pt[k].x), nx = _mm512_broadcast_i64x4(pt[k].nx);
+        const __m512 dx = _mm512_broadcast_f32x8(pt[k].d);
+        _Pragma("GCC unroll 4") for (int i = 0; i < R / 2; i++) {
+            const qw_block_q8_0 *a = &w[2 * i][k], *b = &w[2 * i + 1][k];
+            const __m512i u = _mm512_xor_si512(q8_two(a, b), k80);
+            const __m512i p = _mm512_dpbusd_epi32(nx, u, x);
+            const __m512 d = _mm512_mul_ps(row_pair_scales(a, b), dx);
+            acc[i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[i]);
+        }
+    }
+    for (int i = 0; i < R / 2; i++) {
+        y[r + 2 * i] = hsum8(_mm512_castps512_ps256(acc[i]));
+        y[r + 2 * i + 1] = hsum8(_mm512_extractf32x8_ps(acc[i], 1));
+    }
 }
 
 /* Decode: the token prepared once; R = decode_rows (2, 4 or 8) rows at a
- * time, each its own 8-lane chain as in the dot (one chain alone waits on the
- * FMA latency every block), so every row gets the dot's bits whatever R is.
- * The rows qw_decode_ahead_rows ahead are prefetched whole (tune.h). */
+ * time (q8_rows), so every row gets the dot's bits whatever R is.  The rows
+ * qw_decode_ahead_rows ahead are prefetched whole (tune.h). */
 static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
-                         float *const *y, prep8 *pp) {
+                         float *const *y, prep_tok *pt) {
     const int64_t nb = n / QW_QK8_0;
-    const __m256i k80 = _mm256_set1_epi8((char)0x80);
-    const qw_block_q8_0 *x = xv[0];
-    for (int64_t k = 0; k < nb; k++) {
-        pp[k].u = _mm512_castsi256_si512(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[k].qs), k80));
-        pp[k].d = _mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(load_u16(&x[k].d))));
-    }
+    q8_prep_token(xv[0], nb, pt);
     const int64_t R = qw_tune_get(QW_TUNE_DECODE_ROWS);
     const int64_t ahead = (qw_decode_ahead_rows(w_row_bytes) + R - 1) / R * R;
     const char *w = wv;
@@ -143,11 +180,12 @@ static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t 
     for (; r + R <= n_rows; r += R) {
         const int64_t p0 = r + ahead, p1 = p0 + R < n_rows ? p0 + R : n_rows;
         if (p0 < p1) qw_prefetch_decode(w + (size_t)p0 * w_row_bytes, (size_t)(p1 - p0) * w_row_bytes);
-        if (R == 8) q8_rows(nb, w, w_row_bytes, r, pp, y[0], 8);
-        else if (R == 4) q8_rows(nb, w, w_row_bytes, r, pp, y[0], 4);
-        else q8_rows(nb, w, w_row_bytes, r, pp, y[0], 2);
+        if (R == 8) q8_rows(nb, w, w_row_bytes, r, pt, y[0], 8);
+        else if (R == 4) q8_rows(nb, w, w_row_bytes, r, pt, y[0], 4);
+        else q8_rows(nb, w, w_row_bytes, r, pt, y[0], 2);
     }
-    for (; r < n_rows; r++) q8_rows(nb, w, w_row_bytes, r, pp, y[0], 1);
+    for (; r + 2 <= n_rows; r += 2) q8_rows(nb, w, w_row_bytes, r, pt, y[0], 2);
+    if (r < n_rows) q8_row1(nb, (const qw_block_q8_0 *)(w + (size_t)r * w_row_bytes), pt, y[0] + r);
 }
 
 /* Prefill: 2 rows × 4 tokens per register tile. */
@@ -170,6 +208,6 @@ void qw_avx512_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int6
  * the 4-row tile was only ~5% faster. */
 void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
-    prep8 pp[QW_GEMM_K_MAX / QW_QK8_0];
-    q8_gemv_rows(n, w, w_row_bytes, n_rows, x, y, pp);
+    prep_tok pt[QW_GEMM_K_MAX / QW_QK8_0];
+    q8_gemv_rows(n, w, w_row_bytes, n_rows, x, y, pt);
 }
