@@ -192,7 +192,9 @@ int32_t qw_experts_ahead_n(const qw_experts *x, int32_t k);
       "near-lossless: chosen experts replaced by a cached lower-ranked one (0 unless QWISP_NEAR_LOSSLESS)") \
     X(arena_bytes, CURRENT, BYTES, "arena_bytes", "expert_arena_bytes", "the slot arena's size (streaming)") \
     X(locked_bytes, CURRENT, BYTES, "locked_bytes", "expert_locked_bytes",                                \
-      "mlock'ed weights (resident, QWISP_MLOCK=1)")
+      "mlock'ed weights (resident, QWISP_MLOCK=1)")                                                        \
+    X(copied_bytes, CURRENT, BYTES, "copied_bytes", "expert_copied_bytes",                                \
+      "weights copied into anonymous memory (resident, QWISP_WEIGHTS_COPY=1)")
 
 typedef struct qw_experts_stats {
     int tier;       /* qw_tier ("tier" in --json) */

@@ -54,6 +54,7 @@
     X(DEVICE_RAM, "QWISP_DEVICE_RAM", NULL, STR, NULL, 0, 0, "GB of RAM to assume when choosing the tier (e.g. 16 or 0.5); unset = physical/cgroup") \
     X(SSD_THROTTLE_GBS, "QWISP_SSD_THROTTLE_GBS", NULL, STR, NULL, 0, 0, "cap expert read bandwidth at x GB/s (emulate a slow disk); unset = no cap") \
     X(MLOCK, "QWISP_MLOCK", NULL, INT, "0", 0, 1, "1: mlock the resident tier's weights") \
+    X(WEIGHTS_COPY, "QWISP_WEIGHTS_COPY", NULL, INT, "0", 0, 1, "1: the resident tier's weights copied into anonymous memory (2 MB pages) instead of read through the file mapping: faster decode where page-cache reads are slow; the footprint grows by the weights") \
     X(EXPERT_READERS, "QWISP_EXPERT_READERS", NULL, INT, "4", 1, 64, "streaming tier, pread engine: reader threads (expert reads in flight)") \
     X(STREAM_IO, "QWISP_STREAM_IO", NULL, ENUM, "auto", 0, 0, "streaming tier read engine: auto (io_uring, else pread) | uring (fail if unavailable) | pread") \
     X(STREAM_QD, "QWISP_STREAM_QD", NULL, INT, "8", 1, 256, "streaming tier, io_uring engine: expert reads in flight") \

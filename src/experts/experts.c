@@ -6,12 +6,15 @@
  * tensors.  At open every tensor's pages are prefaulted — MADV_WILLNEED, then
  * one read per page so the first token does not pay the disk — and, with
  * QWISP_MLOCK=1, mlock'ed (an error naming the bytes and RLIMIT_MEMLOCK if the
- * kernel refuses).  Prefaulting is done here and not with MAP_POPULATE in the
+ * kernel refuses).  With QWISP_WEIGHTS_COPY=1 the weights are first copied
+ * into anonymous memory at the same addresses (anon_copy.c).  Prefaulting is
+ * done here and not with MAP_POPULATE in the
  * GGUF reader because the streaming tier must NOT fault the expert tensors in.
  *
  * Statistics are process-wide (like the pool's): the most recently opened
  * source owns them; `qwisp run --json` and /metrics read them.
  */
+#include "anon_copy.h"
 #include "stream.h"
 
 #include "qwisp/options.h"
@@ -71,6 +74,11 @@ static int prefault(qw_experts *x, const void *p, size_t n, bool lock, qw_error 
 
 static int open_resident(qw_experts *x, const qw_expert_layout *l, qw_error *err) {
     const bool lock = qw_opt_int(QW_OPT_MLOCK) == 1;
+    /* the copy first: it reads every page, so the prefault below only
+     * touches anonymous pages already there (and mlocks them if asked) */
+    if (qw_opt_int(QW_OPT_WEIGHTS_COPY) == 1 &&
+        qw_weights_copy_anon(l->weights, l->n_weights, l->path, &g_info.copied_bytes, err))
+        return -1;
     for (size_t i = 0; i < l->n_weights; i++)
         if (l->weights[i].n && prefault(x, l->weights[i].p, l->weights[i].n, lock, err)) return -1;
     return 0;
@@ -89,7 +97,7 @@ qw_experts *qw_experts_open(const qw_expert_layout *l, const qw_tier_decision *d
     g_info.tier = x->tier;
     g_info.c = x->c;
     g_info.n_expert = l->n_expert;
-    g_info.arena_bytes = g_info.locked_bytes = g_info.uring = 0;
+    g_info.arena_bytes = g_info.locked_bytes = g_info.copied_bytes = g_info.uring = 0;
     snprintf(g_info.line, sizeof g_info.line, "%s", d->line);
     const char *tp = qw_opt_str(QW_OPT_ROUTE_TRACE);
     if (tp && *tp && !(x->trace = fopen(tp, "a"))) {

@@ -1,0 +1,71 @@
+/* anon_copy.c — QWISP_WEIGHTS_COPY=1: the resident tier's weights moved from
+ * the file mapping into anonymous memory, at the same addresses.
+ *
+ * Why: on some machines a decode token reads the page cache behind a file
+ * mapping markedly slower than anonymous memory holding the same bytes
+ * (bench/RESULTS.md, 2026-12-05 session 12: +25-35 % decode on an AMD EPYC
+ * VM for files read from DRAM).  llama.cpp gets anonymous memory where it
+ * repacks weights; this is the same trade made explicit: the footprint grows
+ * by the weights (anonymous memory the OS cannot drop), so it is opt-in.
+ *
+ * How: the span covering every weight tensor (page-aligned outward) is copied
+ * into a fresh anonymous mapping placed at the same offset modulo 2 MiB (so
+ * its 2 MiB blocks can be transparent huge pages, MADV_HUGEPAGE), made
+ * read-only, and mremap'ed over the span.  Pointers into the mapping (the
+ * bound tensors, the expert parts) stay valid; bytes outside the span (the
+ * GGUF header and metadata) stay file-backed; the final munmap of the GGUF
+ * mapping releases both.
+ */
+#include "anon_copy.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define HUGE_BYTES ((uintptr_t)2 << 20)
+
+int qw_weights_copy_anon(const qw_mapped_range *w, size_t n, const char *path, uint64_t *copied, qw_error *err) {
+    *copied = 0;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!w[i].n) continue;
+        const uintptr_t a = (uintptr_t)w[i].p, b = a + w[i].n;
+        if (a < lo) lo = a;
+        if (b > hi) hi = b;
+    }
+    if (hi <= lo) return 0;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a0 = lo & ~(pg - 1), a1 = (hi + pg - 1) & ~(pg - 1);
+    const size_t len = a1 - a0;
+    /* room to slide the copy to a0's offset modulo 2 MiB */
+    const size_t room = len + HUGE_BYTES;
+    char *raw = mmap(NULL, room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return qw_fail(err, "QWISP_WEIGHTS_COPY=1: cannot map %zu bytes of anonymous memory for the weights of %s: %s",
+                       len, path, strerror(errno));
+    const uintptr_t want = a0 & (HUGE_BYTES - 1);
+    char *dst = (char *)((((uintptr_t)raw + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1)) + want);
+    if (dst - raw >= (ptrdiff_t)HUGE_BYTES) dst -= HUGE_BYTES;
+#ifdef MADV_HUGEPAGE
+    madvise(dst, len, MADV_HUGEPAGE); /* advice: refused or unsupported is fine */
+#endif
+    /* the source read in order: readahead from disk where the pages are not cached */
+    madvise((void *)a0, len, MADV_SEQUENTIAL);
+    memcpy(dst, (const void *)a0, len);
+    /* the unused head and tail of the reservation */
+    if (dst > raw) munmap(raw, (size_t)(dst - raw));
+    const size_t tail = (size_t)((raw + room) - (dst + len));
+    if (tail) munmap(dst + len, tail);
+    if (mprotect(dst, len, PROT_READ) != 0 ||
+        mremap(dst, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)a0) == MAP_FAILED) {
+        const int e = errno;
+        munmap(dst, len);
+        /* the file mapping at a0 is untouched unless mremap succeeded */
+        return qw_fail(err, "QWISP_WEIGHTS_COPY=1: cannot move the %zu-byte copy of %s's weights in place: %s", len,
+                       path, strerror(e));
+    }
+    *copied = len;
+    return 0;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# t_weights_copy.sh — QWISP_WEIGHTS_COPY=1 (experts/anon_copy.c): the resident tier's
+# weights copied into anonymous memory in place.  The same logits bits as the file
+# mapping; `run --json` reports the bytes copied and the footprint (anonymous memory)
+# grows by them; the streaming tier copies nothing; a bad value is refused by name.
+set -u
+BIN=${QWISP_BIN:-$PWD/build/qwisp}
+M=${QWISP_TEST_MODEL:-models/default.gguf}
+field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p" | head -1; }
+hash() { sed -n 's/.*"logits_hash":"\([0-9a-f]*\)".*/\1/p'; }
+base=$(QWISP_WEIGHTS_COPY=0 "$BIN" run -m "$M" -p "The pool" -n 8 --temp 0 --json 2>/dev/null)
+copy=$(QWISP_WEIGHTS_COPY=1 "$BIN" run -m "$M" -p "The pool" -n 8 --temp 0 --json 2>/dev/null)
+h0=$(echo "$base" | hash); h1=$(echo "$copy" | hash)
+[ -n "$h0" ] && [ "$h0" = "$h1" ] && echo "PASS: weights copy: logits bits equal the mapping's ($h1)" \
+    || echo "FAIL: weights copy: logits hash '$h1' != mapping's '$h0'"
+c0=$(echo "$base" | field copied_bytes); c1=$(echo "$copy" | field copied_bytes)
+size=$(stat -c %s "$M")
+# the copy spans every tensor's data: at least half the file, never more than it plus a page
+[ "$c0" = 0 ] && awk -v c="$c1" -v s="$size" 'BEGIN{exit !(c >= s / 2 && c <= s + 4096)}' \
+    && echo "PASS: weights copy: copied_bytes $c1 of a $size-byte file (0 without the knob)" \
+    || echo "FAIL: weights copy: copied_bytes '$c1' (without: '$c0'), file $size bytes"
+f0=$(echo "$base" | field footprint_peak_mb); f1=$(echo "$copy" | field footprint_peak_mb)
+awk -v a="$f0" -v b="$f1" -v c="$c1" 'BEGIN{exit !(b - a >= 0.9 * c / 1048576)}' \
+    && echo "PASS: weights copy: footprint peak $f0 -> $f1 MiB (the copy is counted)" \
+    || echo "FAIL: weights copy: footprint peak $f0 -> $f1 MiB does not count $c1 copied bytes"
+s=$(QWISP_WEIGHTS_COPY=1 QWISP_RAW_C=2 "$BIN" run -m "$M" -p "The pool" -n 4 --temp 0 --json 2>/dev/null)
+case "$s" in *'"decision":"tier=streaming'*) ;; *) s="" ;; esac
+[ -n "$s" ] && [ "$(echo "$s" | field copied_bytes)" = 0 ] \
+    && echo "PASS: weights copy: the streaming tier copies nothing" \
+    || echo "FAIL: weights copy: streaming tier: $(echo "$s" | head -c 300)"
+out=$(QWISP_WEIGHTS_COPY=yes "$BIN" run -m "$M" -p hi -n 1 2>&1); rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "QWISP_WEIGHTS_COPY" \
+    && echo "PASS: weights copy: QWISP_WEIGHTS_COPY=yes refused naming the knob (rc=$rc)" \
+    || echo "FAIL: weights copy: bad value: rc=$rc $out"
