@@ -14,7 +14,9 @@
  * read-only, and mremap'ed over the span.  Pointers into the mapping (the
  * bound tensors, the expert parts) stay valid; bytes outside the span (the
  * GGUF header and metadata) stay file-backed; the final munmap of the GGUF
- * mapping releases both.
+ * mapping releases both.  The copy goes a chunk at a time, each chunk's file
+ * pages unmapped after it, so the load's RSS peak is the weights plus a
+ * chunk, not twice the weights.
  */
 #include "anon_copy.h"
 
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #define HUGE_BYTES ((uintptr_t)2 << 20)
+#define COPY_CHUNK ((size_t)64 << 20) /* a multiple of the page size */
 
 int qw_weights_copy_anon(const qw_mapped_range *w, size_t n, const char *path, uint64_t *copied, qw_error *err) {
     *copied = 0;
@@ -51,9 +54,16 @@ int qw_weights_copy_anon(const qw_mapped_range *w, size_t n, const char *path, u
 #ifdef MADV_HUGEPAGE
     madvise(dst, len, MADV_HUGEPAGE); /* advice: refused or unsupported is fine */
 #endif
-    /* the source read in order: readahead from disk where the pages are not cached */
+    /* the source read in order (readahead from disk where the pages are not
+     * cached), a chunk at a time, each chunk's file pages unmapped once
+     * copied: the process holds the weights once plus a chunk, not twice
+     * (a refault would read the same bytes from the file again) */
     madvise((void *)a0, len, MADV_SEQUENTIAL);
-    memcpy(dst, (const void *)a0, len);
+    for (size_t off = 0; off < len; off += COPY_CHUNK) {
+        const size_t m = len - off < COPY_CHUNK ? len - off : COPY_CHUNK;
+        memcpy(dst + off, (const char *)a0 + off, m);
+        madvise((char *)a0 + off, m, MADV_DONTNEED);
+    }
     /* the unused head and tail of the reservation */
     if (dst > raw) munmap(raw, (size_t)(dst - raw));
     const size_t tail = (size_t)((raw + room) - (dst + len));
