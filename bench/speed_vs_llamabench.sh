@@ -15,7 +15,8 @@
 #   a3b-q8_0 / a3b-q4_0: Qwen3-30B-A3B's width (hidden 2048, 128 experts top-8, expert
 #     FFN 768, 32 heads / 4 KV heads, head_dim 128) with 4 layers (~3.1B params).
 # llama-bench comes from bench/llama_bench_build.sh (built once, cached).
-# Env: QWISP_BIN (default build/qwisp), LLAMA_BENCH (default: the build script's).
+# Env: QWISP_BIN (default build/qwisp), LLAMA_BENCH (default: the build script's),
+# COLD_CACHE (default 1: each model's page cache dropped and re-read cold first; below).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 qwisp="${QWISP_BIN:-$here/build/qwisp}"
@@ -67,10 +68,24 @@ quiet() {
     echo "  (machine still busy after ${limit}s: measuring anyway)" >&2
 }
 
+# Each model's page cache is dropped and the file read once before its
+# rounds, so both tools read the cache a cold read fills, as a user's model
+# file is read at first use.  A file written moments before (by --gen, a
+# download, a conversion) is cached in the write path's 4 KB pages, which a
+# decode reads markedly slower than the 2 MB folios of a cold read
+# (bench/RESULTS.md, 2026-12-05 session 12).  COLD_CACHE=0 keeps the cache.
+cold_cache() {
+    [[ ${COLD_CACHE:-1} == 1 ]] || return 0
+    python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"
+    cat "$1" > /dev/null
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# qwisp $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo ?) vs $lb; threads=$t pp$p tg$n; $rounds interleaved rounds; $(date -u +%FT%TZ)"
 for m in "${models[@]}"; do
+    cold_cache "$m"
     for ((r = 0; r < rounds; r++)); do
         run_q() { "$qwisp" bench -m "$m" -p "$p" -n "$n" -r 1 -t "$t" --json >> "$tmp/q.jsonl"; }
         run_l() { "$lb" -m "$m" -p "$p" -n "$n" -r 1 -t "$t" -o json 2>/dev/null > "$tmp/l.$r.json"; }

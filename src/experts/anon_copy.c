@@ -1,12 +1,14 @@
 /* anon_copy.c — QWISP_WEIGHTS_COPY=1: the resident tier's weights moved from
  * the file mapping into anonymous memory, at the same addresses.
  *
- * Why: on some machines a decode token reads the page cache behind a file
- * mapping markedly slower than anonymous memory holding the same bytes
- * (bench/RESULTS.md, 2026-12-05 session 12: +25-35 % decode on an AMD EPYC
- * VM for files read from DRAM).  llama.cpp gets anonymous memory where it
- * repacks weights; this is the same trade made explicit: the footprint grows
- * by the weights (anonymous memory the OS cannot drop), so it is opt-in.
+ * Why: a decode token can read the page cache behind a file mapping slower
+ * than anonymous huge pages holding the same bytes: much slower when the
+ * cache is in 4 KB pages (a file written moments before), a little when a
+ * cold read filled it with 2 MB folios (bench/RESULTS.md, 2026-12-05 session
+ * 12, an AMD EPYC VM: decode median 1.34x and 1.11x).  llama.cpp gets
+ * anonymous memory where it repacks weights; this is the same trade made
+ * explicit: the footprint grows by the weights (anonymous memory the OS
+ * cannot drop), so it is opt-in.
  *
  * How: the span covering every weight tensor (page-aligned outward) is copied
  * into a fresh anonymous mapping placed at the same offset modulo 2 MiB (so
