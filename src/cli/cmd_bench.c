@@ -27,6 +27,8 @@
  */
 #include "cli_common.h"
 #include "commands.h"
+#include "qwisp/backend.h"
+#include "qwisp/experts.h"
 #include "qwisp/place.h"
 #include "qwisp/model.h"
 #include "qwisp/threadpool.h"
@@ -399,6 +401,8 @@ int qw_cmd_bench(int argc, char **argv) {
         stgl[k] = summarize(v, a.r);
     }
     const double active = (double)qw_model_active_bytes(m);
+    /* where the resident weights are read from (QWISP_WEIGHTS_COPY): it moves decode */
+    const uint64_t copied = qw_experts_get_stats().copied_bytes;
     const double roof = bw > 0 ? bw / active : 0;
     const double pct = roof > 0 && a.n > 0 ? 100.0 * stg.median / roof : 0;
     const long llc = llc_bytes();
@@ -424,6 +428,7 @@ int qw_cmd_bench(int argc, char **argv) {
         }
         cJSON_AddNumberToObject(o, "weight_bytes", (double)m->weight_bytes);
         cJSON_AddNumberToObject(o, "active_bytes_per_token", active);
+        cJSON_AddNumberToObject(o, "weights_copied_bytes", (double)copied);
         cJSON_AddNumberToObject(o, "mem_read_gb_s", bw / 1e9);
         cJSON_AddStringToObject(o, "mem_read_probe", bw_best);
         cJSON *pr = cJSON_AddObjectToObject(o, "mem_read_probes_gb_s");
@@ -452,6 +457,11 @@ int qw_cmd_bench(int argc, char **argv) {
         if (a.n > 0 && roof > 0) printf("   reached: %.1f%%", pct);
         printf("\n");
         if (note) printf("note: %s\n", note);
+        qw_device_stats ds;
+        if (qw_backend_active_stats(&ds)) { /* on a device: no host weight reads to name */
+        } else if (copied) printf("weights: an anonymous copy of %.2f GB (QWISP_WEIGHTS_COPY=1)\n", copied / 1e9);
+        else if (qw_experts_get_stats().tier == QW_TIER_RESIDENT)
+            printf("weights: read through the file mapping (page cache; docs/tiers.md)\n");
     }
     rc = 0;
     goto done;

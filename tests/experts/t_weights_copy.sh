@@ -48,3 +48,9 @@ else
     echo "FAIL: weights copy: gen-model of the 556 MB model failed"
 fi
 rm -rf "$T"
+# qwisp bench names where the weights are read from, in text and --json
+b0=$(QWISP_WEIGHTS_COPY=0 "$BIN" bench -m "$M" -p 0 -n 2 -r 1 --bw-mb 16 2>/dev/null | grep '^weights:')
+b1=$(QWISP_WEIGHTS_COPY=1 "$BIN" bench -m "$M" -p 0 -n 2 -r 1 --bw-mb 16 --json 2>/dev/null | field weights_copied_bytes)
+case "$b0" in *"file mapping"*) ;; *) b0="" ;; esac
+[ -n "$b0" ] && [ "$b1" = "$c1" ] && echo "PASS: weights copy: bench says '$b0' without it and weights_copied_bytes $b1 with it" \
+    || echo "FAIL: weights copy: bench lines: '$b0' / weights_copied_bytes '$b1' (run said $c1)"
