@@ -402,7 +402,8 @@ int qw_cmd_bench(int argc, char **argv) {
     }
     const double active = (double)qw_model_active_bytes(m);
     /* where the resident weights are read from (QWISP_WEIGHTS_COPY): it moves decode */
-    const uint64_t copied = qw_experts_get_stats().copied_bytes;
+    const qw_experts_stats xst = qw_experts_get_stats();
+    const uint64_t copied = xst.copied_bytes;
     const double roof = bw > 0 ? bw / active : 0;
     const double pct = roof > 0 && a.n > 0 ? 100.0 * stg.median / roof : 0;
     const long llc = llc_bytes();
@@ -457,10 +458,10 @@ int qw_cmd_bench(int argc, char **argv) {
         if (a.n > 0 && roof > 0) printf("   reached: %.1f%%", pct);
         printf("\n");
         if (note) printf("note: %s\n", note);
-        qw_device_stats ds;
-        if (qw_backend_active_stats(&ds)) { /* on a device: no host weight reads to name */
-        } else if (copied) printf("weights: an anonymous copy of %.2f GB (QWISP_WEIGHTS_COPY=1)\n", copied / 1e9);
-        else if (qw_experts_get_stats().tier == QW_TIER_RESIDENT)
+        qw_device_stats ds; /* on a device there are no host weight reads to name */
+        const bool on_host = !qw_backend_active_stats(&ds);
+        if (on_host && copied) printf("weights: an anonymous copy of %.2f GB (QWISP_WEIGHTS_COPY=1)\n", copied / 1e9);
+        else if (on_host && xst.tier == QW_TIER_RESIDENT)
             printf("weights: read through the file mapping (page cache; docs/tiers.md)\n");
     }
     rc = 0;

@@ -46,7 +46,9 @@ int qw_weights_copy_anon(const qw_mapped_range *w, size_t n, const char *path, u
     const size_t len = a1 - a0;
     /* room to slide the copy to a0's offset modulo 2 MiB */
     const size_t room = len + HUGE_BYTES;
-    char *raw = mmap(NULL, room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    /* committed memory (no MAP_NORESERVE): where the kernel accounts commits,
+     * a copy that cannot fit fails here with a message, not later in the OOM killer */
+    char *raw = mmap(NULL, room, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
         return qw_fail(err, "QWISP_WEIGHTS_COPY=1: cannot map %zu bytes of anonymous memory for the weights of %s: %s",
                        len, path, strerror(errno));

@@ -44,6 +44,17 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$BIN" ru
     awk -v a="$r0" -v b="$r1" 'BEGIN{exit !(a > 400 && b <= a + 64 + 32)}' \
         && echo "PASS: weights copy: RSS peak $r0 -> $r1 MiB (the mapping's plus at most a chunk)" \
         || echo "FAIL: weights copy: RSS peak $r0 MiB mapped, $r1 MiB copied (more than a 64 MiB chunk above)"
+    # a copy that cannot get its memory is one clear error, not a crash: under an address-space
+    # limit that the mapped run fits in (one thread), the copied run exits 1 naming the knob
+    lim() { (ulimit -v 1000000; QWISP_WEIGHTS_COPY=$1 "$BIN" run -m "$T/m.gguf" -p hi -n 1 -t 1 2>&1 >/dev/null); }
+    if lim 0 >/dev/null; then
+        out=$(lim 1); rc=$?
+        [ $rc -eq 1 ] && echo "$out" | grep -q "QWISP_WEIGHTS_COPY=1: cannot map [0-9]* bytes" \
+            && echo "PASS: weights copy: no memory for the copy -> exit 1: $out" \
+            || echo "FAIL: weights copy: no memory for the copy: rc=$rc $out"
+    else
+        echo "SKIP: weights copy: the mapped run does not fit a 1 GB address space here (sanitizer build?)"
+    fi
 else
     echo "FAIL: weights copy: gen-model of the 556 MB model failed"
 fi
