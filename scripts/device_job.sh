@@ -5,7 +5,11 @@
 #   scripts/device_kit.sh                  # the libraries, tokenizer data, llama.cpp source
 #   scripts/device_kit.sh base REV...      # src/cuda of earlier revisions, to time against
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
-#   LIMIT=<seconds> [GPU=0] bash scripts/device_job.sh   # on the device (GPU=0: the CPU steps only)
+#   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
+# GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
+#   amxtests suite gputime ncu ncudec lanes amx vsllama bigvsllama big16
+# ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"),
+#   each timed by gputime with this tree's object, alternated with the bases.
 # In order, each step skipped when the time left (LIMIT) is short: build; the
 # Xeon host's AMX kernel tests; generated models in /dev/shm; the GPU suite;
 # pp512/tg128 of the full-size qwen36-a3b Q4_K with this tree's CUDA object
@@ -22,12 +26,15 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
+STEPS=${STEPS:-amxtests suite gputime ncu ncudec lanes amx vsllama bigvsllama big16}
+ALT=${ALT:-}
+step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 exec > >(tee -a "$O/log.txt") 2>&1
 ts "host: $(grep -m1 'model name' /proc/cpuinfo) $(nproc) cores; $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
 grep -o 'amx[a-z0-9_]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 git log --oneline -1 2>/dev/null || true
-# llama-bench (CPU) built in the background, niced, on 8 cores
+# llama-bench (CPU) built in the background, niced, on 8 cores (kept in /tmp/qc while the machine stays warm)
 mkdir -p /tmp/llsrc && tar xJf .devjob/llama-src.tar.xz -C /tmp/llsrc
 ( JOBS=8 LLAMA_SRC=/tmp/llsrc QWISP_CACHE=/tmp/qc bench/llama_bench_build.sh > /tmp/llb.log 2>&1; echo "llb rc=$?" >> /tmp/llb.log ) &
 LLB=$!
@@ -42,8 +49,8 @@ for v in $BASES; do
     make -s -C /tmp/$v -j4 build/libqwisp_cuda.so > /tmp/$v.log 2>&1; echo "$v object rc=$?" >> /tmp/$v.log ) &
 done
 build/qwisp config 2>&1 | grep -i -E 'kernels|simd|amx' | head -5
-ts "AMX tests on the Xeon"
-for t in test_amx test_kquant test_gemm; do
+step amxtests && ts "AMX tests on the Xeon"
+step amxtests && for t in test_amx test_kquant test_gemm; do
     timeout 120 build/tests/kernels/$t > /tmp/$t.log 2>&1; echo "$t rc=$?"; grep -E 'PASSED|FAILED|SKIP|INFO|ERROR|error' /tmp/$t.log | head -20
 done
 ts "gen models"
@@ -59,26 +66,24 @@ wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
 ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
 export QWISP_BACKEND=cuda
-if gpu_need 100 "GPU suite"; then
+if step suite && gpu_need 100 "GPU suite"; then
     ts "GPU suite"; timeout 200 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
 fi
-if gpu_need 100 "GPU pp512/tg128, this tree against the bases"; then
+if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases and the ALT settings"; then
     for v in $BASES; do ts "$(tail -1 /tmp/$v.log)"; done
-    for round in 1 2; do
-        for v in $BASES this; do
-            lib=build/libqwisp_cuda.so; [ $v != this ] && lib=/tmp/$v/build/libqwisp_cuda.so
-            ts "GPU $v: $(QWISP_CUDA_LIB=$lib $Q bench -m $S/big.gguf -p 512 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+    for round in 1 2 3; do
+        for v in $BASES this $ALT; do
+            lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; esac
+            set=QWISP_CUDA_LIB=$lib; case $v in *=*) set="$set $v" ;; esac
+            ts "GPU $v: $(env $set $Q bench -m $S/big.gguf -p 512 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
         done
     done
 fi
-if gpu_need 90 "ncu prefill" && command -v ncu > /dev/null; then
-    ts "ncu prefill (4 layers, pp512, one rep)"
-    timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
-        $Q bench -m $S/l4.gguf -p 512 -n 0 -r 1 --bw-mb 0 > /tmp/ncu.csv 2> /tmp/ncu.err
-    echo "ncu rc=$?"; cp /tmp/ncu.csv "$O/ncu_prefill.csv" 2>/dev/null
-    python3 - <<'PY'
-import csv, collections
-rows = list(csv.reader(l for l in open('/tmp/ncu.csv') if l.startswith('"')))
+# per-kernel time sums of an ncu csv ($1), the 25 largest
+ncu_sum() {
+    python3 - "$1" <<'PY'
+import csv, collections, sys
+rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
 h = rows[0]; ki = h.index('Kernel Name'); vi = h.index('Metric Value'); ui = h.index('Metric Unit')
 tot = collections.defaultdict(float); cnt = collections.Counter()
 for r in rows[1:]:
@@ -89,8 +94,27 @@ for r in rows[1:]:
 s = sum(tot.values()); print("total us %.0f over %d kernels" % (s, sum(cnt.values())))
 for k, v in sorted(tot.items(), key=lambda x: -x[1])[:25]: print("%8.0f us %5.1f%% n=%4d %s" % (v, 100 * v / s, cnt[k], k))
 PY
+}
+if step ncu && gpu_need 90 "ncu prefill" && command -v ncu > /dev/null; then
+    ts "ncu prefill (4 layers, pp512, one rep)"
+    timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
+        $Q bench -m $S/l4.gguf -p 512 -n 0 -r 1 --bw-mb 0 > /tmp/ncu.csv 2> /tmp/ncu.err
+    echo "ncu rc=$?"; cp /tmp/ncu.csv "$O/ncu_prefill.csv" 2>/dev/null
+    ncu_sum /tmp/ncu.csv
 fi
-if gpu_need 120 "GPU lanes"; then
+if step ncudec && gpu_need 90 "ncu decode" && command -v ncu > /dev/null; then
+    # the decode graph's kernels one by one (ncu profiles graph nodes alone):
+    # their summed time against the token's wall time says what the gaps cost
+    ts "ncu decode (4 layers, 8-token prompt, 8 decode tokens, one rep)"
+    timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
+        $Q bench -m $S/l4.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
+    echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode.csv" 2>/dev/null
+    ncu_sum /tmp/ncud.csv
+    for v in "QWISP_DEVICE_PDL=0" "QWISP_DEVICE_PDL=1"; do
+        ts "l4 decode $v: $(env $v $Q bench -m $S/l4.gguf -p 8 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^tg' | tr '\n' ' ')"
+    done
+fi
+if step lanes && gpu_need 120 "GPU lanes"; then
     for b in 1 0 1; do
         ts "lanes DEVICE_BATCH=$b"
         QWISP_DEVICE_BATCH=$b $Q bench -m $S/big.gguf -p 0 -n 64 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 | grep -E "^tg" | head -8
@@ -98,9 +122,9 @@ if gpu_need 120 "GPU lanes"; then
 fi
 unset QWISP_BACKEND
 # ---- CPU: AMX vs AVX-512, and llama-bench ----
-ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log
+if step amx || step vsllama || step bigvsllama; then ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log; fi
 LB=/tmp/qc/llama-bench/build/bin/llama-bench
-if need 180 "AMX vs avx512 pp512 / tg64"; then
+if step amx && need 180 "AMX vs avx512 pp512 / tg64"; then
     # the levels alternated: avx512, avx512-amx (Q4_K/Q6_K on AVX-512), avx512-amx + QWISP_AMX_KQUANT=1
     for round in 1 2; do
         for cfg in "avx512 0" "avx512-amx 0" "avx512-amx 1"; do
@@ -117,11 +141,16 @@ if need 180 "AMX vs avx512 pp512 / tg64"; then
         set -- $cfg; QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
     done; done; done
 fi
-if [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
+if step vsllama && [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
     QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \
         $S/bench-q4_K.gguf $S/a3b-q4_K.gguf $S/bench-q8_0.gguf 2>&1 | grep -v "^$"
 fi
-if need 60 "full-size CPU 16 threads"; then
+if step bigvsllama && [ -x "$LB" ] && need 300 "full-size speed_vs_llamabench, 2 threads"; then
+    # the full-size file at 2 threads (issue 16's Intel row): two rounds, tg32
+    QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 2 -p 512 -n 32 -t 2 \
+        $S/big.gguf 2>&1 | grep -v "^$"
+fi
+if step big16 && need 60 "full-size CPU 16 threads"; then
     for cfg in "avx512 0" "avx512-amx 0" "avx512-amx 1"; do
         set -- $cfg
         ts "big pp512 16 threads $1 kq=$2: $(QWISP_BACKEND=cpu QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 $Q bench -m $S/big.gguf -p 512 -n 0 -r 1 --threads 16 --bw-mb 0 2>&1 | grep pp512)"

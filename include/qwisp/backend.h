@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 8
+#define QW_BACKEND_ABI 9
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -45,6 +45,7 @@ typedef struct qw_backend_cfg {
     int mma;                     /* QWISP_DEVICE_MMA: 0 off, 1 auto, 2 always */
     int32_t chunk;               /* QWISP_CHUNK: tokens per prefill chunk (the activations the tier reserves) */
     uint64_t stage_bytes;        /* QWISP_DEVICE_STAGE_MB in bytes: page-locked staging for pageable expert copies (0 = the driver's) */
+    int pdl;                     /* QWISP_DEVICE_PDL: 1 = programmatic dependent launch where the device has it */
 } qw_backend_cfg;
 
 /* Device memory and tier counters (one X-macro list, stats.h rows in backend.c). */

@@ -71,6 +71,7 @@
     X(CHUNK, "QWISP_CHUNK", NULL, INT, "512", 1, 65536, "tokens per prefill chunk: the workspace (and on the GPU the activations the tier reserves) is sized for one; on the CUDA streaming tier every chunk copies its experts once, so a longer chunk copies less") \
     X(DEVICE_STAGE_MB, "QWISP_DEVICE_STAGE_MB", NULL, INT, "64", 0, 65536, "CUDA streaming tier, experts not page-locked: MB of page-locked buffers host threads fill from the mmaped file, so each expert copy is a DMA; 0 = the driver's pageable copies") \
     X(DEVICE_BATCH, "QWISP_DEVICE_BATCH", NULL, INT, "1", 0, 1, "CUDA, lanes path: 1 = the lanes' tokens of a step in one forward pass (every weight read once for all lanes), 0 = the lanes one after another (docs/cuda.md)") \
+    X(DEVICE_PDL, "QWISP_DEVICE_PDL", NULL, INT, "1", 0, 1, "CUDA: 1 = each kernel launched while the one before it finishes (programmatic dependent launch, compute capability 9.0+; it waits for its inputs, so the same bits), 0 = plain launches") \
     X(DEVICE_MMA, "QWISP_DEVICE_MMA", NULL, ENUM, "auto", 0, 0, "CUDA int8 block matmuls: auto (tensor cores for grouped expert tiles and dense matmuls of more than 8 tokens, dp4a for decode and lanes steps) | always | off (dp4a); same bits every way") \
     X(TEST_REPLY_FILE, "QWISP_TEST_REPLY_FILE", NULL, STR, NULL, 0, 0, "tests only: serve/chat replies are this file's text (the model still runs)")
 

@@ -88,6 +88,7 @@ __device__ __forceinline__ double block_sum(double sum, double *redd) {
 template <typename KT>
 __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out, int pos0, const int32_t *pos_dev,
                             int H, int HKV, int D, float scale, int smax) {
+    cu_pdl_enter();
     if (pos_dev) pos0 = *pos_dev;
     const bool f16 = sizeof(KT) == 2;
     extern __shared__ float sc[];
@@ -199,6 +200,7 @@ size_t cu_attention_split_floats(int n_head, int max_pos) {
 template <typename KT>
 __global__ void attn_split_scores(const float *q, const KT *K, float *S, int pos0, const int32_t *pos_dev, int H,
                                   int HKV, int D, float scale, int max_pos) {
+    cu_pdl_enter();
     if (pos_dev) pos0 = *pos_dev;
     const bool f16 = sizeof(KT) == 2;
     __shared__ float qs[AT_MAXD];
@@ -235,6 +237,7 @@ __global__ void attn_split_scores(const float *q, const KT *K, float *S, int pos
 }
 
 __global__ void attn_split_softmax(float *S, int pos0, const int32_t *pos_dev, int H, int max_pos, int f16) {
+    cu_pdl_enter();
     if (pos_dev) pos0 = *pos_dev;
     __shared__ float redf[AT_THREADS / 32];
     __shared__ double redd[AT_THREADS / 32];
@@ -260,6 +263,7 @@ template <typename KT>
 __global__ void __launch_bounds__(AT_PV_DIMS) attn_split_pv(const float *S, const KT *V, float *out, int pos0,
                                                             const int32_t *pos_dev, int H, int HKV, int D,
                                                             int max_pos) {
+    cu_pdl_enter();
     constexpr int TP = AT_TILE_BYTES / (AT_PV_DIMS * (int)sizeof(KT));
     constexpr int VEC = 16 / (int)sizeof(KT);                 /* elements of one 16-byte load */
     constexpr int ROW_VECS = AT_PV_DIMS / VEC;                /* 16-byte loads a row */
@@ -314,9 +318,9 @@ template <typename KT>
 static void attention_split(cudaStream_t s, const float *q, const void *k, const void *v, float *out, int pos0,
                             const int32_t *pos_dev, int H, int HKV, int D, float scale, float *split, int max_pos) {
     const dim3 g1(max_pos / AT_CH + 1, H), g3((D + AT_PV_DIMS - 1) / AT_PV_DIMS, H);
-    attn_split_scores<KT><<<g1, AT_THREADS, 0, s>>>(q, (const KT *)k, split, pos0, pos_dev, H, HKV, D, scale, max_pos);
-    attn_split_softmax<<<H, AT_THREADS, 0, s>>>(split, pos0, pos_dev, H, max_pos, sizeof(KT) == 2);
-    attn_split_pv<KT><<<g3, AT_PV_DIMS, 0, s>>>(split, (const KT *)v, out, pos0, pos_dev, H, HKV, D, max_pos);
+    cu_launch(attn_split_scores<KT>, g1, AT_THREADS, 0, s, q, (const KT *)k, split, pos0, pos_dev, H, HKV, D, scale, max_pos);
+    cu_launch(attn_split_softmax, H, AT_THREADS, 0, s, split, pos0, pos_dev, H, max_pos, sizeof(KT) == 2);
+    cu_launch(attn_split_pv<KT>, g3, AT_PV_DIMS, 0, s, split, (const KT *)v, out, pos0, pos_dev, H, HKV, D, max_pos);
 }
 
 /* 16-byte loads of V rows: head_dim a multiple of 8 (f16) */
@@ -336,9 +340,9 @@ void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, 
     const int smax = pos_dev ? AT_SMAX : min(pos0 + n_tok, (int)AT_SMAX);
     const size_t shm = (size_t)smax * sizeof(float);
     if (f32)
-        attn_kernel<float><<<grid, AT_THREADS, shm, s>>>(q, (const float *)k, (const float *)v, out, pos0, pos_dev,
+        cu_launch(attn_kernel<float>, grid, AT_THREADS, shm, s, q, (const float *)k, (const float *)v, out, pos0, pos_dev,
                                                          n_head, n_head_kv, head_dim, scale, smax);
     else
-        attn_kernel<__half><<<grid, AT_THREADS, shm, s>>>(q, (const __half *)k, (const __half *)v, out, pos0, pos_dev,
+        cu_launch(attn_kernel<__half>, grid, AT_THREADS, shm, s, q, (const __half *)k, (const __half *)v, out, pos0, pos_dev,
                                                           n_head, n_head_kv, head_dim, scale, smax);
 }

@@ -33,6 +33,38 @@ __device__ __forceinline__ float cu_sinf(float x) { return (float)sin((double)x)
 __device__ __forceinline__ float cu_cosf(float x) { return (float)cos((double)x); }
 #endif
 
+/* Kernel launches.  Decode runs ~700 small kernels a token, most of them a
+ * few microseconds long, so the gap between one kernel's end and the next
+ * one's start is a large share of a token.  With programmatic dependent
+ * launch (compute capability 9.0+, QWISP_DEVICE_PDL=1) each kernel is
+ * launched while its predecessor still runs: its blocks get resident and
+ * wait at cu_pdl_enter() until the predecessor has finished and its writes
+ * are visible, so no kernel touches memory early and the bits are those of
+ * a plain launch.  Every kernel therefore starts with cu_pdl_enter() (a
+ * no-op when launched without the attribute or built for older GPUs). */
+extern int cu_pdl_on; /* cu_model.cu sets it from the knob and the device */
+#ifdef __CUDACC__
+__device__ __forceinline__ void cu_pdl_enter(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    /* let the next kernel's launch start now: its blocks wait as this one did */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                             Args &&...args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
+    cfg.attrs = attr, cfg.numAttrs = cu_pdl_on ? 1 : 0;
+    /* a failed launch leaves its error for cudaGetLastError / the next sync, as <<< >>> does */
+    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
+#endif
+
 /* Formats a failure into err (may be NULL) and returns -1. */
 int cu_fail(qw_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define CU_TRY(call, err)                                                                        \

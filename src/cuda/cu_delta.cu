@@ -40,6 +40,7 @@ __device__ __forceinline__ void dn_gates1(float braw, float araw, float dt, floa
  * (conv_state_kernel), once every token has read it. */
 __global__ void conv_norm_kernel(const float *__restrict__ mix, float *__restrict__ cv, float *st,
                                  const float *__restrict__ w, int n, int C, int K, int n_norm, int S, float eps) {
+    cu_pdl_enter();
     __shared__ float sh[128];
     const int base = blockIdx.x * 128, ch = base + threadIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *wc = w + (size_t)(ch < C ? ch : 0) * K;
@@ -87,6 +88,7 @@ __global__ void conv_norm_kernel(const float *__restrict__ mix, float *__restric
  * chunk or, when the chunk is shorter, from the old state's row n + q (rows
  * are rewritten in ascending order, so each is read before it is written). */
 __global__ void conv_state_kernel(const float *mix, float *st, int n, int C, int K) {
+    cu_pdl_enter();
     const int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= C) return;
     for (int q = 0; q < K - 1; q++) {
@@ -99,9 +101,9 @@ void cu_conv_l2norm(cudaStream_t s, const float *mix, float *cv, float *state, c
                     int n_norm, int S, float eps) {
     if (n_tok <= 0) return;
     const int blocks = (C + 127) / 128;
-    conv_norm_kernel<<<dim3(blocks, n_tok < 65535 ? n_tok : 65535), 128, 0, s>>>(mix, cv, state, w, n_tok, C, K,
+    cu_launch(conv_norm_kernel, dim3(blocks, n_tok < 65535 ? n_tok : 65535), 128, 0, s, mix, cv, state, w, n_tok, C, K,
                                                                                   n_norm, S, eps);
-    if (n_tok > 1) conv_state_kernel<<<blocks, 128, 0, s>>>(mix, state, n_tok, C, K);
+    if (n_tok > 1) cu_launch(conv_state_kernel, blocks, 128, 0, s, mix, state, n_tok, C, K);
 }
 
 /* A state row's dot with x, in the CPU's order (delta_avx512.c) so that the
@@ -154,6 +156,7 @@ enum { DN_WARPS = 4 };
 template <int S>
 __global__ void delta_kernel(float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
                              const float *A, float *o, int n, int HK, int HV) {
+    cu_pdl_enter();
     constexpr int NC = (S + 31) / 32;
     const int h = blockIdx.x, lane = threadIdx.x & 31;
     const int j = blockIdx.y * DN_WARPS + (threadIdx.x >> 5);
@@ -200,7 +203,7 @@ void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, 
     if (n_tok <= 0) return;
     const dim3 grid(HV, (S + DN_WARPS - 1) / DN_WARPS);
 #define DK(N) \
-    case N: delta_kernel<N><<<grid, 32 * DN_WARPS, 0, s>>>(state, cv, beta, alpha, dt, A, o, n_tok, HK, HV); break;
+    case N: cu_launch(delta_kernel<N>, grid, 32 * DN_WARPS, 0, s, state, cv, beta, alpha, dt, A, o, n_tok, HK, HV); break;
     switch (S) {
         DK(16) DK(32) DK(64) DK(128)
     default: break; /* refused at upload (cu_delta_supported) */
@@ -209,6 +212,7 @@ void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, 
 }
 
 __global__ void gated_norm_kernel(float *o, const float *z, const float *w, int S, float eps) {
+    cu_pdl_enter();
     __shared__ double sh[32];
     float *x = o + (size_t)blockIdx.x * S;
     const float *zr = z + (size_t)blockIdx.x * S;
@@ -229,5 +233,5 @@ __global__ void gated_norm_kernel(float *o, const float *z, const float *w, int 
 
 void cu_gated_norm(cudaStream_t s, float *o, const float *z, const float *w, int n_tok, int HV, int S, float eps) {
     if (n_tok <= 0) return;
-    gated_norm_kernel<<<n_tok * HV, S < 32 ? 32 : (S > 256 ? 256 : S), 0, s>>>(o, z, w, S, eps);
+    cu_launch(gated_norm_kernel, n_tok * HV, S < 32 ? 32 : (S > 256 ? 256 : S), 0, s, o, z, w, S, eps);
 }

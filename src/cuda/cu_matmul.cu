@@ -24,6 +24,7 @@ enum { MM_WARPS = CU_MM_WARPS };
 
 /* Q8_0 activations, as the CPU makes them (quant_ref.c): cu_q8act.cuh. */
 __global__ void quant_q8_kernel(const float *x, int n_blocks, int8_t *xq, float *xd) {
+    cu_pdl_enter();
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b < n_blocks) cu_q8_0_block(x + (size_t)b * 32, xq + (size_t)b * 32, &xd[b]);
 }
@@ -54,6 +55,7 @@ template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *
 template <int T>
 __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles,
                              int n_tok) {
+    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
     if (!cu_mm_row(D, &P)) return;
@@ -120,6 +122,7 @@ template <> __device__ __forceinline__ float cu_act<QW_TYPE_BF16>(float v) {
 
 template <int T>
 __global__ void mm_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int xdiv, const cu_tile *tiles, int n_tok) {
+    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
     if (!cu_mm_row(D, &P)) return;
@@ -169,6 +172,7 @@ __global__ void mm_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int
  * 16-lane tree 8, 4, 2, 1 of _mm512_reduce_add_ps — xor-shuffles here. */
 __global__ void mm_f32_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int xdiv, const cu_tile *tiles,
                               int n_tok) {
+    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
     if (!cu_mm_row(D, &P)) return;
@@ -248,16 +252,16 @@ static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, c
     if (kind == CU_Q8_0) {
         const int nb = n_tok * (k / 32);
         if (!cu_q8_held(sc, reuse, x, (size_t)n_tok * k, CU_Q8_0))
-            quant_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(x, nb, (int8_t *)sc->xq, sc->xd);
+            cu_launch(quant_q8_kernel, (nb + 127) / 128, 128, 0, s, x, nb, (int8_t *)sc->xq, sc->xd);
         if (D.n == 1 && cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
             cu_matmul_mma_q8(s, w->type, D.W[0], D.mat_bytes[0], D.row_bytes[0], D.rows[0], k, (const int8_t *)sc->xq,
                              sc->xd, xdiv, tiles, n_tiles, n_tok, D.y[0], D.ldy[0], D.acc))
             return;
         if (w->type == QW_TYPE_Q8_0)
-            mm_q8_kernel<QW_TYPE_Q8_0><<<grid, MM_WARPS * 32, 0, s>>>(D, k, (const int8_t *)sc->xq, sc->xd, xdiv, tiles,
+            cu_launch(mm_q8_kernel<QW_TYPE_Q8_0>, grid, MM_WARPS * 32, 0, s, D, k, (const int8_t *)sc->xq, sc->xd, xdiv, tiles,
                                                                      n_tok);
         else
-            mm_q8_kernel<QW_TYPE_Q4_0><<<grid, MM_WARPS * 32, 0, s>>>(D, k, (const int8_t *)sc->xq, sc->xd, xdiv, tiles,
+            cu_launch(mm_q8_kernel<QW_TYPE_Q4_0>, grid, MM_WARPS * 32, 0, s, D, k, (const int8_t *)sc->xq, sc->xd, xdiv, tiles,
                                                                      n_tok);
         return;
     }
@@ -266,11 +270,11 @@ static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, c
         return;
     }
     if (w->type == QW_TYPE_F32) {
-        mm_f32_kernel<<<grid, MM_WARPS * 32, 0, s>>>(D, k, x, ldx, xdiv, tiles, n_tok);
+        cu_launch(mm_f32_kernel, grid, MM_WARPS * 32, 0, s, D, k, x, ldx, xdiv, tiles, n_tok);
         return;
     }
 #define MM(T)                                                                                  \
-    case T: mm_kernel<T><<<grid, MM_WARPS * 32, 0, s>>>(D, k, x, ldx, xdiv, tiles, n_tok); break;
+    case T: cu_launch(mm_kernel<T>, grid, MM_WARPS * 32, 0, s, D, k, x, ldx, xdiv, tiles, n_tok); break;
     switch (w->type) {
         MM(QW_TYPE_F16) MM(QW_TYPE_BF16) MM(QW_TYPE_Q8_0) MM(QW_TYPE_Q4_0) MM(QW_TYPE_Q2_K)
         MM(QW_TYPE_Q3_K) MM(QW_TYPE_Q4_K) MM(QW_TYPE_Q5_K) MM(QW_TYPE_Q6_K)
@@ -334,6 +338,7 @@ void cu_matmul_set(cudaStream_t s, const cu_mm_out *outs, int n, const float *x,
 }
 
 template <int T> __global__ void get_rows_kernel(const uint8_t *W, size_t row_bytes, int k, const int32_t *tok, float *out) {
+    cu_pdl_enter();
     const int t = blockIdx.x;
     const uint8_t *wr = W + (size_t)tok[t] * row_bytes;
     for (int j = threadIdx.x; j < k / 32; j += blockDim.x) {
@@ -348,7 +353,7 @@ template <int T> __global__ void get_rows_kernel(const uint8_t *W, size_t row_by
 void cu_get_rows(cudaStream_t s, const cu_tensor *w, const int32_t *tokens, int n, float *out) {
     const int k = (int)w->ne0;
 #define GR(T)                                                                                      \
-    case T: get_rows_kernel<T><<<n, 64, 0, s>>>(w->data, w->row_bytes, k, tokens, out); break;
+    case T: cu_launch(get_rows_kernel<T>, n, 64, 0, s, w->data, w->row_bytes, k, tokens, out); break;
     switch (w->type) {
         GR(QW_TYPE_F32) GR(QW_TYPE_F16) GR(QW_TYPE_BF16) GR(QW_TYPE_Q8_0) GR(QW_TYPE_Q4_0) GR(QW_TYPE_Q2_K)
         GR(QW_TYPE_Q3_K) GR(QW_TYPE_Q4_K) GR(QW_TYPE_Q5_K) GR(QW_TYPE_Q6_K)

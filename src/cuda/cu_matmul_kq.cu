@@ -22,6 +22,7 @@ enum { KQ_WARPS = CU_MM_WARPS };
 
 /* Q8_K activations, one warp per 256-element block: cu_q8act.cuh. */
 __global__ void quant_q8k_kernel(const float *x, int n_blocks, int8_t *q, int32_t *bsums, float *d) {
+    cu_pdl_enter();
     const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (b < n_blocks) cu_q8k_block(x + (size_t)b * 256, q + (size_t)b * 256, bsums + (size_t)b * 16, &d[b], lane);
 }
@@ -132,6 +133,7 @@ template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q6_K>(const uint8_
 template <int T>
 __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv,
                              const cu_tile *tiles, int n_tok) {
+    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
     if (!cu_mm_row(D, &P)) return;
@@ -195,14 +197,14 @@ void cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const flo
     int32_t *bs = cu_q8k_bsums(sc); /* cap/4 bytes more: 4 * cap fit */
     const int nb = n_tok * (k / 256);
     if (!cu_q8_held(sc, reuse, x, (size_t)n_tok * k, CU_Q8_K))
-        quant_q8k_kernel<<<(nb + 3) / 4, 128, 0, s>>>(x, nb, q, bs, sc->xd);
+        cu_launch(quant_q8k_kernel, (nb + 3) / 4, 128, 0, s, x, nb, q, bs, sc->xd);
     if (D->n == 1 && cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
         cu_matmul_mma_kq(s, type, D->W[0], D->mat_bytes[0], D->row_bytes[0], D->rows[0], k, q, bs, sc->xd, xdiv, tiles,
                          n_tiles, n_tok, D->y[0], D->ldy[0], D->acc))
         return;
     dim3 grid(D->blk_end[D->n - 1], tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
 #define KQ(T)                                                                                                   \
-    case T: mm_kq_kernel<T><<<grid, KQ_WARPS * 32, 0, s>>>(*D, k, q, bs, sc->xd, xdiv, tiles, n_tok); break;
+    case T: cu_launch(mm_kq_kernel<T>, grid, KQ_WARPS * 32, 0, s, *D, k, q, bs, sc->xd, xdiv, tiles, n_tok); break;
     switch (type) {
         KQ(QW_TYPE_Q2_K) KQ(QW_TYPE_Q3_K) KQ(QW_TYPE_Q4_K) KQ(QW_TYPE_Q5_K) KQ(QW_TYPE_Q6_K)
     default: break;

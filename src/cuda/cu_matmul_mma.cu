@@ -139,6 +139,7 @@ template <int T, int NTT>
 __global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
                               const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy,
                               int acc) {
+    cu_pdl_enter();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
     if (r0 >= rows) return;
@@ -197,10 +198,10 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
 #define Q8(T)                                                                                                      \
     if (type == T) {                                                                                               \
         if (tiles)                                                                                                 \
-            mma_q8_kernel<T, MMA_TILE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xd, \
+            cu_launch(mma_q8_kernel<T, MMA_TILE_NTT>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
                                                                            xdiv, tiles, n_tiles, n_tok, y, ldy, acc); \
         else                                                                                                       \
-            mma_q8_kernel<T, MMA_DENSE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq,   \
+            cu_launch(mma_q8_kernel<T, MMA_DENSE_NTT>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq,   \
                                                                             xd, xdiv, tiles, n_tiles, n_tok, y, ldy, \
                                                                             acc);                                  \
         return true;                                                                                               \
@@ -345,6 +346,7 @@ template <int T, int NTT>
 __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
                               const int32_t *xbs, const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok,
                               float *y, int ldy, int acc) {
+    cu_pdl_enter();
     typedef kqb<T> B;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
@@ -436,10 +438,10 @@ bool cu_matmul_mma_kq(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
     case T:                                                                                                           \
         if (kqb<T>::ALIGN16 && (((uintptr_t)W | mat_bytes | row_bytes) & 15)) return false;                       \
         if (tiles)                                                                                                    \
-            mma_kq_kernel<T, MMA_TILE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, \
+            cu_launch(mma_kq_kernel<T, MMA_TILE_NTT>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xbs, \
                                                                           xd, xdiv, tiles, n_tiles, n_tok, y, ldy, acc); \
         else                                                                                                          \
-            mma_kq_kernel<T, MMA_DENSE_NTT><<<grid, MMA_WARPS * 32, 0, s>>>(W, mat_bytes, row_bytes, rows, k, xq, xbs, \
+            cu_launch(mma_kq_kernel<T, MMA_DENSE_NTT>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xbs, \
                                                                            xd, xdiv, tiles, n_tiles, n_tok, y, ldy,   \
                                                                            acc);                                     \
         return true;

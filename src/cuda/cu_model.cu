@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <sys/vfs.h>
 
+int cu_pdl_on; /* cu_common.h: cu_launch */
+
 static size_t tensor_bytes(const qw_tensor *t) {
     size_t n = t->row_bytes;
     for (int d = 1; d < 4; d++) n *= (size_t)(t->ne[d] > 0 ? t->ne[d] : 1);
@@ -272,6 +274,9 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
     if (check_model(m, err)) return NULL;
     cu_pool_config(cfg);
     cu_mma_mode(cfg->mma);
+    int cc_major = 0;
+    cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0);
+    cu_pdl_on = cfg->pdl && cc_major >= 9;
     cu_model *dm = (cu_model *)calloc(1, sizeof *dm);
     dm->m = m;
     dm->hp = m->hp;

@@ -122,6 +122,7 @@ __device__ void rms_row(const float *xr, const float *xv, const float *w, float 
 
 __global__ void rmsnorm_kernel(float *out, const float *x, const float *w, int n, int ldx, int ldo, float eps,
                                q8_out q8) {
+    cu_pdl_enter();
     __shared__ double sh[32];
     const float *xr = x + (size_t)blockIdx.x * ldx;
     float xv[RMS_REG];
@@ -135,7 +136,7 @@ static int rms_threads(int n) { return n >= 1024 ? 256 : n >= 256 ? 128 : 64; }
 void cu_rmsnorm_q8(cudaStream_t s, float *out, const float *x, const float *w, int n, int rows, float eps,
                    const cu_tensor *next) {
     if (rows <= 0) return;
-    rmsnorm_kernel<<<rows, rms_threads(n), 0, s>>>(out, x, w, n, n, n, eps, q8_target(next, out, rows, n));
+    cu_launch(rmsnorm_kernel, rows, rms_threads(n), 0, s, out, x, w, n, n, n, eps, q8_target(next, out, rows, n));
 }
 
 /* NeoX RoPE of pair (i, i + half) of one head's row at position pos: theta
@@ -152,6 +153,7 @@ __device__ __forceinline__ void rope_pair(float *v, int i, int half, int pos, fl
 /* one block per token: softmax over the experts, then top-k on thread 0 */
 __global__ void route_kernel(const float *logits, int X, int k, int norm, float scale, int32_t *sel, float *selw,
                              cu_tile *tiles) {
+    cu_pdl_enter();
     extern __shared__ float p[];
     __shared__ double shd[32];
     __shared__ float shf[32];
@@ -214,7 +216,7 @@ __global__ void route_kernel(const float *logits, int X, int k, int norm, float 
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
               int32_t *sel, float *selw, cu_tile *tiles) {
     if (n_tok <= 0) return;
-    route_kernel<<<n_tok, 128, (size_t)n_expert * sizeof(float), s>>>(logits, n_expert, k, norm, scale, sel, selw,
+    cu_launch(route_kernel, n_tok, 128, (size_t)n_expert * sizeof(float), s, logits, n_expert, k, norm, scale, sel, selw,
                                                                        tiles);
 }
 
@@ -223,11 +225,13 @@ void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int 
  * assignment at its expert's cursor, the first of each tile writing the
  * tile's expert, run and count. */
 __global__ void group_count_kernel(const int32_t *sel, int nk, int32_t *count) {
+    cu_pdl_enter();
     const int a = blockIdx.x * blockDim.x + threadIdx.x;
     if (a < nk) atomicAdd(&count[sel[a]], 1);
 }
 
 __global__ void group_scan_kernel(const int32_t *count, int32_t *tile0, int X) {
+    cu_pdl_enter();
     if (threadIdx.x) return;
     for (int e = 0, acc = 0; e < X; e++) {
         tile0[e] = acc;
@@ -237,6 +241,7 @@ __global__ void group_scan_kernel(const int32_t *count, int32_t *tile0, int X) {
 
 __global__ void group_fill_kernel(const int32_t *sel, int nk, const int32_t *count, const int32_t *tile0,
                                   int32_t *cursor, cu_tile *tiles) {
+    cu_pdl_enter();
     const int a = blockIdx.x * blockDim.x + threadIdx.x;
     if (a >= nk) return;
     const int e = sel[a], p = atomicAdd(&cursor[e], 1);
@@ -252,26 +257,28 @@ void cu_group_tiles(cudaStream_t s, const int32_t *sel, int n_assign, int n_expe
     cudaMemsetAsync(tiles, 0, (size_t)cu_group_bound(n_assign, n_expert) * sizeof(cu_tile), s);
     cudaMemsetAsync(work, 0, 2 * (size_t)n_expert * 4, s); /* count, cursor */
     const int blocks = (n_assign + 255) / 256;
-    group_count_kernel<<<blocks, 256, 0, s>>>(sel, n_assign, count);
-    group_scan_kernel<<<1, 32, 0, s>>>(count, tile0, n_expert);
-    group_fill_kernel<<<blocks, 256, 0, s>>>(sel, n_assign, count, tile0, cursor, tiles);
+    cu_launch(group_count_kernel, blocks, 256, 0, s, sel, n_assign, count);
+    cu_launch(group_scan_kernel, 1, 32, 0, s, count, tile0, n_expert);
+    cu_launch(group_fill_kernel, blocks, 256, 0, s, sel, n_assign, count, tile0, cursor, tiles);
 }
 
 __device__ __forceinline__ float swiglu1(float g, float u) { return (g / (1.0f + cu_expf(-g))) * u; }
 
 __global__ void swiglu_kernel(float *g, const float *u, size_t n) {
+    cu_pdl_enter();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) g[i] = swiglu1(g[i], u[i]);
 }
 
 void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n) {
     if (!n) return;
-    swiglu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(g, u, n);
+    cu_launch(swiglu_kernel, (unsigned)((n + 255) / 256), 256, 0, s, g, u, n);
 }
 
 /* SwiGLU then the int8 form, block by block: a warp per 256 (Q8_K) or a
  * thread per 32 (Q8_0) computes its block's values, then converts them. */
 __global__ void swiglu_q8_kernel(float *g, const float *u, int n_blocks, q8_out q8) {
+    cu_pdl_enter();
     if (q8.kind == CU_Q8_K) {
         const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
         if (b >= n_blocks) return;
@@ -298,14 +305,15 @@ void cu_swiglu_q8(cudaStream_t s, float *g, const float *u, int rows, int f, con
         cu_swiglu(s, g, u, n);
     } else if (q8.kind == CU_Q8_K) {
         const int nb = (int)(n / 256);
-        swiglu_q8_kernel<<<(nb + 3) / 4, 128, 0, s>>>(g, u, nb, q8);
+        cu_launch(swiglu_q8_kernel, (nb + 3) / 4, 128, 0, s, g, u, nb, q8);
     } else {
         const int nb = (int)(n / 32);
-        swiglu_q8_kernel<<<(nb + 127) / 128, 128, 0, s>>>(g, u, nb, q8);
+        cu_launch(swiglu_q8_kernel, (nb + 127) / 128, 128, 0, s, g, u, nb, q8);
     }
 }
 
 __global__ void swiglu_tiles_kernel(float *g, const float *u, const cu_tile *tiles, int f) {
+    cu_pdl_enter();
     const cu_tile *t = &tiles[blockIdx.x];
     for (int i = 0; i < t->n; i++) {
         float *gr = g + (size_t)t->a[i] * f;
@@ -316,11 +324,12 @@ __global__ void swiglu_tiles_kernel(float *g, const float *u, const cu_tile *til
 
 void cu_swiglu_tiles(cudaStream_t s, float *g, const float *u, const cu_tile *tiles, int n_tiles, int f) {
     if (n_tiles <= 0) return;
-    swiglu_tiles_kernel<<<n_tiles, 128, 0, s>>>(g, u, tiles, f);
+    cu_launch(swiglu_tiles_kernel, n_tiles, 128, 0, s, g, u, tiles, f);
 }
 
 /* a[t][h][d] *= sigmoid(g[t][h*g_stride + d]) (gated attention: g = qg + d) */
 __global__ void sigmoid_mul_kernel(float *a, const float *g, int n_head, int d, int g_stride) {
+    cu_pdl_enter();
     const int t = blockIdx.y, h = blockIdx.x;
     float *ar = a + ((size_t)t * n_head + h) * d;
     const float *gr = g + ((size_t)t * n_head + h) * g_stride;
@@ -329,11 +338,12 @@ __global__ void sigmoid_mul_kernel(float *a, const float *g, int n_head, int d, 
 
 void cu_sigmoid_mul(cudaStream_t s, float *a, const float *g, int n_tok, int n_head, int d, int g_stride) {
     if (n_tok <= 0) return;
-    sigmoid_mul_kernel<<<dim3(n_head, n_tok), 64, 0, s>>>(a, g, n_head, d, g_stride);
+    cu_launch(sigmoid_mul_kernel, dim3(n_head, n_tok), 64, 0, s, a, g, n_head, d, g_stride);
 }
 
 __global__ void moe_combine_kernel(float *x, const float *down, const float *selw, const float *sd,
                                    const float *sgate, int k, int E) {
+    cu_pdl_enter();
     const int t = blockIdx.y;
     const int d = blockIdx.x * blockDim.x + threadIdx.x;
     if (d >= E) return;
@@ -354,7 +364,7 @@ __global__ void moe_combine_kernel(float *x, const float *down, const float *sel
 void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *selw, const float *sd,
                     const float *sgate, int n_tok, int k, int n_embd) {
     if (n_tok <= 0) return;
-    moe_combine_kernel<<<dim3((n_embd + 127) / 128, n_tok), 128, 0, s>>>(x, down, selw, sd, sgate, k, n_embd);
+    cu_launch(moe_combine_kernel, dim3((n_embd + 127) / 128, n_tok), 128, 0, s, x, down, selw, sd, sgate, k, n_embd);
 }
 
 /* Attention's steps between the q/k/v projections and the scores, one
@@ -367,6 +377,7 @@ void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *se
 __global__ void attn_prep_kernel(const float *qg, float *q, float *k, const float *v, const float *qn, const float *kn,
                                  void *kc, void *vc, int f32, int H, int HKV, int D, int n_rot, int pos0,
                                  const int32_t *pos_dev, float theta_scale, float eps, int gated) {
+    cu_pdl_enter();
     __shared__ double sh[32];
     const int t = blockIdx.y, b = blockIdx.x, half = n_rot / 2;
     if (pos_dev) pos0 = *pos_dev;
@@ -410,6 +421,6 @@ void cu_attn_prep(cudaStream_t s, const float *qg, float *q, float *k, const flo
                   int pos0, const int32_t *pos_dev, float base, float eps, bool gated) {
     if (n_tok <= 0) return;
     const float theta_scale = powf(base, -2.0f / (float)n_rot); /* on the host, as ops.c computes it */
-    attn_prep_kernel<<<dim3(H + HKV, n_tok), rms_threads(D), 0, s>>>(qg, q, k, v, q_norm, k_norm, kc, vc, f32, H, HKV,
+    cu_launch(attn_prep_kernel, dim3(H + HKV, n_tok), rms_threads(D), 0, s, qg, q, k, v, q_norm, k_norm, kc, vc, f32, H, HKV,
                                                                      D, n_rot, pos0, pos_dev, theta_scale, eps, gated);
 }

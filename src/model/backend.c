@@ -117,6 +117,7 @@ static int cfg_from_options(int64_t kv_positions, qw_backend_cfg *cfg, qw_error 
     cfg->mma = !mma || !strcmp(mma, "auto") ? 1 : !strcmp(mma, "always") ? 2 : 0;
     cfg->chunk = (int32_t)qw_opt_int(QW_OPT_CHUNK);
     cfg->stage_bytes = (uint64_t)qw_opt_int(QW_OPT_DEVICE_STAGE_MB) << 20;
+    cfg->pdl = (int)qw_opt_int(QW_OPT_DEVICE_PDL);
     return 0;
 }
 

@@ -20,7 +20,9 @@
  *   - a device context's KV and state copied out and back in (prefix cache,
  *     marks, KV files) continue with the same logits, bit for bit;
  *   - the lanes path's batched step (QWISP_DEVICE_BATCH=1) gives every
- *     sequence the logits of its tokens run alone, bit for bit.
+ *     sequence the logits of its tokens run alone, bit for bit;
+ *   - kernels launched early (QWISP_DEVICE_PDL=1) give the logits of plain
+ *     launches, bit for bit.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -495,6 +497,38 @@ static void test_batch(void **state) {
     }
 }
 
+/* Programmatic dependent launch (QWISP_DEVICE_PDL) changes when kernels
+ * start, never what they read: a greedy decode (the decode graph) and a
+ * prefill chunk give the same logits bit for bit with it on and off. */
+static void test_pdl(void **state) {
+    (void)state;
+    if (!gpu_or_skip("programmatic dependent launch")) return;
+    const char *models[] = {"models/default.gguf", "models/qwen35moe.gguf"};
+    for (int i = 0; i < 2; i++) {
+        float *steps[2], *rows[2];
+        int32_t ids[2][N_PROMPT + N_GEN];
+        for (int on = 0; on < 2; on++) {
+            set_opt(QW_OPT_DEVICE_PDL, on ? "1" : "0");
+            qw_model *m = load_on(models[i], "cuda", NULL);
+            assert_non_null(m->dev);
+            const int V = m->hp.n_vocab;
+            for (int j = 0; j < N_PROMPT; j++) ids[on][j] = (int32_t)((1000 + 7919 * j) % (V > 300 ? 300 : V));
+            steps[on] = malloc((size_t)N_GEN * V * sizeof(float));
+            greedy(m, ids[on], steps[on]);
+            rows[on] = forced(m, ids[0], N_PROMPT + N_GEN);
+            if (on) {
+                assert_memory_equal(ids[0], ids[1], sizeof ids[0]);
+                assert_memory_equal(steps[0], steps[1], (size_t)N_GEN * V * sizeof(float));
+                assert_memory_equal(rows[0], rows[1], (size_t)(N_PROMPT + N_GEN) * V * sizeof(float));
+                printf("INFO: %s: decode and prefill logits equal with QWISP_DEVICE_PDL 0 and 1\n", models[i]);
+            }
+            qw_model_free(m);
+        }
+        free(steps[0]), free(steps[1]), free(rows[0]), free(rows[1]);
+    }
+    set_opt(QW_OPT_DEVICE_PDL, "1");
+}
+
 int main(void) {
     qw_error err = {{0}};
     if (qw_options_init(&err)) {
@@ -524,18 +558,19 @@ int main(void) {
     static char buf[8192];
     snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
     enum { MAX_MODELS = 64 };
-    struct CMUnitTest tests[8 + MAX_MODELS] = {
+    struct CMUnitTest tests[9 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
         cmocka_unit_test(test_pool_limit),
         cmocka_unit_test(test_state_io),
         cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_pdl),
         {"test_long_decode(default)", test_long_decode, NULL, NULL, (void *)"models/default.gguf"},
         {"test_long_decode(qwen35moe)", test_long_decode, NULL, NULL, (void *)"models/qwen35moe.gguf"},
     };
-    size_t n = 8;
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 8 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
+    size_t n = 9;
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 9 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
         tests[n++] = (struct CMUnitTest){p, test_gpu_vs_cpu, NULL, NULL, p};
         if (!g_ops) break; /* no GPU: one SKIP line, not one a model */
     }
