@@ -7,7 +7,7 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite gputime ncu ncudec lanes amx vsllama bigvsllama big16
+#   amxtests suite gputime ncu ncudec nsysdec lanes amx vsllama bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"),
 #   each timed by gputime with this tree's object, alternated with the bases.
 # In order, each step skipped when the time left (LIMIT) is short: build; the
@@ -26,7 +26,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite gputime ncu ncudec lanes amx vsllama bigvsllama big16}
+STEPS=${STEPS:-amxtests suite gputime ncu ncudec nsysdec lanes amx vsllama bigvsllama big16}
 ALT=${ALT:-}
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -113,6 +113,21 @@ if step ncudec && gpu_need 90 "ncu decode" && command -v ncu > /dev/null; then
     for v in "QWISP_DEVICE_PDL=0" "QWISP_DEVICE_PDL=1"; do
         ts "l4 decode $v: $(env $v $Q bench -m $S/l4.gguf -p 8 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^tg' | tr '\n' ' ')"
     done
+fi
+if step nsysdec && gpu_need 60 "nsys decode timeline"; then
+    # the decode graph's kernels on a real timeline (graph nodes traced): each
+    # kernel's duration and the gap before it, averaged over the last tokens
+    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+    if [ -n "$NSYS" ]; then
+        ts "nsys decode (4 layers, 8-token prompt, 64 decode tokens)"
+        timeout 120 $NSYS profile -t cuda --cuda-graph-trace=node -o /tmp/nsd -f true \
+            $Q bench -m $S/l4.gguf -p 8 -n 64 -r 1 --bw-mb 0 > /tmp/nsd.log 2>&1; echo "nsys rc=$?"
+        timeout 60 $NSYS stats -r cuda_gpu_trace -f csv -o /tmp/nsd /tmp/nsd.nsys-rep > /dev/null 2>&1
+        cp /tmp/nsd_cuda_gpu_trace.csv "$O/nsys_decode.csv" 2>/dev/null
+        python3 scripts/nsys_decode.py /tmp/nsd_cuda_gpu_trace.csv 2>&1 | head -60
+    else
+        ts "no nsys on this machine"
+    fi
 fi
 if step lanes && gpu_need 120 "GPU lanes"; then
     for b in 1 0 1; do

@@ -232,7 +232,26 @@ __device__ __forceinline__ void cu_tile_tokens(const cu_tile *tiles, int n_tok, 
         for (int i = 0; i < CU_MM_NT; i++) a[i] = t0 + (i < *nt ? i : 0);
     }
 }
+/* A tile's size and expert, or the dense rows' (tile blockIdx.y), and its
+ * i-th token (i < its size): the per-token form of cu_tile_tokens. */
+__device__ __forceinline__ void cu_tile_head(const cu_tile *tiles, int n_tok, int *nt, int *e) {
+    if (tiles) {
+        *nt = tiles[blockIdx.y].n, *e = tiles[blockIdx.y].e;
+    } else {
+        *nt = min(CU_MM_NT, n_tok - (int)blockIdx.y * CU_MM_NT), *e = 0;
+    }
+}
+__device__ __forceinline__ int cu_tile_token(const cu_tile *tiles, int i) {
+    return tiles ? tiles[blockIdx.y].a[i] : (int)blockIdx.y * CU_MM_NT + i;
+}
 #endif
+/* Whether a matmul's tiles (or dense rows) carry about one token each:
+ * decode's one token, or its routing's one tile per assignment (n_tok *
+ * xdiv assignments).  The GEMV kernels then keep one token's sums a warp
+ * (a speed choice: every row's dot is the same arithmetic either way). */
+static inline bool cu_mm_one_token(const cu_tile *tiles, int n_tiles, int n_tok, int xdiv) {
+    return tiles ? (int64_t)n_tiles >= (int64_t)n_tok * xdiv : n_tok == 1;
+}
 /* y[t][r] (+)= dot(W[r], x[t]) for t < n_tok (dense, tiles == NULL), or for
  * the tiles' assignments with W's expert e (x row a/xdiv; n_tok = x's rows).
  * acc: add to y. */
