@@ -130,12 +130,39 @@ template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q6_K>(const uint8_
     u->d = cu_h2f(cu_ld16(b + 208)), u->dmin = 0.0f;
 }
 
-/* NT: tokens whose sums a warp keeps at once (the weight sub-blocks are
- * unpacked once for them).  A tile of more tokens than NT is served NT at a
- * time, so NT is a speed choice only: 8 for prefill's tiles, 1 for decode's
- * one-token rows and one-assignment tiles, whose warps then need far fewer
- * registers (more of them resident to keep weight loads in flight). */
-template <int T, int NT>
+/* Sub-block j's term of a super-block for x row xr: the integer sums of its
+ * 32 elements (when j < nsub), added over the super-block's eight lanes by
+ * shuffles (exact in any order), then the block's one float expression —
+ * valid in the lane holding the block's first sub-block.  Every lane of the
+ * warp calls it (the shuffles). */
+template <int T>
+__device__ __forceinline__ float kq_term(const kq_sub &u, bool have, int j, int k, size_t xr, const int8_t *xq,
+                                         const int32_t *xbs, const float *xd) {
+    int si = 0, sm = 0;
+    if (have) {
+        const int32_t *yv = (const int32_t *)(xq + xr * k + (size_t)j * 32);
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int c = 0; c < 4; c++) s0 = __dp4a(u.w[c], yv[c], s0);
+#pragma unroll
+        for (int c = 4; c < 8; c++) s1 = __dp4a(u.w[c], yv[c], s1);
+        const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
+        si = u.sc0 * s0 + u.sc1 * s1;
+        sm = u.mn0 * bs[0] + u.mn1 * bs[1];
+    }
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) {
+        si += __shfl_xor_sync(0xffffffffu, si, o);
+        sm += __shfl_xor_sync(0xffffffffu, sm, o);
+    }
+    if (!have) return 0.0f;
+    const float yd = xd[xr * (k >> 8) + (j >> 3)];
+    return __fmul_rn(yd, __fsub_rn(__fmul_rn(u.d, (float)si), __fmul_rn(u.dmin, (float)sm)));
+}
+
+/* Tiles of up to CU_MM_NT tokens (prefill): a warp per row, a lane per
+ * sub-block; each weight sub-block unpacked once for the tile's tokens. */
+template <int T>
 __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv,
                              const cu_tile *tiles, int n_tok) {
     cu_pdl_enter();
@@ -143,58 +170,76 @@ __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const i
     cu_mm_pick P;
     if (!cu_mm_row(D, &P)) return;
     const int r = P.r;
-    int nt, e;
-    cu_tile_head(tiles, n_tok, &nt, &e);
+    int nt, a[CU_MM_NT], e;
+    cu_tile_tokens(tiles, n_tok, a, &nt, &e);
     if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
     const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
     const int nsub = k >> 5, nblk = k >> 8;
-    for (int i0 = 0; i0 < nt; i0 += NT) {
-        const int ng = min(NT, nt - i0); /* warp-uniform */
-        int a[NT];
-        float s[NT];
+    float s[CU_MM_NT];
 #pragma unroll
-        for (int i = 0; i < NT; i++) a[i] = cu_tile_token(tiles, i0 + (i < ng ? i : 0)), s[i] = 0.0f;
+    for (int i = 0; i < CU_MM_NT; i++) s[i] = 0.0f;
 #pragma unroll 2 /* the next round's weight loads in flight during this one's sums */
-        for (int j0 = 0; j0 < nsub; j0 += 32) {
-            const int j = j0 + lane, nb = min(4, nblk - (j0 >> 3)); /* blocks in this round */
+    for (int j0 = 0; j0 < nsub; j0 += 32) {
+        const int j = j0 + lane, nb = min(4, nblk - (j0 >> 3)); /* blocks in this round */
+        kq_sub u;
+        if (j < nsub) kq_unpack<T>(wr, j, &u);
+#pragma unroll
+        for (int i = 0; i < CU_MM_NT; i++) {
+            if (i >= nt) break; /* nt is the warp's: the shuffles stay converged */
+            const float term = kq_term<T>(u, j < nsub, j, k, (size_t)(a[i] / xdiv), xq, xbs, xd);
+            for (int q = 0; q < nb; q++) s[i] = __fadd_rn(s[i], __shfl_sync(0xffffffffu, term, 8 * q));
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < CU_MM_NT; i++) {
+        if (lane == 0 && i < nt) {
+            float *dst = P.y + (size_t)a[i] * P.ldy + r;
+            *dst = D.acc ? *dst + s[i] : s[i];
+        }
+    }
+}
+
+/* Lanes a row in the decode GEMV: a row's sub-blocks rounded up to whole
+ * super-blocks' eight lanes, at most the warp's 32. */
+static inline int kq_lanes(int k) {
+    const int nsub = k / 32;
+    return nsub <= 8 ? 8 : nsub <= 16 ? 16 : 32;
+}
+
+/* Decode's GEMV (cu_mm_one_token: one token a row, or a tile per
+ * assignment): G = kq_lanes(k) lanes a row, 32 / G rows a warp, so a short
+ * row (an expert's down projection: k = 512 is 16 sub-blocks) leaves no
+ * lane idle and the grid has half or a quarter of the warps.  A tile of
+ * more tokens is served one token at a time.  Each row's terms are summed
+ * in block order as in mm_kq_kernel: the same bits. */
+template <int T>
+__global__ void mv_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv,
+                             const cu_tile *tiles, int n_tok, int G) {
+    cu_pdl_enter();
+    const int lane = threadIdx.x & 31, R = 32 / G, gl = lane & (G - 1), g0 = lane - gl;
+    cu_mm_pick P;
+    const bool mine = cu_mm_row_in(D, CU_MM_WARPS * R, (int)(threadIdx.x >> 5) * R + lane / G, &P);
+    if (!__any_sync(0xffffffffu, mine) || P.r < 0) return; /* P.r < 0 only for a block past every weight: the whole warp */
+    int nt, e;
+    cu_tile_head(tiles, n_tok, &nt, &e);
+    if (nt <= 0) return;
+    const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)P.r * P.row_bytes;
+    const int nsub = k >> 5, nblk = k >> 8;
+    for (int i = 0; i < nt; i++) {
+        const int a = cu_tile_token(tiles, i);
+        const size_t xr = (size_t)(a / xdiv);
+        float s = 0.0f;
+#pragma unroll 2
+        for (int j0 = 0; j0 < nsub; j0 += G) {
+            const int j = j0 + gl, nb = min(G >> 3, nblk - (j0 >> 3));
             kq_sub u;
             if (j < nsub) kq_unpack<T>(wr, j, &u);
-#pragma unroll
-            for (int i = 0; i < NT; i++) {
-                if (i >= ng) break; /* the shuffles stay converged */
-                const size_t xr = (size_t)(a[i] / xdiv);
-                int si = 0, sm = 0;
-                if (j < nsub) {
-                    const int32_t *yv = (const int32_t *)(xq + xr * k + (size_t)j * 32);
-                    int s0 = 0, s1 = 0;
-#pragma unroll
-                    for (int c = 0; c < 4; c++) s0 = __dp4a(u.w[c], yv[c], s0);
-#pragma unroll
-                    for (int c = 4; c < 8; c++) s1 = __dp4a(u.w[c], yv[c], s1);
-                    const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
-                    si = u.sc0 * s0 + u.sc1 * s1;
-                    sm = u.mn0 * bs[0] + u.mn1 * bs[1];
-                }
-                /* the block's integer sums over its eight lanes (exact in any order) */
-#pragma unroll
-                for (int o = 4; o > 0; o >>= 1) {
-                    si += __shfl_xor_sync(0xffffffffu, si, o);
-                    sm += __shfl_xor_sync(0xffffffffu, sm, o);
-                }
-                float term = 0.0f;
-                if (j < nsub) {
-                    const float yd = xd[xr * nblk + (j >> 3)];
-                    term = __fmul_rn(yd, __fsub_rn(__fmul_rn(u.d, (float)si), __fmul_rn(u.dmin, (float)sm)));
-                }
-                for (int q = 0; q < nb; q++) s[i] = __fadd_rn(s[i], __shfl_sync(0xffffffffu, term, 8 * q));
-            }
+            const float term = kq_term<T>(u, j < nsub, j, k, xr, xq, xbs, xd);
+            for (int q = 0; q < nb; q++) s = __fadd_rn(s, __shfl_sync(0xffffffffu, term, g0 + 8 * q));
         }
-#pragma unroll
-        for (int i = 0; i < NT; i++) {
-            if (lane == 0 && i < ng) {
-                float *dst = P.y + (size_t)a[i] * P.ldy + r;
-                *dst = D.acc ? *dst + s[i] : s[i];
-            }
+        if (gl == 0 && mine) {
+            float *dst = P.y + (size_t)a * P.ldy + P.r;
+            *dst = D.acc ? *dst + s : s;
         }
     }
 }
@@ -212,14 +257,24 @@ void cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const flo
                          n_tiles, n_tok, D->y[0], D->ldy[0], D->acc))
         return;
     dim3 grid(D->blk_end[D->n - 1], tiles ? n_tiles : (n_tok + CU_MM_NT - 1) / CU_MM_NT);
-    const bool one = cu_mm_one_token(tiles, n_tiles, n_tok, xdiv);
+    if (cu_mm_one_token(tiles, n_tiles, n_tok, xdiv)) {
+        /* the grid counted in blocks of CU_MM_WARPS * (32 / G) rows */
+        const int G = kq_lanes(k), per_block = CU_MM_WARPS * (32 / G);
+        cu_mm_dst Dv = *D;
+        for (int i = 0; i < Dv.n; i++)
+            Dv.blk_end[i] = (i ? Dv.blk_end[i - 1] : 0) + (Dv.rows[i] + per_block - 1) / per_block;
+        const dim3 gv(Dv.blk_end[Dv.n - 1], grid.y);
+#define MV(T)                                                                                                    \
+    case T: cu_launch(mv_kq_kernel<T>, gv, KQ_WARPS * 32, 0, s, Dv, k, q, bs, sc->xd, xdiv, tiles, n_tok, G); break;
+        switch (type) {
+            MV(QW_TYPE_Q2_K) MV(QW_TYPE_Q3_K) MV(QW_TYPE_Q4_K) MV(QW_TYPE_Q5_K) MV(QW_TYPE_Q6_K)
+        default: break;
+        }
+#undef MV
+        return;
+    }
 #define KQ(T)                                                                                                   \
-    case T:                                                                                                     \
-        if (one)                                                                                                \
-            cu_launch(mm_kq_kernel<T, 1>, grid, KQ_WARPS * 32, 0, s, *D, k, q, bs, sc->xd, xdiv, tiles, n_tok); \
-        else                                                                                                    \
-            cu_launch(mm_kq_kernel<T, CU_MM_NT>, grid, KQ_WARPS * 32, 0, s, *D, k, q, bs, sc->xd, xdiv, tiles, n_tok); \
-        break;
+    case T: cu_launch(mm_kq_kernel<T>, grid, KQ_WARPS * 32, 0, s, *D, k, q, bs, sc->xd, xdiv, tiles, n_tok); break;
     switch (type) {
         KQ(QW_TYPE_Q2_K) KQ(QW_TYPE_Q3_K) KQ(QW_TYPE_Q4_K) KQ(QW_TYPE_Q5_K) KQ(QW_TYPE_Q6_K)
     default: break;
