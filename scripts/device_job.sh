@@ -10,6 +10,9 @@
 #   amxtests suite gputime ncu ncudec nsysdec lanes amx vsllama bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"),
 #   each timed by gputime with this tree's object, alternated with the bases.
+# GPUFILES: the files gputime times (default big: the full-size qwen36-a3b Q4_K).
+# NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
+#   built into its own object from this tree (make NVDEFS=-D...) and timed too.
 # In order, each step skipped when the time left (LIMIT) is short: build; the
 # Xeon host's AMX kernel tests; generated models in /dev/shm; the GPU suite;
 # pp512/tg128 of the full-size qwen36-a3b Q4_K with this tree's CUDA object
@@ -28,6 +31,7 @@ need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; r
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
 STEPS=${STEPS:-amxtests suite gputime ncu ncudec nsysdec lanes amx vsllama bigvsllama big16}
 ALT=${ALT:-}
+GPUFILES=${GPUFILES:-big}  # gputime's files (in /dev/shm, from the gen step: big a3b-q8_0 a3b-q4_K bench-q8_0 ...)
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 exec > >(tee -a "$O/log.txt") 2>&1
@@ -48,6 +52,10 @@ for v in $BASES; do
   ( mkdir -p /tmp/$v && cp -r src include Makefile /tmp/$v/ && rm -rf /tmp/$v/src/cuda && cp -r .devjob/$v/src/cuda /tmp/$v/src/ &&
     make -s -C /tmp/$v -j4 build/libqwisp_cuda.so > /tmp/$v.log 2>&1; echo "$v object rc=$?" >> /tmp/$v.log ) &
 done
+NVVAR=${NVVAR:-}; [ "$GPU" = 1 ] || NVVAR=
+for v in $NVVAR; do
+  ( make -s BUILD=/tmp/nv-$v NVDEFS=-D$v -j4 /tmp/nv-$v/libqwisp_cuda.so > /tmp/nv-$v.log 2>&1; echo "nv-$v object rc=$?" >> /tmp/nv-$v.log ) &
+done
 build/qwisp config 2>&1 | grep -i -E 'kernels|simd|amx' | head -5
 step amxtests && ts "AMX tests on the Xeon"
 step amxtests && for t in test_amx test_kquant test_gemm; do
@@ -58,6 +66,7 @@ S=/dev/shm
 A3B="--n-embd 2048 --n-layer 4 --n-head 32 --n-head-kv 4 --head-dim 128 --n-expert 128 --n-expert-used 8 --n-ff-exp 768"
 $Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q4_K.gguf > /dev/null &
 $Q gen-model --preset bench --type q6_K --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q6_K.gguf > /dev/null &
+$Q gen-model --preset bench --type q8_0 --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q8_0.gguf > /dev/null &
 $Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q4_K.gguf > /dev/null &
 $Q gen-model --preset bench --type q8_0 --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q8_0.gguf > /dev/null &
 $Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 -o $S/big.gguf > /dev/null &
@@ -70,12 +79,16 @@ if step suite && gpu_need 100 "GPU suite"; then
     ts "GPU suite"; timeout 200 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
 fi
 if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases and the ALT settings"; then
+    wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
     for v in $BASES; do ts "$(tail -1 /tmp/$v.log)"; done
+    for v in $NVVAR; do ts "$(tail -1 /tmp/nv-$v.log)"; done
     for round in 1 2 3; do
-        for v in $BASES this $ALT; do
-            lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; esac
-            set=QWISP_CUDA_LIB=$lib; case $v in *=*) set="$set $v" ;; esac
-            ts "GPU $v: $(env $set $Q bench -m $S/big.gguf -p 512 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+        for v in $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
+            lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; nv-*) lib=/tmp/$v/libqwisp_cuda.so ;; esac
+            set=QWISP_CUDA_LIB=$lib; case $v in nv-*) ;; *=*) set="$set $v" ;; esac
+            for f in $GPUFILES; do
+                ts "GPU $f $v: $(env $set $Q bench -m $S/$f.gguf -p 512 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+            done
         done
     done
 fi
@@ -106,10 +119,12 @@ if step ncudec && gpu_need 90 "ncu decode" && command -v ncu > /dev/null; then
     # the decode graph's kernels one by one (ncu profiles graph nodes alone):
     # their summed time against the token's wall time says what the gaps cost
     ts "ncu decode (4 layers, 8-token prompt, 8 decode tokens, one rep)"
-    timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
-        $Q bench -m $S/l4.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
+    # caches kept and clocks free (ncu's defaults flush the caches and pin base clocks, which
+    # inflates a short kernel several times over), so the sums compare with the wall time
+    timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all --cache-control none \
+        --clock-control none $Q bench -m $S/l4.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
     echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode.csv" 2>/dev/null
-    ncu_sum /tmp/ncud.csv
+    python3 scripts/decode_kernels.py /tmp/ncud.csv
     for v in "QWISP_DEVICE_PDL=0" "QWISP_DEVICE_PDL=1"; do
         ts "l4 decode $v: $(env $v $Q bench -m $S/l4.gguf -p 8 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^tg' | tr '\n' ' ')"
     done
@@ -124,7 +139,7 @@ if step nsysdec && gpu_need 60 "nsys decode timeline"; then
             $Q bench -m $S/l4.gguf -p 8 -n 64 -r 1 --bw-mb 0 > /tmp/nsd.log 2>&1; echo "nsys rc=$?"
         timeout 60 $NSYS stats -r cuda_gpu_trace -f csv -o /tmp/nsd /tmp/nsd.nsys-rep > /dev/null 2>&1
         cp /tmp/nsd_cuda_gpu_trace.csv "$O/nsys_decode.csv" 2>/dev/null
-        python3 scripts/nsys_decode.py /tmp/nsd_cuda_gpu_trace.csv 2>&1 | head -60
+        python3 scripts/decode_kernels.py /tmp/nsd_cuda_gpu_trace.csv 2>&1 | head -60
     else
         ts "no nsys on this machine"
     fi
