@@ -7,10 +7,11 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite gputime ncu ncudec nsysdec lanes amx vsllama bigvsllama big16
+#   amxtests suite gputime ncu ncudec nsysdec lanes llamacuda amx vsllama bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"),
 #   each timed by gputime with this tree's object, alternated with the bases.
-# GPUFILES: the files gputime times (default big: the full-size qwen36-a3b Q4_K).
+# GPUFILES: the files gputime times (default big: the full-size qwen36-a3b Q4_K; bigq: the
+#   same with the Qwen3 tokenizer), ROUNDS of them (default 3).
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
 #   built into its own object from this tree (make NVDEFS=-D...) and timed too.
 # In order, each step skipped when the time left (LIMIT) is short: build; the
@@ -29,7 +30,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite gputime ncu ncudec nsysdec lanes amx vsllama bigvsllama big16}
+STEPS=${STEPS:-amxtests suite gputime ncu ncudec nsysdec lanes llamacuda amx vsllama bigvsllama big16}
 ALT=${ALT:-}
 GPUFILES=${GPUFILES:-big}  # gputime's files (in /dev/shm, from the gen step: big a3b-q8_0 a3b-q4_K bench-q8_0 ...)
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -71,6 +72,10 @@ $Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progre
 $Q gen-model --preset bench --type q8_0 --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q8_0.gguf > /dev/null &
 $Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 -o $S/big.gguf > /dev/null &
 $Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 --n-layer 4 -o $S/l4.gguf > /dev/null &
+# the full-size file with the Qwen3 tokenizer (llama.cpp cannot read the bytes one), where wanted
+case " $GPUFILES $STEPS " in *" bigq "*|*" llamacuda "*)
+    $Q gen-model --preset qwen36-a3b --type q4_K --fast-weights --progress 0 -o $S/bigq.gguf > /dev/null & ;;
+esac
 wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
 ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
@@ -82,7 +87,7 @@ if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases an
     wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
     for v in $BASES; do ts "$(tail -1 /tmp/$v.log)"; done
     for v in $NVVAR; do ts "$(tail -1 /tmp/nv-$v.log)"; done
-    for round in 1 2 3; do
+    for round in $(seq ${ROUNDS:-3}); do
         for v in $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
             lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; nv-*) lib=/tmp/$v/libqwisp_cuda.so ;; esac
             set=QWISP_CUDA_LIB=$lib; case $v in nv-*) ;; *=*) set="$set $v" ;; esac
@@ -148,6 +153,20 @@ if step lanes && gpu_need 120 "GPU lanes"; then
     for b in 1 0 1; do
         ts "lanes DEVICE_BATCH=$b"
         QWISP_DEVICE_BATCH=$b $Q bench -m $S/big.gguf -p 0 -n 64 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 | grep -E "^tg" | head -8
+    done
+fi
+if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama-bench-cuda.xz ]; then
+    # llama.cpp's llama-bench, CUDA build (docs/cuda.md says how it is built), carried as
+    # .devjob/llama-bench-cuda.xz; its libcublas / libnccl from the machine's pip packages.
+    # The full-size file with the Qwen3 tokenizer (bigq, from the gen step), each engine
+    # twice, alternated.
+    xz -dc .devjob/llama-bench-cuda.xz > /tmp/llama-bench-cuda && chmod +x /tmp/llama-bench-cuda
+    NVLIBS=$(python3 -c 'import glob, site; print(":".join(d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")))' 2>/dev/null)
+    for f in ${LLAMAFILES:-bigq a3b-q8_0}; do
+        for round in 1 2; do
+            ts "llama.cpp CUDA $f: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-bench-cuda -m $S/$f.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 2 2>&1 | grep -E 'pp512|tg128' | awk -F'|' '{ print $(NF-2), $(NF-1) }' | tr -s ' ' | tr '\n' ' ')"
+            ts "qwisp CUDA $f: $($Q bench -m $S/$f.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+        done
     done
 fi
 unset QWISP_BACKEND
