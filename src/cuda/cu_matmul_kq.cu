@@ -12,7 +12,9 @@
  * Layout: a warp per output row, a lane per 32-element sub-block (two
  * groups of 16): the lane unpacks its weights to int8 and dots them with
  * dp4a; the eight lanes of a super-block add their integer sums by
- * shuffles; the block terms are then summed in block order.
+ * shuffles; the block terms are then summed in block order.  Decode's GEMV
+ * (mv_kq_kernel) gives a short row fewer lanes (whole super-blocks' eight)
+ * and a warp several such rows; the sums are the same, in the same order.
  */
 #include "cu_common.h"
 #include "cu_q8act.cuh"
