@@ -169,25 +169,11 @@ struct cu_mm_pick {
     float *y;
     int ldy, r;
 };
-__device__ __forceinline__ bool cu_mm_row(const cu_mm_dst &D, cu_mm_pick *p) {
-    int b0 = 0;
-    p->r = -1;
-#pragma unroll
-    for (int i = 0; i < CU_MM_SET; i++) {
-        if (i < D.n && p->r < 0 && (int)blockIdx.x < D.blk_end[i]) {
-            p->r = ((int)blockIdx.x - b0) * CU_MM_WARPS + (int)(threadIdx.x >> 5);
-            if (p->r >= D.rows[i]) return false;
-            p->W = D.W[i], p->mat_bytes = D.mat_bytes[i], p->row_bytes = D.row_bytes[i];
-            p->y = D.y[i], p->ldy = D.ldy[i];
-        }
-        if (i < D.n) b0 = D.blk_end[i];
-    }
-    return p->r >= 0;
-}
-/* The same for a grid of per_block rows a block (D.blk_end counted so), row
- * idx of this block: false past the weight's last row, with p then naming
- * its last row (a warp that shares its shuffles with valid rows computes it
- * and stores nothing), or past every weight (p->r < 0: nothing to compute). */
+/* This row's weight, row and output in a grid of per_block rows a block
+ * (D.blk_end counted so), row idx of this block: false past the weight's
+ * last row, with p then naming its last row (a warp that shares its
+ * shuffles with valid rows computes it and stores nothing), or past every
+ * weight (p->r < 0: nothing to compute). */
 __device__ __forceinline__ bool cu_mm_row_in(const cu_mm_dst &D, int per_block, int idx, cu_mm_pick *p) {
     int b0 = 0;
     bool ok = false;
@@ -204,6 +190,10 @@ __device__ __forceinline__ bool cu_mm_row_in(const cu_mm_dst &D, int per_block, 
         if (i < D.n) b0 = D.blk_end[i];
     }
     return ok;
+}
+/* A warp a row (blocks of CU_MM_WARPS rows): false when the warp has no row. */
+__device__ __forceinline__ bool cu_mm_row(const cu_mm_dst &D, cu_mm_pick *p) {
+    return cu_mm_row_in(D, CU_MM_WARPS, (int)(threadIdx.x >> 5), p);
 }
 #endif
 
