@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """decode_kernels.py CSV — developer script (scripts/device_job.sh, steps
-ncudec and nsysdec): where a decode token's GPU time goes, per kernel name,
-averaged over the run's last five whole tokens (a token starts at the
-embedding's get_rows kernel).
+ncu, ncudec and nsysdec): where a decode token's GPU time goes, per kernel
+name, averaged over the run's last five whole tokens (a token starts at the
+embedding's get_rows kernel); for a run of fewer tokens (a prefill), the
+totals over the whole run.
 
 CSV is either `nsys stats -r cuda_gpu_trace -f csv` (start and duration of
 each kernel: the idle gap before each kernel is shown too) or `ncu --csv
 --metrics gpu__time_duration.sum` (durations only, each kernel run alone)."""
 import collections
 import csv
+import signal
 import sys
+
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
 
 lines = [l for l in open(sys.argv[1]) if l.startswith('"') or l[:1].isdigit() or l.startswith("Start")]
 rows = list(csv.DictReader(lines))
@@ -36,9 +40,11 @@ for i, r in enumerate(rows):
             ev.append((int(col(r, "Start")), int(col(r, "Duration")), name))
 ev = [(s, d, n.split("(")[0].replace("void ", "")) for s, d, n in sorted(ev)]
 starts = [i for i, e in enumerate(ev) if e[2].startswith("get_rows")]
-if len(starts) < 6:
-    sys.exit("too few tokens (%d)" % len(starts))
-toks = list(zip(starts[-6:-1], starts[-5:]))
+if len(starts) >= 6:
+    toks = list(zip(starts[-6:-1], starts[-5:]))
+else:  # not a decode run (a prefill): every kernel, as one "token"
+    toks = [(0, len(ev))]
+    print("fewer than 6 tokens: totals over the whole run")
 dur, gap, cnt = collections.defaultdict(float), collections.defaultdict(float), collections.Counter()
 wall = busy = 0.0
 for a, b in toks:

@@ -97,28 +97,12 @@ if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases an
         done
     done
 fi
-# per-kernel time sums of an ncu csv ($1), the 25 largest
-ncu_sum() {
-    python3 - "$1" <<'PY'
-import csv, collections, sys
-rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
-h = rows[0]; ki = h.index('Kernel Name'); vi = h.index('Metric Value'); ui = h.index('Metric Unit')
-tot = collections.defaultdict(float); cnt = collections.Counter()
-for r in rows[1:]:
-    try: v = float(r[vi].replace(',', ''))
-    except: continue
-    u = r[ui]; v = v / 1000.0 if u == 'nsecond' else (v if u == 'usecond' else v * 1000 if u == 'msecond' else v)
-    k = r[ki].split('(')[0][:60]; tot[k] += v; cnt[k] += 1
-s = sum(tot.values()); print("total us %.0f over %d kernels" % (s, sum(cnt.values())))
-for k, v in sorted(tot.items(), key=lambda x: -x[1])[:25]: print("%8.0f us %5.1f%% n=%4d %s" % (v, 100 * v / s, cnt[k], k))
-PY
-}
 if step ncu && gpu_need 90 "ncu prefill" && command -v ncu > /dev/null; then
     ts "ncu prefill (4 layers, pp512, one rep)"
     timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
         $Q bench -m $S/l4.gguf -p 512 -n 0 -r 1 --bw-mb 0 > /tmp/ncu.csv 2> /tmp/ncu.err
     echo "ncu rc=$?"; cp /tmp/ncu.csv "$O/ncu_prefill.csv" 2>/dev/null
-    ncu_sum /tmp/ncu.csv
+    python3 scripts/decode_kernels.py /tmp/ncu.csv | head -30
 fi
 if step ncudec && gpu_need 90 "ncu decode" && command -v ncu > /dev/null; then
     # the decode graph's kernels one by one (ncu profiles graph nodes alone):
