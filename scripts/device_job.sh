@@ -43,6 +43,10 @@ git log --oneline -1 2>/dev/null || true
 mkdir -p /tmp/llsrc && tar xJf .devjob/llama-src.tar.xz -C /tmp/llsrc
 ( JOBS=8 LLAMA_SRC=/tmp/llsrc QWISP_CACHE=/tmp/qc bench/llama_bench_build.sh > /tmp/llb.log 2>&1; echo "llb rc=$?" >> /tmp/llb.log ) &
 LLB=$!
+# waits for the background steps other than the llama-bench build; with none left it
+# returns at once (a bare `wait` would wait for the log's tee too, which never ends:
+# a job of 2026-12-06 hung there for its whole limit)
+wait_bg() { local p; p=$(jobs -p | grep -v "^$LLB$"); [ -z "$p" ] || wait $p 2>/dev/null; }
 ts "build"
 make -s -j12 all tests-bin > /tmp/make.log 2>&1 || { tail -30 /tmp/make.log; exit 1; }
 ts "built"; ls -la build/libqwisp_cuda.so
@@ -76,7 +80,7 @@ $Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --
 case " $GPUFILES $STEPS " in *" bigq "*|*" llamacuda "*)
     $Q gen-model --preset qwen36-a3b --type q4_K --fast-weights --progress 0 -o $S/bigq.gguf > /dev/null & ;;
 esac
-wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
+wait_bg
 ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
 export QWISP_BACKEND=cuda
@@ -84,7 +88,7 @@ if step suite && gpu_need 100 "GPU suite"; then
     ts "GPU suite"; timeout 200 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
 fi
 if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases and the ALT settings"; then
-    wait $(jobs -p | grep -v "^$LLB$") 2>/dev/null
+    wait_bg
     for v in $BASES; do ts "$(tail -1 /tmp/$v.log)"; done
     for v in $NVVAR; do ts "$(tail -1 /tmp/nv-$v.log)"; done
     for round in $(seq ${ROUNDS:-3}); do
@@ -110,10 +114,15 @@ if step ncudec && gpu_need 90 "ncu decode" && command -v ncu > /dev/null; then
     ts "ncu decode (4 layers, 8-token prompt, 8 decode tokens, one rep)"
     # caches kept and clocks free (ncu's defaults flush the caches and pin base clocks, which
     # inflates a short kernel several times over), so the sums compare with the wall time
-    timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all --cache-control none \
-        --clock-control none $Q bench -m $S/l4.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
-    echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode.csv" 2>/dev/null
-    python3 scripts/decode_kernels.py /tmp/ncud.csv
+    # this tree's object, then each base's
+    for v in this $BASES; do
+        lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; esac
+        ts "ncu decode: $v"
+        QWISP_CUDA_LIB=$lib timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
+            --cache-control none --clock-control none $Q bench -m $S/l4.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
+        echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode_$v.csv" 2>/dev/null
+        python3 scripts/decode_kernels.py /tmp/ncud.csv
+    done
     for v in "QWISP_DEVICE_PDL=0" "QWISP_DEVICE_PDL=1"; do
         ts "l4 decode $v: $(env $v $Q bench -m $S/l4.gguf -p 8 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^tg' | tr '\n' ' ')"
     done
@@ -149,7 +158,10 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
     for f in ${LLAMAFILES:-bigq a3b-q8_0}; do
         for round in 1 2; do
             ts "llama.cpp CUDA $f: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-bench-cuda -m $S/$f.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 2 2>&1 | grep -E 'pp512|tg128' | awk -F'|' '{ print $(NF-2), $(NF-1) }' | tr -s ' ' | tr '\n' ' ')"
-            ts "qwisp CUDA $f: $($Q bench -m $S/$f.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+            for v in $BASES this; do
+                lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; esac
+                ts "qwisp CUDA $f $v: $(QWISP_CUDA_LIB=$lib $Q bench -m $S/$f.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+            done
         done
     done
 fi
