@@ -47,6 +47,8 @@ LLB=$!
 # returns at once (a bare `wait` would wait for the log's tee too, which never ends:
 # a job of 2026-12-06 hung there for its whole limit)
 wait_bg() { local p; p=$(jobs -p | grep -v "^$LLB$"); [ -z "$p" ] || wait $p 2>/dev/null; }
+# the CUDA object of `this`, a base (base-REV) or an NVVAR build (nv-DEFINE)
+lib_of() { case $1 in base-*) echo /tmp/$1/build/libqwisp_cuda.so ;; nv-*) echo /tmp/$1/libqwisp_cuda.so ;; *) echo build/libqwisp_cuda.so ;; esac; }
 ts "build"
 make -s -j12 all tests-bin > /tmp/make.log 2>&1 || { tail -30 /tmp/make.log; exit 1; }
 ts "built"; ls -la build/libqwisp_cuda.so
@@ -93,8 +95,7 @@ if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases an
     for v in $NVVAR; do ts "$(tail -1 /tmp/nv-$v.log)"; done
     for round in $(seq ${ROUNDS:-3}); do
         for v in $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
-            lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; nv-*) lib=/tmp/$v/libqwisp_cuda.so ;; esac
-            set=QWISP_CUDA_LIB=$lib; case $v in nv-*) ;; *=*) set="$set $v" ;; esac
+            set=QWISP_CUDA_LIB=$(lib_of $v); case $v in nv-*) ;; *=*) set="$set $v" ;; esac
             for f in $GPUFILES; do
                 ts "GPU $f $v: $(env $set $Q bench -m $S/$f.gguf -p 512 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
             done
@@ -116,9 +117,8 @@ if step ncudec && gpu_need 90 "ncu decode" && command -v ncu > /dev/null; then
     # inflates a short kernel several times over), so the sums compare with the wall time
     # this tree's object, then each base's
     for v in this $BASES; do
-        lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; esac
         ts "ncu decode: $v"
-        QWISP_CUDA_LIB=$lib timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
+        QWISP_CUDA_LIB=$(lib_of $v) timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
             --cache-control none --clock-control none $Q bench -m $S/l4.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
         echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode_$v.csv" 2>/dev/null
         python3 scripts/decode_kernels.py /tmp/ncud.csv
@@ -159,8 +159,7 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
         for round in 1 2; do
             ts "llama.cpp CUDA $f: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-bench-cuda -m $S/$f.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 2 2>&1 | grep -E 'pp512|tg128' | awk -F'|' '{ print $(NF-2), $(NF-1) }' | tr -s ' ' | tr '\n' ' ')"
             for v in $BASES this; do
-                lib=build/libqwisp_cuda.so; case $v in base-*) lib=/tmp/$v/build/libqwisp_cuda.so ;; esac
-                ts "qwisp CUDA $f $v: $(QWISP_CUDA_LIB=$lib $Q bench -m $S/$f.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+                ts "qwisp CUDA $f $v: $(QWISP_CUDA_LIB=$(lib_of $v) $Q bench -m $S/$f.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
             done
         done
     done
