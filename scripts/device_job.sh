@@ -8,8 +8,9 @@
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
 #   amxtests suite gputime ncu ncudec nsysdec lanes llamacuda amx vsllama bigvsllama big16
-# ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"),
-#   each timed by gputime with this tree's object, alternated with the bases.
+# ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
+#   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
+#   gputime with this tree's object, alternated with the bases.
 # GPUFILES: the files gputime times (default big: the full-size qwen36-a3b Q4_K; bigq: the
 #   same with the Qwen3 tokenizer), ROUNDS of them (default 3).
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
@@ -95,7 +96,7 @@ if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases an
     for v in $NVVAR; do ts "$(tail -1 /tmp/nv-$v.log)"; done
     for round in $(seq ${ROUNDS:-3}); do
         for v in $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
-            set=QWISP_CUDA_LIB=$(lib_of $v); case $v in nv-*) ;; *=*) set="$set $v" ;; esac
+            set=QWISP_CUDA_LIB=$(lib_of $v); case $v in nv-*) ;; *=*) set="$set ${v//,/ }" ;; esac
             for f in $GPUFILES; do
                 ts "GPU $f $v: $(env $set $Q bench -m $S/$f.gguf -p 512 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
             done
