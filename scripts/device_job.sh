@@ -13,6 +13,8 @@
 #   gputime with this tree's object, alternated with the bases.
 # GPUFILES: the files gputime times (default big: the full-size qwen36-a3b Q4_K; bigq: the
 #   same with the Qwen3 tokenizer), ROUNDS of them (default 3).
+# LLAMA8: with llamacuda, QWISP_DEVICE_HOST_EXPERTS values timed under QWISP_DEVICE_VRAM=8
+#   against llama.cpp's --n-cpu-moe 26 (e.g. "0 2 4"; unset = not timed).
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
 #   built into its own object from this tree (make NVDEFS=-D...) and timed too.
 # In order, each step skipped when the time left (LIMIT) is short: build; the
@@ -162,6 +164,15 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
             for v in $BASES this; do
                 ts "qwisp CUDA $f $v: $(QWISP_CUDA_LIB=$(lib_of $v) $Q bench -m $S/$f.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
             done
+        done
+    done
+    # under 8 GB (LLAMA8, e.g. "0 2 4": QWISP_DEVICE_HOST_EXPERTS values): llama.cpp with
+    # 26 of 40 layers' experts on the CPU (what fits 8 GB), qwisp's streaming tier with each value
+    for round in 1 2; do
+        [ -n "${LLAMA8:-}" ] || break
+        ts "llama.cpp CUDA bigq --n-cpu-moe 26: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-bench-cuda -m $S/bigq.gguf -ngl 99 --n-cpu-moe 26 -t 16 -fa 1 -p 512 -n 128 -r 2 2>&1 | grep -E 'pp512|tg128' | awk -F'|' '{ print $(NF-2), $(NF-1) }' | tr -s ' ' | tr '\n' ' ')"
+        for h in $LLAMA8; do
+            ts "qwisp CUDA bigq VRAM=8 host_experts=$h: $(QWISP_DEVICE_VRAM=8 QWISP_DEVICE_HOST_EXPERTS=$h $Q bench -m $S/bigq.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
         done
     done
 fi
