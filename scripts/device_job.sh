@@ -156,6 +156,7 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
     # .devjob/llama-bench-cuda.xz; its libcublas / libnccl from the machine's pip packages.
     # The full-size file with the Qwen3 tokenizer (bigq, from the gen step), each engine
     # twice, alternated.
+    wait_bg # the bases' objects
     xz -dc .devjob/llama-bench-cuda.xz > /tmp/llama-bench-cuda && chmod +x /tmp/llama-bench-cuda
     NVLIBS=$(python3 -c 'import glob, site; print(":".join(d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")))' 2>/dev/null)
     for f in ${LLAMAFILES:-bigq a3b-q8_0}; do
