@@ -50,6 +50,9 @@ LLB=$!
 # returns at once (a bare `wait` would wait for the log's tee too, which never ends:
 # a job of 2026-12-06 hung there for its whole limit)
 wait_bg() { local p; p=$(jobs -p | grep -v "^$LLB$"); [ -z "$p" ] || wait $p 2>/dev/null; }
+# one `qwisp bench` of pp512 / tg128 on /dev/shm's file $1, reps $2, its two result lines
+# on one (the environment picks the object and settings)
+qbench() { $Q bench -m $S/$1.gguf -p 512 -n 128 -r $2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' '; }
 # the CUDA object of `this`, a base (base-REV) or an NVVAR build (nv-DEFINE)
 lib_of() { case $1 in base-*) echo /tmp/$1/build/libqwisp_cuda.so ;; nv-*) echo /tmp/$1/libqwisp_cuda.so ;; *) echo build/libqwisp_cuda.so ;; esac; }
 ts "build"
@@ -100,7 +103,7 @@ if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases an
         for v in $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
             set=QWISP_CUDA_LIB=$(lib_of $v); case $v in nv-*) ;; *=*) set="$set ${v//,/ }" ;; esac
             for f in $GPUFILES; do
-                ts "GPU $f $v: $(env $set $Q bench -m $S/$f.gguf -p 512 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+                ts "GPU $f $v: $(export $set; qbench $f 3)"
             done
         done
     done
@@ -159,11 +162,17 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
     wait_bg # the bases' objects
     xz -dc .devjob/llama-bench-cuda.xz > /tmp/llama-bench-cuda && chmod +x /tmp/llama-bench-cuda
     NVLIBS=$(python3 -c 'import glob, site; print(":".join(d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")))' 2>/dev/null)
+    # llama-bench of pp512 / tg128 on /dev/shm's file $1 with extra flags, its two results on one line
+    llama_cuda() {
+        local f=$1; shift
+        LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-bench-cuda -m $S/$f.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 2 "$@" 2>&1 |
+            grep -E 'pp512|tg128' | awk -F'|' '{ print $(NF-2), $(NF-1) }' | tr -s ' ' | tr '\n' ' '
+    }
     for f in ${LLAMAFILES:-bigq a3b-q8_0}; do
         for round in 1 2; do
-            ts "llama.cpp CUDA $f: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-bench-cuda -m $S/$f.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 2 2>&1 | grep -E 'pp512|tg128' | awk -F'|' '{ print $(NF-2), $(NF-1) }' | tr -s ' ' | tr '\n' ' ')"
+            ts "llama.cpp CUDA $f: $(llama_cuda $f)"
             for v in $BASES this; do
-                ts "qwisp CUDA $f $v: $(QWISP_CUDA_LIB=$(lib_of $v) $Q bench -m $S/$f.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+                ts "qwisp CUDA $f $v: $(QWISP_CUDA_LIB=$(lib_of $v) qbench $f 2)"
             done
         done
     done
@@ -171,9 +180,9 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
     # 26 of 40 layers' experts on the CPU (what fits 8 GB), qwisp's streaming tier with each value
     for round in 1 2; do
         [ -n "${LLAMA8:-}" ] || break
-        ts "llama.cpp CUDA bigq --n-cpu-moe 26: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-bench-cuda -m $S/bigq.gguf -ngl 99 --n-cpu-moe 26 -t 16 -fa 1 -p 512 -n 128 -r 2 2>&1 | grep -E 'pp512|tg128' | awk -F'|' '{ print $(NF-2), $(NF-1) }' | tr -s ' ' | tr '\n' ' ')"
+        ts "llama.cpp CUDA bigq --n-cpu-moe 26: $(llama_cuda bigq --n-cpu-moe 26 -t 16)"
         for h in $LLAMA8; do
-            ts "qwisp CUDA bigq VRAM=8 host_experts=$h: $(QWISP_DEVICE_VRAM=8 QWISP_DEVICE_HOST_EXPERTS=$h $Q bench -m $S/bigq.gguf -p 512 -n 128 -r 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' ')"
+            ts "qwisp CUDA bigq VRAM=8 host_experts=$h: $(QWISP_DEVICE_VRAM=8 QWISP_DEVICE_HOST_EXPERTS=$h qbench bigq 2)"
         done
     done
 fi
