@@ -7,7 +7,7 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite gputime ncu ncudec nsysdec lanes llamacuda amx vsllama bigvsllama big16
+#   amxtests suite gputime ncu ncudec nsysdec lanes llamacuda hostexp amx vsllama bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime with this tree's object, alternated with the bases.
@@ -33,7 +33,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite gputime ncu ncudec nsysdec lanes llamacuda amx vsllama bigvsllama big16}
+STEPS=${STEPS:-amxtests suite gputime ncu ncudec nsysdec lanes llamacuda hostexp amx vsllama bigvsllama big16}
 ALT=${ALT:-}
 GPUFILES=${GPUFILES:-big}  # gputime's files (in /dev/shm, from the gen step: big a3b-q8_0 a3b-q4_K bench-q8_0 ...)
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -187,6 +187,14 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
     done
 fi
 unset QWISP_BACKEND
+if step hostexp && [ -f bench/host_experts_speed.c ] && need 60 "host experts' speed"; then
+    # the host side of QWISP_DEVICE_HOST_EXPERTS alone on this host: N experts a layer, one token
+    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/host_experts_speed.c build/libqwisp.a \
+        $(pkg-config --libs libpcre2-8 libcjson libmicrohttpd liburing) -lm -pthread -o build/host_experts_speed &&
+    for t in 16 8; do for n in 2 4 8; do
+        ts "host experts big N=$n threads=$t: $(QWISP_BACKEND=cpu build/host_experts_speed $S/big.gguf $n $t 20 2>&1 | tail -1)"
+    done; done
+fi
 # ---- CPU: AMX vs AVX-512, and llama-bench ----
 if step amx || step vsllama || step bigvsllama; then ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log; fi
 LB=/tmp/qc/llama-bench/build/bin/llama-bench
