@@ -222,11 +222,16 @@ static int cmp_double(const void *a, const void *b) {
 
 typedef struct {
     double min, median, max;
+    const double *runs; /* every repetition's figure, in run order (the spread's shape: --json's "samples") */
+    long n;
 } stats3;
 
-static stats3 summarize(double *v, long n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    stats3 s = {v[0], n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[n - 1]};
+static stats3 summarize(const double *v, long n) {
+    double *sorted = qw_xmalloc((size_t)n * sizeof *sorted);
+    memcpy(sorted, v, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+    stats3 s = {sorted[0], n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]), sorted[n - 1], v, n};
+    free(sorted);
     return s;
 }
 
@@ -266,6 +271,8 @@ static void add_stats(cJSON *o, const char *name, stats3 s) {
     cJSON_AddNumberToObject(t, "min", s.min);
     cJSON_AddNumberToObject(t, "median", s.median);
     cJSON_AddNumberToObject(t, "max", s.max);
+    cJSON *runs = cJSON_AddArrayToObject(t, "samples");
+    for (long i = 0; i < s.n; i++) cJSON_AddItemToArray(runs, cJSON_CreateNumber(s.runs[i]));
 }
 
 /* Last-level cache size in bytes, 0 if unknown: the highest level in sysfs

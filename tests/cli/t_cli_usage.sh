@@ -165,6 +165,12 @@ import json, sys
 j = json.loads(sys.stdin.read()); t = j["tg_lanes"]
 ok = [x["lanes"] for x in t] == [1, 3, 8] and all(0 < x["agg_tok_s"]["min"] <= x["agg_tok_s"]["median"] <= x["agg_tok_s"]["max"] for x in t)
 sys.exit(0 if ok else 1)'; echo $?) "out: $out"
+check "bench --json: each test lists its repetitions' figures in run order, within min..max" $(echo "$out" | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+ok = all(len(s["samples"]) == 2 and s["min"] == min(s["samples"]) and s["max"] == max(s["samples"])
+         for s in [j["tg_tok_s"]] + [x["agg_tok_s"] for x in j["tg_lanes"]])
+sys.exit(0 if ok else 1)'; echo $?) "out: $out"
 expect "bench --lanes: the table names each test tg<N>@<B>" 0 "^tg6@3 .*aggregate of 3 lanes" -- "$Q" bench -m "$T/tiny.gguf" -p 0 -n 6 -r 1 --bw-mb 0 --lanes 3
 expect "bench --lanes 0 refused" 2 "--lanes.*0" -- "$Q" bench -m "$T/tiny.gguf" --lanes 0
 expect "bench --lanes with an empty item refused" 2 "--lanes '1,,2'" -- "$Q" bench -m "$T/tiny.gguf" --lanes 1,,2
