@@ -57,6 +57,11 @@ typedef struct cu_ctx {
     int32_t *h_sel, *h_order, *h_count;
     cu_tile *h_tiles;
     size_t h_cap, h_tiles_cap;
+    /* host experts (stream_experts): the step's xn, the host's assignments
+     * (token, expert, assignment index) and their output rows */
+    float *hx_xn, *hx_out;
+    int32_t *hx_tok, *hx_exp, *hx_asg;
+    size_t hx_cap; /* assignments they hold */
 } cu_ctx;
 
 #define P(b) ((float *)(b).p)
@@ -149,6 +154,11 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
     if (!c->h_count) c->h_count = (int32_t *)malloc(((size_t)hp->n_expert + 1) * 4);
     if (R * K + hp->n_expert > c->h_tiles_cap) {
         free(c->h_tiles);
+    free(c->hx_xn);
+    free(c->hx_out);
+    free(c->hx_tok);
+    free(c->hx_exp);
+    free(c->hx_asg);
         c->h_tiles_cap = R * K + hp->n_expert;
         c->h_tiles = (cu_tile *)malloc(c->h_tiles_cap * sizeof(cu_tile));
     }
@@ -453,26 +463,75 @@ static int build_tiles(cu_ctx *c, int e0, int e1, const int32_t *slot_of) {
     return nt;
 }
 
+/* Host experts (QWISP_DEVICE_HOST_EXPERTS = H): in a step of at most
+ * HOST_MAX_TOK tokens, each token's last H top-k picks (its lowest-weighted
+ * experts) are computed by the host from the mapped file while the GPU copies
+ * and runs the others; their output rows are copied up into `down`, where
+ * cu_moe_combine sums every row in top-k order as before.  Which picks go to
+ * the host depends on the routing alone, never on what the VRAM cache holds,
+ * so a run's bits do not depend on its history.  A prefill chunk's many
+ * tokens per expert are the GPU's. */
+enum { HOST_MAX_TOK = 8 };
+
+/* Host rows for n tokens' assignments: 0, or -1 + err. */
+static int host_scratch(cu_ctx *c, int n, qw_error *err) {
+    const size_t E = c->dm->hp.n_embd, nk = (size_t)n * c->dm->hp.n_expert_used;
+    if (nk <= c->hx_cap) return 0;
+    free(c->hx_xn), free(c->hx_out), free(c->hx_tok), free(c->hx_exp), free(c->hx_asg);
+    c->hx_xn = (float *)malloc((size_t)n * E * sizeof(float));
+    c->hx_out = (float *)malloc(nk * E * sizeof(float));
+    c->hx_tok = (int32_t *)malloc(nk * 4), c->hx_exp = (int32_t *)malloc(nk * 4), c->hx_asg = (int32_t *)malloc(nk * 4);
+    c->hx_cap = c->hx_xn && c->hx_out && c->hx_tok && c->hx_exp && c->hx_asg ? nk : 0;
+    return c->hx_cap ? 0 : cu_fail(err, "out of host memory for %zu host-expert rows", nk);
+}
+
+/* Runs the host's assignments (c->hx_*, nh of them) and queues their rows
+ * into `down` on s (the step's GPU work, already queued, runs meanwhile). */
+static int host_experts(cu_ctx *c, int il, int n, int nh, qw_error *err) {
+    cu_model *dm = c->dm;
+    const int E = dm->hp.n_embd;
+    if (dm->host_run(dm->host, il, c->hx_xn, n, c->hx_tok, c->hx_exp, nh, c->hx_out, err)) return -1;
+    dm->host_rows += (uint64_t)nh;
+    for (int i = 0; i < nh; i++) /* pageable: staged by the call, so hx_out is free once it returns */
+        CU_TRY(cudaMemcpyAsync(P(c->down) + (size_t)c->hx_asg[i] * E, c->hx_out + (size_t)i * E, (size_t)E * sizeof(float),
+                               cudaMemcpyHostToDevice, c->s),
+               err);
+    return 0;
+}
+
 /* Streaming tier: the routing read back, the assignments counting-sorted by
  * expert on the host, then the used experts in groups of at most `slots`:
  * each group copied into the slots (cu_model_load_experts), its tiles sent
- * up and computed before the next group reuses the slots. */
+ * up and computed before the next group reuses the slots.  The host's
+ * assignments (above) leave the sort and run beside the first group. */
 static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err) {
     cu_model *dm = c->dm;
-    const int X = dm->hp.n_expert, nk = n * dm->hp.n_expert_used;
+    const int X = dm->hp.n_expert, K = dm->hp.n_expert_used, nk = n * K;
+    const int H = n <= HOST_MAX_TOK ? dm->host_experts : 0; /* host picks a token: top-k ranks K-H.. */
     cudaStream_t s = c->s;
     cu_tile *d_tiles = (cu_tile *)c->tiles.p;
     CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
+    if (H) {
+        if (host_scratch(c, n, err)) return -1;
+        CU_TRY(cudaMemcpyAsync(c->hx_xn, P(c->xn), (size_t)n * dm->hp.n_embd * sizeof(float), cudaMemcpyDeviceToHost,
+                               s),
+               err);
+    }
     CU_TRY(cudaStreamSynchronize(s), err);
-    /* counting sort by expert; afterwards h_count[e] = end of e's run */
+    int nh = 0; /* the host's assignments */
+    for (int a = 0; a < nk; a++)
+        if (a % K >= K - H) c->hx_tok[nh] = a / K, c->hx_exp[nh] = c->h_sel[a], c->hx_asg[nh++] = a;
+    /* counting sort of the GPU's assignments by expert; afterwards h_count[e] = end of e's run */
     memset(c->h_count, 0, (size_t)X * 4);
-    for (int a = 0; a < nk; a++) c->h_count[c->h_sel[a]]++;
+    for (int a = 0; a < nk; a++)
+        if (a % K < K - H) c->h_count[c->h_sel[a]]++;
     for (int e = 0, acc = 0; e < X; e++) {
         const int m = c->h_count[e];
         c->h_count[e] = acc;
         acc += m;
     }
-    for (int a = 0; a < nk; a++) c->h_order[c->h_count[c->h_sel[a]]++] = a;
+    for (int a = 0; a < nk; a++)
+        if (a % K < K - H) c->h_order[c->h_count[c->h_sel[a]]++] = a;
     for (int e = 0; e < X;) {
         int32_t used[4096];
         int nu = 0, e1 = e;
@@ -485,10 +544,13 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
             const int nt = build_tiles(c, e, e1, L->slot_of);
             CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice, s), err);
             expert_tiles(c, L, d_tiles, nt, true, n, false, false);
+            if (nh && host_experts(c, il, n, nh, err)) return -1; /* while the GPU copies and computes */
+            nh = 0;
             CU_TRY(cudaStreamSynchronize(s), err);
         }
         e = e1;
     }
+    if (nh && host_experts(c, il, n, nh, err)) return -1; /* every pick was the host's */
     return 0;
 }
 
