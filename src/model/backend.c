@@ -153,6 +153,15 @@ int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err) {
     }
     m->backend = ops;
     m->dev = dm;
+    if (m->host_experts) { /* the resident tier (no expert slots) never calls the host: its threads go */
+        qw_device_stats st;
+        memset(&st, 0, sizeof st);
+        ops->model_stats(dm, &st);
+        if (!st.expert_slot_bytes) {
+            qw_host_experts_free(m->host_experts);
+            m->host_experts = NULL;
+        }
+    }
     pthread_mutex_lock(&g_active_lock);
     g_active = m;
     pthread_mutex_unlock(&g_active_lock);
