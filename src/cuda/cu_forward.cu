@@ -154,11 +154,6 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
     if (!c->h_count) c->h_count = (int32_t *)malloc(((size_t)hp->n_expert + 1) * 4);
     if (R * K + hp->n_expert > c->h_tiles_cap) {
         free(c->h_tiles);
-    free(c->hx_xn);
-    free(c->hx_out);
-    free(c->hx_tok);
-    free(c->hx_exp);
-    free(c->hx_asg);
         c->h_tiles_cap = R * K + hp->n_expert;
         c->h_tiles = (cu_tile *)malloc(c->h_tiles_cap * sizeof(cu_tile));
     }
@@ -203,6 +198,7 @@ void cu_ctx_free(void *p) {
     free(c->h_order);
     free(c->h_count);
     free(c->h_tiles);
+    free(c->hx_xn), free(c->hx_out), free(c->hx_tok), free(c->hx_exp), free(c->hx_asg);
     cudaStreamDestroy(c->s);
     free(c);
 }
