@@ -58,9 +58,9 @@ typedef struct cu_ctx {
     cu_tile *h_tiles;
     size_t h_cap, h_tiles_cap;
     /* host experts (stream_experts): the step's xn, the host's assignments
-     * (token, expert, assignment index) and their output rows */
+     * (token, expert: each token's last H picks in order) and their output rows */
     float *hx_xn, *hx_out;
-    int32_t *hx_tok, *hx_exp, *hx_asg;
+    int32_t *hx_tok, *hx_exp;
     size_t hx_cap; /* assignments they hold */
 } cu_ctx;
 
@@ -171,6 +171,14 @@ static int act_bufs(cu_ctx *c, dbuf **out) {
     return CTX_ACT_BUFS;
 }
 
+/* The host experts' scratch (stream_experts), page-locked in part. */
+static void host_scratch_free(cu_ctx *c) {
+    if (c->hx_xn) cudaFreeHost(c->hx_xn);
+    if (c->hx_out) cudaFreeHost(c->hx_out);
+    free(c->hx_tok), free(c->hx_exp);
+    c->hx_xn = c->hx_out = NULL, c->hx_tok = c->hx_exp = NULL, c->hx_cap = 0;
+}
+
 static void ctx_release(cu_ctx *c) {
     dbuf *all[CTX_ACT_BUFS];
     for (int i = 0, n = act_bufs(c, all); i < n; i++) cu_pool_free(all[i]->p);
@@ -198,7 +206,7 @@ void cu_ctx_free(void *p) {
     free(c->h_order);
     free(c->h_count);
     free(c->h_tiles);
-    free(c->hx_xn), free(c->hx_out), free(c->hx_tok), free(c->hx_exp), free(c->hx_asg);
+    host_scratch_free(c);
     cudaStreamDestroy(c->s);
     free(c);
 }
@@ -473,11 +481,13 @@ enum { HOST_MAX_TOK = 8 };
 static int host_scratch(cu_ctx *c, int n, qw_error *err) {
     const size_t E = c->dm->hp.n_embd, nk = (size_t)n * c->dm->hp.n_expert_used;
     if (nk <= c->hx_cap) return 0;
-    free(c->hx_xn), free(c->hx_out), free(c->hx_tok), free(c->hx_exp), free(c->hx_asg);
-    c->hx_xn = (float *)malloc((size_t)n * E * sizeof(float));
-    c->hx_out = (float *)malloc(nk * E * sizeof(float));
-    c->hx_tok = (int32_t *)malloc(nk * 4), c->hx_exp = (int32_t *)malloc(nk * 4), c->hx_asg = (int32_t *)malloc(nk * 4);
-    c->hx_cap = c->hx_xn && c->hx_out && c->hx_tok && c->hx_exp && c->hx_asg ? nk : 0;
+    host_scratch_free(c);
+    /* xn and the output rows page-locked: the copies down and up are then real
+     * DMA, queued without the driver staging them through its own buffers */
+    if (cudaMallocHost((void **)&c->hx_xn, (size_t)n * E * sizeof(float)) != cudaSuccess) c->hx_xn = NULL;
+    if (cudaMallocHost((void **)&c->hx_out, nk * E * sizeof(float)) != cudaSuccess) c->hx_out = NULL;
+    c->hx_tok = (int32_t *)malloc(nk * 4), c->hx_exp = (int32_t *)malloc(nk * 4);
+    c->hx_cap = c->hx_xn && c->hx_out && c->hx_tok && c->hx_exp ? nk : 0;
     return c->hx_cap ? 0 : cu_fail(err, "out of host memory for %zu host-expert rows", nk);
 }
 
@@ -488,10 +498,14 @@ static int host_experts(cu_ctx *c, int il, int n, int nh, qw_error *err) {
     const int E = dm->hp.n_embd;
     if (dm->host_run(dm->host, il, c->hx_xn, n, c->hx_tok, c->hx_exp, nh, c->hx_out, err)) return -1;
     dm->host_rows += (uint64_t)nh;
-    for (int i = 0; i < nh; i++) /* pageable: staged by the call, so hx_out is free once it returns */
-        CU_TRY(cudaMemcpyAsync(P(c->down) + (size_t)c->hx_asg[i] * E, c->hx_out + (size_t)i * E, (size_t)E * sizeof(float),
-                               cudaMemcpyHostToDevice, c->s),
-               err);
+    /* the host's rows are each token's last H of K, in order: one strided copy
+     * (n rows of H * E floats, K * E apart in `down`); hx_out is rewritten only
+     * after the next layer's stream sync */
+    const int K = dm->hp.n_expert_used, H = nh / n;
+    CU_TRY(cudaMemcpy2DAsync(P(c->down) + (size_t)(K - H) * E, (size_t)K * E * sizeof(float), c->hx_out,
+                             (size_t)H * E * sizeof(float), (size_t)H * E * sizeof(float), (size_t)n,
+                             cudaMemcpyHostToDevice, c->s),
+           err);
     return 0;
 }
 
@@ -516,7 +530,7 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
     CU_TRY(cudaStreamSynchronize(s), err);
     int nh = 0; /* the host's assignments */
     for (int a = 0; a < nk; a++)
-        if (a % K >= K - H) c->hx_tok[nh] = a / K, c->hx_exp[nh] = c->h_sel[a], c->hx_asg[nh++] = a;
+        if (a % K >= K - H) c->hx_tok[nh] = a / K, c->hx_exp[nh++] = c->h_sel[a];
     /* counting sort of the GPU's assignments by expert; afterwards h_count[e] = end of e's run */
     memset(c->h_count, 0, (size_t)X * 4);
     for (int a = 0; a < nk; a++)
