@@ -28,6 +28,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <time.h>
+
+#ifdef QW_HX_TIMING /* measuring (make NVDEFS=-DQW_HX_TIMING): where a streaming layer's host time goes */
+static double hx_t[5]; /* routing wait, sort+load queue, host run, final wait, layers */
+static double hx_now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + 1e-9 * ts.tv_nsec; }
+#define HX_MARK(i) do { const double t_ = hx_now(); hx_t[i] += t_ - hx_last; hx_last = t_; } while (0)
+#else
+#define HX_MARK(i) do { } while (0)
+#endif
 
 typedef struct dbuf {
     void *p;
@@ -194,6 +204,11 @@ void cu_ctx_free(void *p) {
     cu_ctx *c = (cu_ctx *)p;
     if (!c) return;
     cudaStreamSynchronize(c->s);
+#ifdef QW_HX_TIMING
+    if (hx_t[4] > 0)
+        fprintf(stderr, "hx timing: %.0f layers; us a layer: routing wait %.1f, sort+copies queued %.1f, host run %.1f, final wait %.1f\n",
+                hx_t[4], 1e6 * hx_t[0] / hx_t[4], 1e6 * hx_t[1] / hx_t[4], 1e6 * hx_t[2] / hx_t[4], 1e6 * hx_t[3] / hx_t[4]);
+#endif
     if (c->graph) cudaGraphExecDestroy(c->graph);
     if (c->h_pos) cudaFreeHost(c->h_pos);
     cu_pool_free(c->pos.p);
@@ -520,6 +535,10 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
     const int H = n <= HOST_MAX_TOK ? dm->host_experts : 0; /* host picks a token: top-k ranks K-H.. */
     cudaStream_t s = c->s;
     cu_tile *d_tiles = (cu_tile *)c->tiles.p;
+#ifdef QW_HX_TIMING
+    double hx_last = hx_now();
+    hx_t[4] += 1;
+#endif
     CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
     if (H) {
         if (host_scratch(c, n, err)) return -1;
@@ -528,6 +547,7 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
                err);
     }
     CU_TRY(cudaStreamSynchronize(s), err);
+    HX_MARK(0);
     int nh = 0; /* the host's assignments */
     for (int a = 0; a < nk; a++)
         if (a % K >= K - H) c->hx_tok[nh] = a / K, c->hx_exp[nh++] = c->h_sel[a];
@@ -554,9 +574,12 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
             const int nt = build_tiles(c, e, e1, L->slot_of);
             CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice, s), err);
             expert_tiles(c, L, d_tiles, nt, true, n, false, false);
+            HX_MARK(1);
             if (nh && host_experts(c, il, n, nh, err)) return -1; /* while the GPU copies and computes */
+            HX_MARK(2);
             nh = 0;
             CU_TRY(cudaStreamSynchronize(s), err);
+            HX_MARK(3);
         }
         e = e1;
     }
