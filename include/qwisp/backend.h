@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 9
+#define QW_BACKEND_ABI 10
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -46,6 +46,13 @@ typedef struct qw_backend_cfg {
     int32_t chunk;               /* QWISP_CHUNK: tokens per prefill chunk (the activations the tier reserves) */
     uint64_t stage_bytes;        /* QWISP_DEVICE_STAGE_MB in bytes: page-locked staging for pageable expert copies (0 = the driver's) */
     int pdl;                     /* QWISP_DEVICE_PDL: 1 = programmatic dependent launch where the device has it */
+    /* QWISP_DEVICE_HOST_EXPERTS: up to host_experts of a layer's experts that
+     * miss the VRAM cache computed by host_run(host, ...) (qw_host_experts_run:
+     * out[i] = expert[i]'s FFN of row tok[i] of xn) instead of copied; 0 = none */
+    int host_experts;
+    int (*host_run)(void *host, int il, const float *xn, int n_tok, const int32_t *tok, const int32_t *expert, int n,
+                    float *out, qw_error *err);
+    void *host;
 } qw_backend_cfg;
 
 /* Device memory and tier counters (one X-macro list, stats.h rows in backend.c). */
@@ -63,7 +70,8 @@ typedef struct qw_backend_cfg {
     X(expert_slot_bytes, CURRENT, BYTES, "expert_cache", "device_expert_cache_bytes", "streaming tier: VRAM expert cache") \
     X(expert_copies, TOTAL, COUNT, "expert_copies", "device_expert_copies_total", "streaming tier: experts copied host -> device") \
     X(expert_copy_bytes, TOTAL, BYTES, "expert_copy_bytes", "device_expert_copy_bytes_total", "streaming tier: bytes copied host -> device") \
-    X(expert_pinned_bytes, CURRENT, BYTES, "expert_pinned", "device_expert_pinned_bytes", "streaming tier: host expert bytes page-locked for DMA")
+    X(expert_pinned_bytes, CURRENT, BYTES, "expert_pinned", "device_expert_pinned_bytes", "streaming tier: host expert bytes page-locked for DMA") \
+    X(host_expert_rows, TOTAL, COUNT, "host_experts", "device_host_expert_rows_total", "streaming tier: expert outputs the host computed (QWISP_DEVICE_HOST_EXPERTS)")
 
 #define QW_DEVICE_STATS_FIELD(f, ...) uint64_t f;
 typedef struct qw_device_stats {

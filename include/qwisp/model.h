@@ -113,6 +113,9 @@ typedef struct qw_model {
      * qw_backend_attach, owned after (freed with the model) */
     const struct qw_backend_ops *backend;
     void *dev;
+    /* the host's expert runner the device side calls (QWISP_DEVICE_HOST_EXPERTS
+     * > 0: host_experts.h); NULL when off; owned like dev */
+    struct qw_host_experts *host_experts;
 } qw_model;
 
 /* Binds weight tensor `name` of g into *t after checking its type (computable;

@@ -72,6 +72,7 @@
     X(DEVICE_STAGE_MB, "QWISP_DEVICE_STAGE_MB", NULL, INT, "64", 0, 65536, "CUDA streaming tier, experts not page-locked: MB of page-locked buffers host threads fill from the mmaped file, so each expert copy is a DMA; 0 = the driver's pageable copies") \
     X(DEVICE_BATCH, "QWISP_DEVICE_BATCH", NULL, INT, "1", 0, 1, "CUDA, lanes path: 1 = the lanes' tokens of a step in one forward pass (every weight read once for all lanes), 0 = the lanes one after another (docs/cuda.md)") \
     X(DEVICE_PDL, "QWISP_DEVICE_PDL", NULL, INT, "1", 0, 1, "CUDA: 1 = each kernel launched while the one before it finishes (programmatic dependent launch, compute capability 9.0+; it waits for its inputs, so the same bits), 0 = plain launches") \
+    X(DEVICE_HOST_EXPERTS, "QWISP_DEVICE_HOST_EXPERTS", NULL, INT, "0", 0, 65536, "CUDA streaming tier, decode and lanes steps (8 tokens or fewer): the last N of each token's top-k picks are computed by the host CPU from the mapped file while the GPU copies and runs the others (those experts get the CPU kernels' bits); 0 = the GPU runs every pick") \
     X(DEVICE_MMA, "QWISP_DEVICE_MMA", NULL, ENUM, "auto", 0, 0, "CUDA int8 block matmuls: auto (tensor cores for grouped expert tiles and dense matmuls of more than 8 tokens, dp4a for decode and lanes steps) | always | off (dp4a); same bits every way") \
     X(TEST_REPLY_FILE, "QWISP_TEST_REPLY_FILE", NULL, STR, NULL, 0, 0, "tests only: serve/chat replies are this file's text (the model still runs)")
 

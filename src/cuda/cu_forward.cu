@@ -28,6 +28,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <time.h>
+
+#ifdef QW_HX_TIMING /* measuring (make NVDEFS=-DQW_HX_TIMING): where a streaming layer's host time goes */
+static double hx_t[5]; /* routing wait, sort+load queue, host run, final wait, layers */
+static double hx_now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + 1e-9 * ts.tv_nsec; }
+#define HX_MARK(i) do { const double t_ = hx_now(); hx_t[i] += t_ - hx_last; hx_last = t_; } while (0)
+#else
+#define HX_MARK(i) do { } while (0)
+#endif
 
 typedef struct dbuf {
     void *p;
@@ -57,6 +67,11 @@ typedef struct cu_ctx {
     int32_t *h_sel, *h_order, *h_count;
     cu_tile *h_tiles;
     size_t h_cap, h_tiles_cap;
+    /* host experts (stream_experts): the step's xn, the host's assignments
+     * (token, expert: each token's last H picks in order) and their output rows */
+    float *hx_xn, *hx_out;
+    int32_t *hx_tok, *hx_exp;
+    size_t hx_cap; /* assignments they hold */
 } cu_ctx;
 
 #define P(b) ((float *)(b).p)
@@ -166,6 +181,14 @@ static int act_bufs(cu_ctx *c, dbuf **out) {
     return CTX_ACT_BUFS;
 }
 
+/* The host experts' scratch (stream_experts), page-locked in part. */
+static void host_scratch_free(cu_ctx *c) {
+    if (c->hx_xn) cudaFreeHost(c->hx_xn);
+    if (c->hx_out) cudaFreeHost(c->hx_out);
+    free(c->hx_tok), free(c->hx_exp);
+    c->hx_xn = c->hx_out = NULL, c->hx_tok = c->hx_exp = NULL, c->hx_cap = 0;
+}
+
 static void ctx_release(cu_ctx *c) {
     dbuf *all[CTX_ACT_BUFS];
     for (int i = 0, n = act_bufs(c, all); i < n; i++) cu_pool_free(all[i]->p);
@@ -181,6 +204,11 @@ void cu_ctx_free(void *p) {
     cu_ctx *c = (cu_ctx *)p;
     if (!c) return;
     cudaStreamSynchronize(c->s);
+#ifdef QW_HX_TIMING
+    if (hx_t[4] > 0)
+        fprintf(stderr, "hx timing: %.0f layers; us a layer: routing wait %.1f, sort+copies queued %.1f, host run %.1f, final wait %.1f\n",
+                hx_t[4], 1e6 * hx_t[0] / hx_t[4], 1e6 * hx_t[1] / hx_t[4], 1e6 * hx_t[2] / hx_t[4], 1e6 * hx_t[3] / hx_t[4]);
+#endif
     if (c->graph) cudaGraphExecDestroy(c->graph);
     if (c->h_pos) cudaFreeHost(c->h_pos);
     cu_pool_free(c->pos.p);
@@ -193,6 +221,7 @@ void cu_ctx_free(void *p) {
     free(c->h_order);
     free(c->h_count);
     free(c->h_tiles);
+    host_scratch_free(c);
     cudaStreamDestroy(c->s);
     free(c);
 }
@@ -453,26 +482,86 @@ static int build_tiles(cu_ctx *c, int e0, int e1, const int32_t *slot_of) {
     return nt;
 }
 
+/* Host experts (QWISP_DEVICE_HOST_EXPERTS = H): in a step of at most
+ * HOST_MAX_TOK tokens, each token's last H top-k picks (its lowest-weighted
+ * experts) are computed by the host from the mapped file while the GPU copies
+ * and runs the others; their output rows are copied up into `down`, where
+ * cu_moe_combine sums every row in top-k order as before.  Which picks go to
+ * the host depends on the routing alone, never on what the VRAM cache holds,
+ * so a run's bits do not depend on its history.  A prefill chunk's many
+ * tokens per expert are the GPU's. */
+enum { HOST_MAX_TOK = 8 };
+
+/* Host rows for n tokens' assignments: 0, or -1 + err. */
+static int host_scratch(cu_ctx *c, int n, qw_error *err) {
+    const size_t E = c->dm->hp.n_embd, nk = (size_t)n * c->dm->hp.n_expert_used;
+    if (nk <= c->hx_cap) return 0;
+    host_scratch_free(c);
+    /* xn and the output rows page-locked: the copies down and up are then real
+     * DMA, queued without the driver staging them through its own buffers */
+    if (cudaMallocHost((void **)&c->hx_xn, (size_t)n * E * sizeof(float)) != cudaSuccess) c->hx_xn = NULL;
+    if (cudaMallocHost((void **)&c->hx_out, nk * E * sizeof(float)) != cudaSuccess) c->hx_out = NULL;
+    c->hx_tok = (int32_t *)malloc(nk * 4), c->hx_exp = (int32_t *)malloc(nk * 4);
+    c->hx_cap = c->hx_xn && c->hx_out && c->hx_tok && c->hx_exp ? nk : 0;
+    return c->hx_cap ? 0 : cu_fail(err, "out of host memory for %zu host-expert rows", nk);
+}
+
+/* Runs the host's assignments (c->hx_*, nh of them) and queues their rows
+ * into `down` on s (the step's GPU work, already queued, runs meanwhile). */
+static int host_experts(cu_ctx *c, int il, int n, int nh, qw_error *err) {
+    cu_model *dm = c->dm;
+    const int E = dm->hp.n_embd;
+    if (dm->host_run(dm->host, il, c->hx_xn, n, c->hx_tok, c->hx_exp, nh, c->hx_out, err)) return -1;
+    dm->host_rows += (uint64_t)nh;
+    /* the host's rows are each token's last H of K, in order: one strided copy
+     * (n rows of H * E floats, K * E apart in `down`); hx_out is rewritten only
+     * after the next layer's stream sync */
+    const int K = dm->hp.n_expert_used, H = nh / n;
+    CU_TRY(cudaMemcpy2DAsync(P(c->down) + (size_t)(K - H) * E, (size_t)K * E * sizeof(float), c->hx_out,
+                             (size_t)H * E * sizeof(float), (size_t)H * E * sizeof(float), (size_t)n,
+                             cudaMemcpyHostToDevice, c->s),
+           err);
+    return 0;
+}
+
 /* Streaming tier: the routing read back, the assignments counting-sorted by
  * expert on the host, then the used experts in groups of at most `slots`:
  * each group copied into the slots (cu_model_load_experts), its tiles sent
- * up and computed before the next group reuses the slots. */
+ * up and computed before the next group reuses the slots.  The host's
+ * assignments (above) leave the sort and run beside the first group. */
 static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err) {
     cu_model *dm = c->dm;
-    const int X = dm->hp.n_expert, nk = n * dm->hp.n_expert_used;
+    const int X = dm->hp.n_expert, K = dm->hp.n_expert_used, nk = n * K;
+    const int H = n <= HOST_MAX_TOK ? dm->host_experts : 0; /* host picks a token: top-k ranks K-H.. */
     cudaStream_t s = c->s;
     cu_tile *d_tiles = (cu_tile *)c->tiles.p;
+#ifdef QW_HX_TIMING
+    double hx_last = hx_now();
+    hx_t[4] += 1;
+#endif
     CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
+    if (H) {
+        if (host_scratch(c, n, err)) return -1;
+        CU_TRY(cudaMemcpyAsync(c->hx_xn, P(c->xn), (size_t)n * dm->hp.n_embd * sizeof(float), cudaMemcpyDeviceToHost,
+                               s),
+               err);
+    }
     CU_TRY(cudaStreamSynchronize(s), err);
-    /* counting sort by expert; afterwards h_count[e] = end of e's run */
+    HX_MARK(0);
+    int nh = 0; /* the host's assignments */
+    for (int a = 0; a < nk; a++)
+        if (a % K >= K - H) c->hx_tok[nh] = a / K, c->hx_exp[nh++] = c->h_sel[a];
+    /* counting sort of the GPU's assignments by expert; afterwards h_count[e] = end of e's run */
     memset(c->h_count, 0, (size_t)X * 4);
-    for (int a = 0; a < nk; a++) c->h_count[c->h_sel[a]]++;
+    for (int a = 0; a < nk; a++)
+        if (a % K < K - H) c->h_count[c->h_sel[a]]++;
     for (int e = 0, acc = 0; e < X; e++) {
         const int m = c->h_count[e];
         c->h_count[e] = acc;
         acc += m;
     }
-    for (int a = 0; a < nk; a++) c->h_order[c->h_count[c->h_sel[a]]++] = a;
+    for (int a = 0; a < nk; a++)
+        if (a % K < K - H) c->h_order[c->h_count[c->h_sel[a]]++] = a;
     for (int e = 0; e < X;) {
         int32_t used[4096];
         int nu = 0, e1 = e;
@@ -485,10 +574,16 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
             const int nt = build_tiles(c, e, e1, L->slot_of);
             CU_TRY(cudaMemcpyAsync(d_tiles, c->h_tiles, (size_t)nt * sizeof(cu_tile), cudaMemcpyHostToDevice, s), err);
             expert_tiles(c, L, d_tiles, nt, true, n, false, false);
+            HX_MARK(1);
+            if (nh && host_experts(c, il, n, nh, err)) return -1; /* while the GPU copies and computes */
+            HX_MARK(2);
+            nh = 0;
             CU_TRY(cudaStreamSynchronize(s), err);
+            HX_MARK(3);
         }
         e = e1;
     }
+    if (nh && host_experts(c, il, n, nh, err)) return -1; /* every pick was the host's */
     return 0;
 }
 

@@ -383,6 +383,11 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
                 for (int e = 0; e < hp->n_expert; e++) D->slot_of[e] = -1;
                 for (int q = 0; q < slots; q++) D->who[q] = -1;
             }
+            if (cfg->host_experts > 0 && cfg->host_run) {
+                dm->host_experts = cfg->host_experts < hp->n_expert_used ? cfg->host_experts : hp->n_expert_used;
+                dm->host_run = cfg->host_run;
+                dm->host = cfg->host;
+            }
             if (cfg->pin_host) pin_experts(dm, cfg->pin_host == 2);
             else snprintf(dm->pin_why, sizeof dm->pin_why, "QWISP_DEVICE_PIN=off");
             if (!dm->n_pinned) {
@@ -402,8 +407,9 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         if (dm->streaming)
             snprintf(dm->desc, sizeof dm->desc,
                      "cuda (%s): streaming tier, %.2f GB non-expert weights in VRAM + %d expert slots/layer (%.2f GB); "
-                     "%.2f GB of experts in host memory (%s); budget %.2f GB",
-                     prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9, copies, budget / 1e9);
+                     "%.2f GB of experts in host memory (%s); budget %.2f GB%s",
+                     prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9, copies, budget / 1e9,
+                     dm->host_experts ? "; the host computes each token's last picks (QWISP_DEVICE_HOST_EXPERTS)" : "");
         else
             snprintf(dm->desc, sizeof dm->desc, "cuda (%s): resident tier, %.2f GB of weights in VRAM; budget %.2f GB",
                      prop.name, arena / 1e9, budget / 1e9);
@@ -431,6 +437,7 @@ static void model_stats(void *p, qw_device_stats *s) {
     s->expert_copies = dm->copies;
     s->expert_copy_bytes = dm->copy_bytes;
     s->expert_pinned_bytes = dm->pinned_bytes;
+    s->host_expert_rows = dm->host_rows;
 }
 
 /* ---- the ops table (contexts and eval: cu_forward.cu) ---- */

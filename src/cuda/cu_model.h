@@ -48,6 +48,13 @@ typedef struct cu_model {
     uint64_t pinned_bytes;
     char pin_why[160]; /* why not, when the driver refused */
     cu_stager *stager;  /* not page-locked: copies staged through page-locked buffers (NULL = the driver's) */
+    /* streaming tier, QWISP_DEVICE_HOST_EXPERTS: each token's last host_experts
+     * top-k picks computed by the host (qw_backend_cfg's host_run) */
+    int host_experts;
+    uint64_t host_rows; /* expert outputs the host computed */
+    int (*host_run)(void *host, int il, const float *xn, int n_tok, const int32_t *tok, const int32_t *expert, int n,
+                    float *out, qw_error *err);
+    void *host;
     char desc[1024];
 } cu_model;
 

@@ -12,9 +12,11 @@
  * here, for `--json`, /metrics and the MEMDBG lines.
  */
 #include "qwisp/backend.h"
+#include "qwisp/host_experts.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
 #include "qwisp/stats.h"
+#include "qwisp/threadpool.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -118,6 +120,7 @@ static int cfg_from_options(int64_t kv_positions, qw_backend_cfg *cfg, qw_error 
     cfg->chunk = (int32_t)qw_opt_int(QW_OPT_CHUNK);
     cfg->stage_bytes = (uint64_t)qw_opt_int(QW_OPT_DEVICE_STAGE_MB) << 20;
     cfg->pdl = (int)qw_opt_int(QW_OPT_DEVICE_PDL);
+    cfg->host_experts = (int)qw_opt_int(QW_OPT_DEVICE_HOST_EXPERTS);
     return 0;
 }
 
@@ -134,14 +137,31 @@ int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err) {
     }
     qw_backend_cfg cfg;
     if (cfg_from_options(kv_positions, &cfg, err)) return -1;
+    if (cfg.host_experts > 0) { /* its threads: QWISP_THREADS, else every CPU (the GPU's host is otherwise idle) */
+        const int64_t nt = qw_opt_int(QW_OPT_THREADS);
+        m->host_experts = qw_host_experts_new(m, nt > 0 ? (int)nt : qw_cpu_count());
+        cfg.host_run = qw_host_experts_run;
+        cfg.host = m->host_experts;
+    }
     void *dm = ops->model_new(m, &cfg, &why);
     if (!dm) {
+        qw_host_experts_free(m->host_experts);
+        m->host_experts = NULL;
         if (kind == QW_BACKEND_CUDA) return qw_fail(err, "QWISP_BACKEND=cuda: %s", why.msg);
         qw_log(QW_LOG_WARN, "backend: cpu (the GPU cannot run this model: %s)", why.msg);
         return 0;
     }
     m->backend = ops;
     m->dev = dm;
+    if (m->host_experts) { /* the resident tier (no expert slots) never calls the host: its threads go */
+        qw_device_stats st;
+        memset(&st, 0, sizeof st);
+        ops->model_stats(dm, &st);
+        if (!st.expert_slot_bytes) {
+            qw_host_experts_free(m->host_experts);
+            m->host_experts = NULL;
+        }
+    }
     pthread_mutex_lock(&g_active_lock);
     g_active = m;
     pthread_mutex_unlock(&g_active_lock);
@@ -157,6 +177,8 @@ void qw_backend_detach(qw_model *m) {
     m->backend->model_free(m->dev);
     m->dev = NULL;
     m->backend = NULL;
+    qw_host_experts_free(m->host_experts); /* after the device side, which calls it */
+    m->host_experts = NULL;
 }
 
 bool qw_backend_active_stats(qw_device_stats *s) {

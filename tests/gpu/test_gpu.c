@@ -22,7 +22,11 @@
  *   - the lanes path's batched step (QWISP_DEVICE_BATCH=1) gives every
  *     sequence the logits of its tokens run alone, bit for bit;
  *   - kernels launched early (QWISP_DEVICE_PDL=1) give the logits of plain
- *     launches, bit for bit.
+ *     launches, bit for bit;
+ *   - host experts (QWISP_DEVICE_HOST_EXPERTS, streaming tier): the host
+ *     computes some of each decode token's experts; the greedy stream is the
+ *     CPU's on the shipped models, each step's logits near the GPU-only
+ *     ones', and a second run (another cache history) gives the same bits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -529,6 +533,64 @@ static void test_pdl(void **state) {
     set_opt(QW_OPT_DEVICE_PDL, "1");
 }
 
+/* QWISP_DEVICE_HOST_EXPERTS = K/2 on the streaming tier (n_expert_used
+ * slots): decode steps hand the last half of each token's picks to the host.
+ * Those rows carry the CPU kernels' bits, so the check is the GPU-vs-CPU one
+ * (the CPU's greedy stream on the trained models, top-1 of every step); which
+ * picks go to the host depends on the routing alone, so running the same
+ * stream again after the cache has moved gives the same bits. */
+static void test_host_experts(void **state) {
+    (void)state;
+    if (!gpu_or_skip("host experts")) return;
+    const char *models[] = {"models/default.gguf", "models/qwen35moe.gguf"};
+    for (int i = 0; i < 2; i++) {
+        qw_model *mc = load_on(models[i], "cpu", NULL);
+        const int V = mc->hp.n_vocab, K = mc->hp.n_expert_used;
+        char slots[16], host[16];
+        snprintf(slots, sizeof slots, "%d", K);
+        snprintf(host, sizeof host, "%d", K / 2 > 0 ? K / 2 : 1);
+        qw_model *mg = load_on(models[i], "cuda", slots);
+        set_opt(QW_OPT_DEVICE_HOST_EXPERTS, host);
+        qw_model *mh = load_on(models[i], "cuda", slots);
+        set_opt(QW_OPT_DEVICE_HOST_EXPERTS, "0");
+        assert_non_null(mg->dev), assert_non_null(mh->dev);
+        int32_t ids_c[N_PROMPT + N_GEN], ids_g[N_PROMPT + N_GEN], ids_h[2][N_PROMPT + N_GEN];
+        for (int j = 0; j < N_PROMPT; j++)
+            ids_c[j] = ids_g[j] = ids_h[0][j] = ids_h[1][j] = (int32_t)((1000 + 7919 * j) % (V > 300 ? 300 : V));
+        float *sg = malloc((size_t)N_GEN * V * sizeof(float)), *sh[2];
+        greedy(mc, ids_c, NULL);
+        greedy(mg, ids_g, sg);
+        for (int r = 0; r < 2; r++) {
+            sh[r] = malloc((size_t)N_GEN * V * sizeof(float));
+            greedy(mh, ids_h[r], sh[r]);
+        }
+        const qw_device_stats st = qw_backend_stats(mh);
+        double maxd = 0, maxl = 0;
+        int agree = 0;
+        for (int r = 0; r < N_GEN; r++) {
+            const float *a = sg + (size_t)r * V, *b = sh[0] + (size_t)r * V;
+            for (int j = 0; j < V; j++) {
+                maxd = fmax(maxd, fabs((double)a[j] - b[j]));
+                maxl = fmax(maxl, fabs((double)a[j]));
+            }
+            agree += argmax(a, V) == argmax(b, V);
+        }
+        int same = 0;
+        while (same < N_GEN && ids_c[N_PROMPT + same] == ids_h[0][N_PROMPT + same]) same++;
+        printf("INFO: %s: host experts %s of %d: %llu host rows; vs GPU-only steps max|d| %.3g (max|logit| %.3g), "
+               "top-1 %d/%d; greedy %d/%d equal to the CPU's\n",
+               models[i], host, K, (unsigned long long)st.host_expert_rows, maxd, maxl, agree, N_GEN, same, N_GEN);
+        assert_true(st.host_expert_rows >= (uint64_t)(2 * (N_GEN - 1) * mh->hp.n_layer * atoi(host)));
+        assert_true(maxd / (maxl > 0 ? maxl : 1) < 1e-1);
+        assert_true(agree * 100 >= 99 * N_GEN);
+        assert_int_equal(same, N_GEN);
+        assert_memory_equal(ids_h[0], ids_h[1], sizeof ids_h[0]);
+        assert_memory_equal(sh[0], sh[1], (size_t)N_GEN * V * sizeof(float));
+        free(sg), free(sh[0]), free(sh[1]);
+        qw_model_free(mh), qw_model_free(mg), qw_model_free(mc);
+    }
+}
+
 int main(void) {
     qw_error err = {{0}};
     if (qw_options_init(&err)) {
@@ -558,7 +620,7 @@ int main(void) {
     static char buf[8192];
     snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
     enum { MAX_MODELS = 64 };
-    struct CMUnitTest tests[9 + MAX_MODELS] = {
+    struct CMUnitTest tests[10 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
@@ -566,11 +628,12 @@ int main(void) {
         cmocka_unit_test(test_state_io),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_pdl),
+        cmocka_unit_test(test_host_experts),
         {"test_long_decode(default)", test_long_decode, NULL, NULL, (void *)"models/default.gguf"},
         {"test_long_decode(qwen35moe)", test_long_decode, NULL, NULL, (void *)"models/qwen35moe.gguf"},
     };
-    size_t n = 9;
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 9 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
+    size_t n = 10;
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 10 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
         tests[n++] = (struct CMUnitTest){p, test_gpu_vs_cpu, NULL, NULL, p};
         if (!g_ops) break; /* no GPU: one SKIP line, not one a model */
     }

@@ -1,5 +1,6 @@
 /* model_testlib.h — helpers shared by the model tests (static; include
- * after cmocka.h):
+ * after cmocka.h; static inline, so a test that uses some of them builds
+ * without unused-function warnings):
  *   max_abs_diff        the largest |a[i] - b[i]| of two logit rows;
  *   write_gguf_variant  copies a GGUF's metadata (string, f32 and integer
  *                       keys) and tensor table with one tensor left out and/or
@@ -25,7 +26,7 @@
 /* Returns normally when the program should run its tests at the knob's level
  * (or at the best level when the knob is unset or "auto"); exits 0 with one
  * SKIP line when the CPU cannot run the level asked for, 2 on a bad knob. */
-static void simd_from_knob(const char *prog) {
+static inline void simd_from_knob(const char *prog) {
     qw_error err = {0};
     if (qw_options_init(&err)) {
         fprintf(stderr, "%s: %s\n", prog, err.msg);
@@ -46,7 +47,7 @@ static void simd_from_knob(const char *prog) {
 
 /* NaN or infinity on either side counts as an infinite difference (fmaxf
  * would silently drop a NaN). */
-static float max_abs_diff(const float *a, const float *b, int n) {
+static inline float max_abs_diff(const float *a, const float *b, int n) {
     float m = 0;
     for (int i = 0; i < n; i++) {
         const float d = fabsf(a[i] - b[i]);
@@ -56,7 +57,7 @@ static float max_abs_diff(const float *a, const float *b, int n) {
     return m;
 }
 
-static void write_gguf_variant(const char *src, const char *dst, const char *drop_tensor, const char *add_key) {
+static inline void write_gguf_variant(const char *src, const char *dst, const char *drop_tensor, const char *add_key) {
     qw_error err = {0};
     qw_gguf *g = qw_gguf_open(src, &err);
     assert_non_null(g);
