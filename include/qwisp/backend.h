@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 10
+#define QW_BACKEND_ABI 11
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -50,6 +50,9 @@ typedef struct qw_backend_cfg {
      * miss the VRAM cache computed by host_run(host, ...) (qw_host_experts_run:
      * out[i] = expert[i]'s FFN of row tok[i] of xn) instead of copied; 0 = none */
     int host_experts;
+    /* QWISP_DEVICE_MISSES=host: in those steps every pick whose expert is not in
+     * a fixed VRAM set (loaded once) goes to host_run; prefill chunks still copy */
+    int host_misses;
     int (*host_run)(void *host, int il, const float *xn, int n_tok, const int32_t *tok, const int32_t *expert, int n,
                     float *out, qw_error *err);
     void *host;

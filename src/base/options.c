@@ -44,6 +44,7 @@ static const char *enum_words(qw_opt id) {
     case QW_OPT_EXPERT_POLICY: return "lfu|lru";
     case QW_OPT_BACKEND: return "auto|cpu|cuda";
     case QW_OPT_DEVICE_PIN: return "auto|on|off";
+    case QW_OPT_DEVICE_MISSES: return "copy|host";
     case QW_OPT_DEVICE_MMA: return "auto|always|off";
     default: return "";
     }

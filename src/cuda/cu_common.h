@@ -306,6 +306,8 @@ void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n);
 /* g[a] = silu(g[a]) * u[a] for the rows a of the tiles (rows of f). */
 void cu_swiglu_tiles(cudaStream_t s, float *g, const float *u, const cu_tile *tiles, int n_tiles, int f);
 void cu_sigmoid_mul(cudaStream_t s, float *a, const float *g, int n_tok, int n_head, int d, int g_stride);
+/* down[idx[i]] = rows[i] (rows of E floats), i < n: the host's expert rows into their places. */
+void cu_scatter_rows(cudaStream_t s, float *down, const float *rows, const int32_t *idx, int n, int E);
 /* x[t] += sum_s down[t*k+s]*selw[t*k+s] (top-k order) [+ sd[t]*sigmoid(sgate[t])]. */
 void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *selw, const float *sd,
                     const float *sgate, int n_tok, int k, int n_embd);

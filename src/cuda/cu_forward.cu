@@ -69,9 +69,10 @@ typedef struct cu_ctx {
     size_t h_cap, h_tiles_cap;
     /* host experts (stream_experts): the step's xn, the host's assignments
      * (token, expert: each token's last H picks in order) and their output rows */
-    float *hx_xn, *hx_out;
-    int32_t *hx_tok, *hx_exp;
+    float *hx_xn, *hx_out; /* hx_out: the rows, then their places in `down` (hx_asg), one page-locked block */
+    int32_t *hx_tok, *hx_exp, *hx_asg;
     size_t hx_cap; /* assignments they hold */
+    dbuf hxd;      /* the device's copy of hx_out's block, scattered into `down` */
 } cu_ctx;
 
 #define P(b) ((float *)(b).p)
@@ -171,12 +172,12 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
 }
 
 /* The context's activation buffers (not KV or state): out[] gets them, the count is returned. */
-enum { CTX_ACT_BUFS = 29 };
+enum { CTX_ACT_BUFS = 30 };
 static int act_bufs(cu_ctx *c, dbuf **out) {
     dbuf *all[CTX_ACT_BUFS] = {&c->tok,  &c->x,     &c->xn,  &c->q,  &c->qg,    &c->kc,     &c->vc,  &c->att,
                                &c->router, &c->sel, &c->selw, &c->gate, &c->up, &c->down,  &c->tiles, &c->mix,
                                &c->cv,   &c->z,     &c->beta, &c->alpha, &c->o, &c->sg,    &c->su,    &c->sd,
-                               &c->sgate, &c->logits, &c->q8x, &c->q8d, &c->asc};
+                               &c->sgate, &c->logits, &c->q8x, &c->q8d, &c->asc, &c->hxd};
     memcpy(out, all, sizeof all);
     return CTX_ACT_BUFS;
 }
@@ -186,7 +187,7 @@ static void host_scratch_free(cu_ctx *c) {
     if (c->hx_xn) cudaFreeHost(c->hx_xn);
     if (c->hx_out) cudaFreeHost(c->hx_out);
     free(c->hx_tok), free(c->hx_exp);
-    c->hx_xn = c->hx_out = NULL, c->hx_tok = c->hx_exp = NULL, c->hx_cap = 0;
+    c->hx_xn = c->hx_out = NULL, c->hx_tok = c->hx_exp = c->hx_asg = NULL, c->hx_cap = 0;
 }
 
 static void ctx_release(cu_ctx *c) {
@@ -494,34 +495,46 @@ enum { HOST_MAX_TOK = 8 };
 
 /* Host rows for n tokens' assignments: 0, or -1 + err. */
 static int host_scratch(cu_ctx *c, int n, qw_error *err) {
-    const size_t E = c->dm->hp.n_embd, nk = (size_t)n * c->dm->hp.n_expert_used;
+    const size_t E = c->dm->hp.n_embd, nk = (size_t)n * c->dm->hp.n_expert_used, block = nk * (E * sizeof(float) + 4);
     if (nk <= c->hx_cap) return 0;
     host_scratch_free(c);
-    /* xn and the output rows page-locked: the copies down and up are then real
-     * DMA, queued without the driver staging them through its own buffers */
+    /* xn and the rows page-locked: the copies down and up are then real DMA,
+     * queued without the driver staging them through its own buffers */
     if (cudaMallocHost((void **)&c->hx_xn, (size_t)n * E * sizeof(float)) != cudaSuccess) c->hx_xn = NULL;
-    if (cudaMallocHost((void **)&c->hx_out, nk * E * sizeof(float)) != cudaSuccess) c->hx_out = NULL;
+    if (cudaMallocHost((void **)&c->hx_out, block) != cudaSuccess) c->hx_out = NULL;
     c->hx_tok = (int32_t *)malloc(nk * 4), c->hx_exp = (int32_t *)malloc(nk * 4);
     c->hx_cap = c->hx_xn && c->hx_out && c->hx_tok && c->hx_exp ? nk : 0;
-    return c->hx_cap ? 0 : cu_fail(err, "out of host memory for %zu host-expert rows", nk);
+    if (!c->hx_cap) return cu_fail(err, "out of host memory for %zu host-expert rows", nk);
+    c->hx_asg = (int32_t *)(c->hx_out + nk * E);
+    return grow(&c->hxd, block, err);
 }
 
-/* Runs the host's assignments (c->hx_*, nh of them) and queues their rows
- * into `down` on s (the step's GPU work, already queued, runs meanwhile). */
+/* Runs the host's assignments (c->hx_*, nh of them: token, expert and place
+ * in `down`) and queues their rows into `down` on s, one copy of the block
+ * and a scatter (the step's GPU work, already queued, runs meanwhile); the
+ * block is rewritten only after the next layer's stream sync. */
 static int host_experts(cu_ctx *c, int il, int n, int nh, qw_error *err) {
     cu_model *dm = c->dm;
-    const int E = dm->hp.n_embd;
+    const size_t E = dm->hp.n_embd;
     if (dm->host_run(dm->host, il, c->hx_xn, n, c->hx_tok, c->hx_exp, nh, c->hx_out, err)) return -1;
     dm->host_rows += (uint64_t)nh;
-    /* the host's rows are each token's last H of K, in order: one strided copy
-     * (n rows of H * E floats, K * E apart in `down`); hx_out is rewritten only
-     * after the next layer's stream sync */
-    const int K = dm->hp.n_expert_used, H = nh / n;
-    CU_TRY(cudaMemcpy2DAsync(P(c->down) + (size_t)(K - H) * E, (size_t)K * E * sizeof(float), c->hx_out,
-                             (size_t)H * E * sizeof(float), (size_t)H * E * sizeof(float), (size_t)n,
-                             cudaMemcpyHostToDevice, c->s),
-           err);
+    const size_t rows = (size_t)nh * E * sizeof(float);
+    float *d_rows = P(c->hxd);
+    int32_t *d_asg = (int32_t *)((uint8_t *)c->hxd.p + c->hx_cap * E * sizeof(float));
+    CU_TRY(cudaMemcpyAsync(d_rows, c->hx_out, rows, cudaMemcpyHostToDevice, c->s), err);
+    CU_TRY(cudaMemcpyAsync(d_asg, c->hx_asg, (size_t)nh * 4, cudaMemcpyHostToDevice, c->s), err);
+    cu_scatter_rows(c->s, P(c->down), d_rows, d_asg, nh, (int)E);
     return 0;
+}
+
+/* Whether assignment a (of a step of n tokens) is the host's: QWISP_DEVICE_MISSES=host
+ * gives it every pick outside the fixed slots, QWISP_DEVICE_HOST_EXPERTS each
+ * token's last H ranks; either only in steps of at most HOST_MAX_TOK tokens. */
+static bool host_pick(const cu_model *dm, const cu_layer *L, int n, int a, int32_t e) {
+    if (n > HOST_MAX_TOK || !dm->host_run) return false;
+    if (dm->host_misses) return !(L->slot_of[e] >= 0 && L->slot_of[e] < dm->n_fixed);
+    const int K = dm->hp.n_expert_used;
+    return a % K >= K - dm->host_experts;
 }
 
 /* Streaming tier: the routing read back, the assignments counting-sorted by
@@ -532,7 +545,8 @@ static int host_experts(cu_ctx *c, int il, int n, int nh, qw_error *err) {
 static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error *err) {
     cu_model *dm = c->dm;
     const int X = dm->hp.n_expert, K = dm->hp.n_expert_used, nk = n * K;
-    const int H = n <= HOST_MAX_TOK ? dm->host_experts : 0; /* host picks a token: top-k ranks K-H.. */
+    const bool host = n <= HOST_MAX_TOK && dm->host_run && (dm->host_misses || dm->host_experts);
+    const int scratch = dm->slots - dm->n_fixed; /* slots a group may copy into */
     cudaStream_t s = c->s;
     cu_tile *d_tiles = (cu_tile *)c->tiles.p;
 #ifdef QW_HX_TIMING
@@ -540,7 +554,7 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
     hx_t[4] += 1;
 #endif
     CU_TRY(cudaMemcpyAsync(c->h_sel, c->sel.p, (size_t)nk * 4, cudaMemcpyDeviceToHost, s), err);
-    if (H) {
+    if (host) {
         if (host_scratch(c, n, err)) return -1;
         CU_TRY(cudaMemcpyAsync(c->hx_xn, P(c->xn), (size_t)n * dm->hp.n_embd * sizeof(float), cudaMemcpyDeviceToHost,
                                s),
@@ -548,27 +562,38 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
     }
     CU_TRY(cudaStreamSynchronize(s), err);
     HX_MARK(0);
-    int nh = 0; /* the host's assignments */
-    for (int a = 0; a < nk; a++)
-        if (a % K >= K - H) c->hx_tok[nh] = a / K, c->hx_exp[nh++] = c->h_sel[a];
-    /* counting sort of the GPU's assignments by expert; afterwards h_count[e] = end of e's run */
+    /* the host's assignments out; a counting sort of the GPU's by expert
+     * (afterwards h_count[e] = end of e's run; h_sel[a] = -1 marks the host's) */
+    int nh = 0;
     memset(c->h_count, 0, (size_t)X * 4);
-    for (int a = 0; a < nk; a++)
-        if (a % K < K - H) c->h_count[c->h_sel[a]]++;
+    for (int a = 0; a < nk; a++) {
+        const int32_t e = c->h_sel[a];
+        if (host && host_pick(dm, L, n, a, e)) {
+            c->hx_tok[nh] = a / K, c->hx_exp[nh] = e, c->hx_asg[nh++] = a;
+            c->h_sel[a] = -1;
+        } else {
+            c->h_count[e]++;
+        }
+    }
     for (int e = 0, acc = 0; e < X; e++) {
         const int m = c->h_count[e];
         c->h_count[e] = acc;
         acc += m;
     }
     for (int a = 0; a < nk; a++)
-        if (a % K < K - H) c->h_order[c->h_count[c->h_sel[a]]++] = a;
+        if (c->h_sel[a] >= 0) c->h_order[c->h_count[c->h_sel[a]]++] = a;
+    /* groups of used experts: a fixed slot's expert always fits, the others
+     * take one of the `scratch` slots the group may copy into */
     for (int e = 0; e < X;) {
         int32_t used[4096];
-        int nu = 0, e1 = e;
-        while (e1 < X && nu < dm->slots) {
-            if (c->h_count[e1] > (e1 ? c->h_count[e1 - 1] : 0)) used[nu++] = e1;
-            e1++;
+        int nu = 0, ns = 0, e1 = e;
+        for (; e1 < X && nu < 4096; e1++) {
+            if (c->h_count[e1] == (e1 ? c->h_count[e1 - 1] : 0)) continue;
+            const bool fixed = L->slot_of[e1] >= 0 && L->slot_of[e1] < dm->n_fixed;
+            if (!fixed && ns == scratch) break;
+            used[nu++] = e1, ns += !fixed;
         }
+        if (!nu && e1 < X) return cu_fail(err, "layer %d: no expert slot left to copy into", il);
         if (nu) {
             if (cu_model_load_experts(dm, il, used, nu, s, err)) return -1;
             const int nt = build_tiles(c, e, e1, L->slot_of);
@@ -584,6 +609,7 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
         e = e1;
     }
     if (nh && host_experts(c, il, n, nh, err)) return -1; /* every pick was the host's */
+    HX_MARK(2);
     return 0;
 }
 

@@ -108,7 +108,7 @@ static int copy_in(cu_model *dm, uint8_t *dst, const uint8_t *src, size_t n, cud
  * next use copies again (a failed copy never leaves a slot claiming an
  * expert it does not hold).  Returns -1. */
 static int forget_slots(cu_model *dm, cu_layer *D) {
-    for (int q = 0; q < dm->slots; q++) {
+    for (int q = dm->n_fixed; q < dm->slots; q++) { /* the fixed set is never a copy's target */
         if (D->who[q] >= 0) D->slot_of[D->who[q]] = -1;
         D->who[q] = -1;
         D->stamp[q] = 0;
@@ -126,7 +126,7 @@ int cu_model_load_experts(cu_model *dm, int il, const int32_t *experts, int n, c
         const int e = experts[i];
         if (D->slot_of[e] >= 0) continue;
         int victim = -1;
-        for (int q = 0; q < dm->slots; q++)
+        for (int q = dm->n_fixed; q < dm->slots; q++)
             if (D->stamp[q] != mark && (victim < 0 || D->stamp[q] < D->stamp[victim])) victim = q;
         if (victim < 0) return cu_fail(err, "layer %d: %d experts in one group exceed %d slots", il, n, dm->slots);
         if (D->who[victim] >= 0) D->slot_of[D->who[victim]] = -1;
@@ -270,6 +270,27 @@ static void free_dm(cu_model *dm) {
     free(dm);
 }
 
+/* QWISP_DEVICE_MISSES=host: slots [0, F) of every layer get experts 0 .. F-1
+ * for good, F = slots less the scratch prefill copies through (2 top-k's
+ * worth, or all slots when fewer): which picks the GPU runs in decode then
+ * depends on the routing alone, never on what earlier steps copied. */
+static int load_fixed(cu_model *dm, const qw_backend_cfg *cfg, qw_error *err) {
+    const int K = dm->hp.n_expert_used, scratch = 2 * K < dm->slots ? 2 * K : dm->slots;
+    const int F = dm->slots - scratch < dm->hp.n_expert ? dm->slots - scratch : dm->hp.n_expert;
+    int32_t *ids = (int32_t *)malloc((size_t)(F > 0 ? F : 1) * sizeof(int32_t));
+    if (!ids) return cu_fail(err, "out of host memory");
+    for (int e = 0; e < F; e++) ids[e] = e;
+    for (int il = 0; il < dm->hp.n_layer && F > 0; il++)
+        if (cu_model_load_experts(dm, il, ids, F, 0, err)) return free(ids), -1;
+    free(ids);
+    if (cudaStreamSynchronize(0) != cudaSuccess) return cu_fail(err, "loading the fixed experts: %s", cudaGetErrorString(cudaGetLastError()));
+    dm->n_fixed = F;
+    dm->host_misses = 1;
+    dm->host_run = cfg->host_run;
+    dm->host = cfg->host;
+    return 0;
+}
+
 static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *err) {
     if (check_model(m, err)) return NULL;
     cu_pool_config(cfg);
@@ -401,15 +422,28 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
                              cu_stager_bytes(dm->stager) / 1e6, cu_stager_threads(dm->stager));
                 snprintf(copies, sizeof copies, "pageable: %s; %s", dm->pin_why, how);
             }
+            /* after the pinning and the stager: the fixed set is copied in as any expert */
+            if (cfg->host_misses && cfg->host_run && load_fixed(dm, cfg, err)) goto fail;
         }
         cudaDeviceProp prop;
         cudaGetDeviceProperties(&prop, 0);
+        char fixed_note[200] = "";
+        if (dm->host_misses && dm->n_fixed > 0)
+            snprintf(fixed_note, sizeof fixed_note,
+                     "; experts 0-%d of each layer fixed in slots, the host computes the other picks of decode "
+                     "(QWISP_DEVICE_MISSES=host)",
+                     dm->n_fixed - 1);
+        else if (dm->host_misses)
+            snprintf(fixed_note, sizeof fixed_note,
+                     "; no slots to spare for fixed experts, the host computes every pick of decode (QWISP_DEVICE_MISSES=host)");
+        else if (dm->host_experts)
+            snprintf(fixed_note, sizeof fixed_note, "; the host computes each token's last picks (QWISP_DEVICE_HOST_EXPERTS)");
         if (dm->streaming)
             snprintf(dm->desc, sizeof dm->desc,
                      "cuda (%s): streaming tier, %.2f GB non-expert weights in VRAM + %d expert slots/layer (%.2f GB); "
                      "%.2f GB of experts in host memory (%s); budget %.2f GB%s",
                      prop.name, dense / 1e9, dm->slots, dm->slot_bytes / 1e9, experts / 1e9, copies, budget / 1e9,
-                     dm->host_experts ? "; the host computes each token's last picks (QWISP_DEVICE_HOST_EXPERTS)" : "");
+                     fixed_note);
         else
             snprintf(dm->desc, sizeof dm->desc, "cuda (%s): resident tier, %.2f GB of weights in VRAM; budget %.2f GB",
                      prop.name, arena / 1e9, budget / 1e9);

@@ -361,6 +361,17 @@ __global__ void moe_combine_kernel(float *x, const float *down, const float *sel
     }
 }
 
+__global__ void scatter_rows_kernel(float *down, const float *rows, const int32_t *idx, int E) {
+    cu_pdl_enter();
+    const int i = blockIdx.y, d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d < E) down[(size_t)idx[i] * E + d] = rows[(size_t)i * E + d];
+}
+
+void cu_scatter_rows(cudaStream_t s, float *down, const float *rows, const int32_t *idx, int n, int E) {
+    if (n <= 0) return;
+    cu_launch(scatter_rows_kernel, dim3((E + 255) / 256, n), 256, 0, s, down, rows, idx, E);
+}
+
 void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *selw, const float *sd,
                     const float *sgate, int n_tok, int k, int n_embd) {
     if (n_tok <= 0) return;

@@ -121,6 +121,8 @@ static int cfg_from_options(int64_t kv_positions, qw_backend_cfg *cfg, qw_error 
     cfg->stage_bytes = (uint64_t)qw_opt_int(QW_OPT_DEVICE_STAGE_MB) << 20;
     cfg->pdl = (int)qw_opt_int(QW_OPT_DEVICE_PDL);
     cfg->host_experts = (int)qw_opt_int(QW_OPT_DEVICE_HOST_EXPERTS);
+    const char *misses = qw_opt_str(QW_OPT_DEVICE_MISSES);
+    cfg->host_misses = misses && !strcmp(misses, "host");
     return 0;
 }
 
@@ -137,7 +139,7 @@ int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err) {
     }
     qw_backend_cfg cfg;
     if (cfg_from_options(kv_positions, &cfg, err)) return -1;
-    if (cfg.host_experts > 0) { /* its threads: QWISP_THREADS, else every CPU (the GPU's host is otherwise idle) */
+    if (cfg.host_experts > 0 || cfg.host_misses) { /* its threads: QWISP_THREADS, else every CPU (the GPU's host is otherwise idle) */
         const int64_t nt = qw_opt_int(QW_OPT_THREADS);
         m->host_experts = qw_host_experts_new(m, nt > 0 ? (int)nt : qw_cpu_count());
         cfg.host_run = qw_host_experts_run;

@@ -26,7 +26,10 @@
  *   - host experts (QWISP_DEVICE_HOST_EXPERTS, streaming tier): the host
  *     computes some of each decode token's experts; the greedy stream is the
  *     CPU's on the shipped models, each step's logits near the GPU-only
- *     ones', and a second run (another cache history) gives the same bits.
+ *     ones', and a second run (another cache history) gives the same bits;
+ *   - the host computing the misses (QWISP_DEVICE_MISSES=host): decode copies
+ *     nothing, the greedy stream is the CPU's, a long prefill between two
+ *     runs changes no bit, and the prefill's logits are the copies-only tier's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -591,6 +594,59 @@ static void test_host_experts(void **state) {
     }
 }
 
+/* QWISP_DEVICE_MISSES=host on the streaming tier (3/4 of the experts in
+ * slots: two top-k's of scratch, the rest fixed): decode steps run the fixed
+ * experts' picks on the GPU and the others on the host, copying nothing; the
+ * greedy stream is the CPU's, and a run after a long prefill (which copies
+ * through the scratch slots) gives the same bits, since which picks are the
+ * host's depends on the routing alone.  A prefill chunk stays on the GPU: its
+ * logits are those of the copies-only tier, bit for bit. */
+static void test_host_misses(void **state) {
+    (void)state;
+    if (!gpu_or_skip("host misses")) return;
+    const char *models[] = {"models/default.gguf", "models/qwen35moe.gguf"};
+    for (int i = 0; i < 2; i++) {
+        qw_model *mc = load_on(models[i], "cpu", NULL);
+        const int V = mc->hp.n_vocab, X = mc->hp.n_expert;
+        char slots[16];
+        snprintf(slots, sizeof slots, "%d", X * 3 / 4);
+        qw_model *mg = load_on(models[i], "cuda", slots);
+        set_opt(QW_OPT_DEVICE_MISSES, "host");
+        qw_model *mh = load_on(models[i], "cuda", slots);
+        set_opt(QW_OPT_DEVICE_MISSES, "copy");
+        assert_non_null(mg->dev), assert_non_null(mh->dev);
+        const uint64_t copies_at_load = qw_backend_stats(mh).expert_copies;
+        int32_t ids_c[N_PROMPT + N_GEN], ids_h[2][N_PROMPT + N_GEN];
+        for (int j = 0; j < N_PROMPT; j++)
+            ids_c[j] = ids_h[0][j] = ids_h[1][j] = (int32_t)((1000 + 7919 * j) % (V > 300 ? 300 : V));
+        float *sh[2] = {malloc((size_t)N_GEN * V * sizeof(float)), malloc((size_t)N_GEN * V * sizeof(float))};
+        greedy(mc, ids_c, NULL);
+        greedy(mh, ids_h[0], sh[0]);
+        const qw_device_stats st = qw_backend_stats(mh);
+        /* a prefill chunk of the whole stream: GPU only, through the scratch slots */
+        float *fg = forced(mg, ids_c, N_PROMPT + N_GEN), *fh = forced(mh, ids_c, N_PROMPT + N_GEN);
+        const uint64_t copies_after_prefill = qw_backend_stats(mh).expert_copies;
+        greedy(mh, ids_h[1], sh[1]);
+        int same = 0;
+        while (same < N_GEN && ids_c[N_PROMPT + same] == ids_h[0][N_PROMPT + same]) same++;
+        printf("INFO: %s: QWISP_DEVICE_MISSES=host, %s slots: %llu host rows, %llu copies at load, %llu in decode, "
+               "%llu in a prefill; greedy %d/%d equal to the CPU's\n",
+               models[i], slots, (unsigned long long)st.host_expert_rows, (unsigned long long)copies_at_load,
+               (unsigned long long)(st.expert_copies - copies_at_load),
+               (unsigned long long)(copies_after_prefill - st.expert_copies), same, N_GEN);
+        const uint64_t picks = (uint64_t)(N_PROMPT + N_GEN - 1) * mh->hp.n_layer * mh->hp.n_expert_used;
+        assert_true(st.host_expert_rows > 0 && st.host_expert_rows < picks); /* some picks ran on the GPU */
+        assert_true(st.expert_copies == copies_at_load);                     /* decode copied nothing */
+        assert_true(copies_after_prefill > st.expert_copies);                /* the prefill did, into scratch */
+        assert_memory_equal(fg, fh, (size_t)(N_PROMPT + N_GEN) * V * sizeof(float));
+        assert_int_equal(same, N_GEN);
+        assert_memory_equal(ids_h[0], ids_h[1], sizeof ids_h[0]);
+        assert_memory_equal(sh[0], sh[1], (size_t)N_GEN * V * sizeof(float));
+        free(sh[0]), free(sh[1]), free(fg), free(fh);
+        qw_model_free(mh), qw_model_free(mg), qw_model_free(mc);
+    }
+}
+
 int main(void) {
     qw_error err = {{0}};
     if (qw_options_init(&err)) {
@@ -620,7 +676,7 @@ int main(void) {
     static char buf[8192];
     snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
     enum { MAX_MODELS = 64 };
-    struct CMUnitTest tests[10 + MAX_MODELS] = {
+    struct CMUnitTest tests[11 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
@@ -629,11 +685,12 @@ int main(void) {
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_pdl),
         cmocka_unit_test(test_host_experts),
+        cmocka_unit_test(test_host_misses),
         {"test_long_decode(default)", test_long_decode, NULL, NULL, (void *)"models/default.gguf"},
         {"test_long_decode(qwen35moe)", test_long_decode, NULL, NULL, (void *)"models/qwen35moe.gguf"},
     };
-    size_t n = 10;
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 10 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
+    size_t n = 11;
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 11 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
         tests[n++] = (struct CMUnitTest){p, test_gpu_vs_cpu, NULL, NULL, p};
         if (!g_ops) break; /* no GPU: one SKIP line, not one a model */
     }
