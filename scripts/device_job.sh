@@ -13,8 +13,9 @@
 #   gputime with this tree's object, alternated with the bases.
 # GPUFILES: the files gputime times (default big: the full-size qwen36-a3b Q4_K; bigq: the
 #   same with the Qwen3 tokenizer), ROUNDS of them (default 3).
-# LLAMA8: with llamacuda, QWISP_DEVICE_HOST_EXPERTS values timed under QWISP_DEVICE_VRAM=8
-#   against llama.cpp's --n-cpu-moe 26 (e.g. "0 2 4"; unset = not timed).
+# LLAMA8: with llamacuda, settings timed under QWISP_DEVICE_VRAM=8 against llama.cpp's
+#   --n-cpu-moe 26: a number is a QWISP_DEVICE_HOST_EXPERTS value, else NAME=VALUE[,NAME=VALUE]
+#   (e.g. "0 4 QWISP_DEVICE_MISSES=host"; unset = not timed).
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
 #   built into its own object from this tree (make NVDEFS=-D...) and timed too.
 # In order, each step skipped when the time left (LIMIT) is short: build; the
@@ -181,8 +182,9 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
     for round in 1 2; do
         [ -n "${LLAMA8:-}" ] || break
         ts "llama.cpp CUDA bigq --n-cpu-moe 26: $(llama_cuda bigq --n-cpu-moe 26 -t 16)"
-        for h in $LLAMA8; do
-            ts "qwisp CUDA bigq VRAM=8 host_experts=$h: $(QWISP_DEVICE_VRAM=8 QWISP_DEVICE_HOST_EXPERTS=$h qbench bigq 2)"
+        for h in $LLAMA8; do # a number: QWISP_DEVICE_HOST_EXPERTS; else settings, commas joining several
+            case $h in *=*) set=${h//,/ } ;; *) set=QWISP_DEVICE_HOST_EXPERTS=$h ;; esac
+            ts "qwisp CUDA bigq VRAM=8 $set: $(export QWISP_DEVICE_VRAM=8 $set; qbench bigq 2)"
         done
     done
 fi
