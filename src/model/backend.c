@@ -13,10 +13,10 @@
  */
 #include "qwisp/backend.h"
 #include "qwisp/host_experts.h"
+#include "qwisp/ops.h" /* qw_cpu_count (the kernels only through ops.h) */
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
 #include "qwisp/stats.h"
-#include "qwisp/threadpool.h"
 
 #include <dlfcn.h>
 #include <limits.h>
