@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 11
+#define QW_BACKEND_ABI 12
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -53,6 +53,9 @@ typedef struct qw_backend_cfg {
     /* QWISP_DEVICE_MISSES=host: in those steps every pick whose expert is not in
      * a fixed VRAM set (loaded once) goes to host_run; prefill chunks still copy */
     int host_misses;
+    /* with host_misses: [n_layer][n_expert], each layer's experts in the order
+     * they earn a fixed slot (QWISP_DEVICE_FIXED's profile); NULL = index order */
+    const int32_t *fixed_order;
     int (*host_run)(void *host, int il, const float *xn, int n_tok, const int32_t *tok, const int32_t *expert, int n,
                     float *out, qw_error *err);
     void *host;

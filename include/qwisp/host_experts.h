@@ -3,9 +3,10 @@
  * Under a VRAM budget the CUDA streaming tier copies each missed expert over
  * the bus before the GPU runs it; the bus, not the GPU, then bounds decode
  * (docs/cuda.md).  With QWISP_DEVICE_HOST_EXPERTS = H > 0 the backend hands
- * up to H of a layer's missed experts to the host instead, which computes
- * them from the mapped file with the CPU kernels while the bus carries the
- * others: the host's memory bandwidth beside the bus's.  The backend calls
+ * each token's last H picks to the host, and with QWISP_DEVICE_MISSES=host
+ * every pick outside a fixed VRAM set; the host computes them from the
+ * mapped file with the CPU kernels while the GPU runs the others: the host's
+ * memory bandwidth beside the bus's.  The backend calls
  * qw_host_experts_run through qw_backend_cfg (it links nothing of libqwisp).
  *
  *     qw_host_experts *hx = qw_host_experts_new(m, n_threads);

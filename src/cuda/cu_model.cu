@@ -270,19 +270,23 @@ static void free_dm(cu_model *dm) {
     free(dm);
 }
 
-/* QWISP_DEVICE_MISSES=host: slots [0, F) of every layer get experts 0 .. F-1
- * for good, F = slots less the scratch prefill copies through (2 top-k's
- * worth, or all slots when fewer): which picks the GPU runs in decode then
- * depends on the routing alone, never on what earlier steps copied. */
+/* QWISP_DEVICE_MISSES=host: slots [0, F) of every layer get F experts for
+ * good (the first F of the layer's fixed_order, QWISP_DEVICE_FIXED's profile,
+ * else experts 0 .. F-1), F = slots less the scratch prefill copies through
+ * (2 top-k's worth, or all slots when fewer): which picks the GPU runs in
+ * decode then depends on the routing alone, never on what earlier steps
+ * copied. */
 static int load_fixed(cu_model *dm, const qw_backend_cfg *cfg, qw_error *err) {
-    const int K = dm->hp.n_expert_used, scratch = 2 * K < dm->slots ? 2 * K : dm->slots;
-    const int F = dm->slots - scratch < dm->hp.n_expert ? dm->slots - scratch : dm->hp.n_expert;
+    const int K = dm->hp.n_expert_used, X = dm->hp.n_expert, scratch = 2 * K < dm->slots ? 2 * K : dm->slots;
+    const int F = dm->slots - scratch < X ? dm->slots - scratch : X;
     int32_t *ids = (int32_t *)malloc((size_t)(F > 0 ? F : 1) * sizeof(int32_t));
     if (!ids) return cu_fail(err, "out of host memory");
-    for (int e = 0; e < F; e++) ids[e] = e;
-    for (int il = 0; il < dm->hp.n_layer && F > 0; il++)
+    for (int il = 0; il < dm->hp.n_layer && F > 0; il++) {
+        for (int r = 0; r < F; r++) ids[r] = cfg->fixed_order ? cfg->fixed_order[(size_t)il * X + r] : r;
         if (cu_model_load_experts(dm, il, ids, F, 0, err)) return free(ids), -1;
+    }
     free(ids);
+    dm->fixed_profile = cfg->fixed_order != NULL;
     if (cudaStreamSynchronize(0) != cudaSuccess) return cu_fail(err, "loading the fixed experts: %s", cudaGetErrorString(cudaGetLastError()));
     dm->n_fixed = F;
     dm->host_misses = 1;
@@ -430,9 +434,9 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
         char fixed_note[200] = "";
         if (dm->host_misses && dm->n_fixed > 0)
             snprintf(fixed_note, sizeof fixed_note,
-                     "; experts 0-%d of each layer fixed in slots, the host computes the other picks of decode "
+                     "; %s %d experts of each layer fixed in slots, the host computes the other picks of decode "
                      "(QWISP_DEVICE_MISSES=host)",
-                     dm->n_fixed - 1);
+                     dm->fixed_profile ? "the most used" : "the first", dm->n_fixed);
         else if (dm->host_misses)
             snprintf(fixed_note, sizeof fixed_note,
                      "; no slots to spare for fixed experts, the host computes every pick of decode (QWISP_DEVICE_MISSES=host)");

@@ -51,11 +51,13 @@ typedef struct cu_model {
     /* streaming tier, QWISP_DEVICE_HOST_EXPERTS: each token's last host_experts
      * top-k picks computed by the host (qw_backend_cfg's host_run) */
     int host_experts;
-    /* QWISP_DEVICE_MISSES=host: slots [0, n_fixed) of every layer hold experts
-     * 0 .. n_fixed-1 for good (loaded at attach, never evicted); in decode and
-     * lanes steps the GPU runs the picks they hold and the host the others, and
-     * prefill copies through the other slots */
+    /* QWISP_DEVICE_MISSES=host: slots [0, n_fixed) of every layer hold n_fixed
+     * experts for good (QWISP_DEVICE_FIXED's most used, else 0 .. n_fixed-1;
+     * loaded at attach, never evicted); in decode and lanes steps the GPU runs
+     * the picks they hold and the host the others, and prefill copies through
+     * the other slots */
     int host_misses, n_fixed;
+    bool fixed_profile; /* the fixed set from QWISP_DEVICE_FIXED's profile, not experts 0 .. n_fixed-1 */
     uint64_t host_rows; /* expert outputs the host computed */
     int (*host_run)(void *host, int il, const float *xn, int n_tok, const int32_t *tok, const int32_t *expert, int n,
                     float *out, qw_error *err);

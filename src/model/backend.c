@@ -16,10 +16,12 @@
 #include "qwisp/ops.h" /* qw_cpu_count (the kernels only through ops.h) */
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
+#include "qwisp/route_profile.h"
 #include "qwisp/stats.h"
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -123,6 +125,7 @@ static int cfg_from_options(int64_t kv_positions, qw_backend_cfg *cfg, qw_error 
     cfg->host_experts = (int)qw_opt_int(QW_OPT_DEVICE_HOST_EXPERTS);
     const char *misses = qw_opt_str(QW_OPT_DEVICE_MISSES);
     cfg->host_misses = misses && !strcmp(misses, "host");
+    cfg->fixed_order = NULL; /* qw_backend_attach reads QWISP_DEVICE_FIXED's profile */
     return 0;
 }
 
@@ -145,7 +148,22 @@ int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err) {
         cfg.host_run = qw_host_experts_run;
         cfg.host = m->host_experts;
     }
+    const char *fixed = qw_opt_str(QW_OPT_DEVICE_FIXED);
+    int32_t *order = NULL;
+    if (fixed && *fixed && !cfg.host_misses) {
+        qw_log(QW_LOG_WARN, "QWISP_DEVICE_FIXED=%s is ignored: it sets QWISP_DEVICE_MISSES=host's fixed experts", fixed);
+    } else if (fixed && *fixed) {
+        order = qw_xmalloc((size_t)m->hp.n_layer * (size_t)m->hp.n_expert * sizeof *order);
+        if (qw_route_profile_order(fixed, m->hp.n_layer, m->hp.n_expert, order, err)) {
+            free(order);
+            qw_host_experts_free(m->host_experts);
+            m->host_experts = NULL;
+            return -1;
+        }
+        cfg.fixed_order = order;
+    }
     void *dm = ops->model_new(m, &cfg, &why);
+    free(order); /* the fixed set is copied in at model_new */
     if (!dm) {
         qw_host_experts_free(m->host_experts);
         m->host_experts = NULL;

@@ -30,7 +30,7 @@ declare -A HEADER_LAYER=(
     [quant.h]=kernels [ops.h]=kernels [threadpool.h]=kernels [tune.h]=kernels
     [pool.h]=memory [footprint.h]=memory [memdbg.h]=memory [sysmem.h]=memory
     [tokenizer.h]=text [sampler.h]=text [textout.h]=text [json_constraint.h]=text [tool_calls.h]=text
-    [model.h]=model [backend.h]=model [host_experts.h]=model [experts.h]=experts
+    [model.h]=model [backend.h]=model [host_experts.h]=model [route_profile.h]=model [experts.h]=experts
     [convert.h]=offline [gen_model.h]=offline [gguf_meta.h]=offline
     [generate.h]=runtime [sched.h]=runtime [run_memory.h]=runtime [place.h]=runtime
     [serve.h]=serve [ab.h]=ab

@@ -7,6 +7,7 @@
 #   fuzz_ab_criteria      `qwisp ab` criteria files (src/ab/ab_criteria.c)
 #   fuzz_chat_tools       tool-call replies + chat requests with tools (src/text/tool_calls.c,
 #                         src/serve/chat_req.c, src/text/chat_qwen.c)
+#   fuzz_route_profile    routing traces for QWISP_DEVICE_FIXED (src/model/route_profile.c)
 # Each needs build-fuzz/bin/<name> (built by `make fuzz`, which `make test`
 # runs first); a missing binary is a FAIL, not a SKIP, so a broken fuzz build
 # shows.  Per target: the seeds alone (fuzz/seeds/<seeds>, no mutation), then
@@ -15,7 +16,7 @@
 # it (UBSAN_OPTIONS halt_on_error=1: by default UBSan only prints and libFuzzer
 # carries on).  Crash/leak/timeout/oom artifacts are copied to
 # FUZZ_ARTIFACT_DIR (default /tmp, which outlives run.sh's scratch dir) and
-# named in an INFO line.  Total about 8 x 10 s.
+# named in an INFO line.  Total about 9 x 10 s.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 SECS=${FUZZ_PARSERS_SECONDS:-10}
@@ -60,3 +61,4 @@ run_target fuzz_openai_request openai_request
 run_target fuzz_tokenizer tokenizer
 run_target fuzz_ab_criteria ab_criteria
 run_target fuzz_chat_tools chat_tools
+run_target fuzz_route_profile route_profile

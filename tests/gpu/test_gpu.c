@@ -29,7 +29,9 @@
  *     ones', and a second run (another cache history) gives the same bits;
  *   - the host computing the misses (QWISP_DEVICE_MISSES=host): decode copies
  *     nothing, the greedy stream is the CPU's, a long prefill between two
- *     runs changes no bit, and the prefill's logits are the copies-only tier's.
+ *     runs changes no bit, and the prefill's logits are the copies-only tier's;
+ *     with QWISP_DEVICE_FIXED (a CPU run's routing trace) fewer picks go to
+ *     the host and the stream is the same.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { N_PROMPT = 8, N_GEN = 120, N_CTX = 256 }; /* 128 teacher-forced rows: 99 % = at most 1 miss */
 
@@ -642,6 +645,32 @@ static void test_host_misses(void **state) {
         assert_int_equal(same, N_GEN);
         assert_memory_equal(ids_h[0], ids_h[1], sizeof ids_h[0]);
         assert_memory_equal(sh[0], sh[1], (size_t)N_GEN * V * sizeof(float));
+        /* QWISP_DEVICE_FIXED: the CPU's run of the same stream traced, its most used
+         * experts fixed: fewer picks left to the host, the same greedy stream */
+        char trace[96];
+        snprintf(trace, sizeof trace, "/tmp/qwisp-gpu-trace-%d.txt", (int)getpid());
+        unlink(trace);
+        set_opt(QW_OPT_ROUTE_TRACE, trace);
+        qw_model *mt = load_on(models[i], "cpu", NULL);
+        int32_t ids_t[N_PROMPT + N_GEN], ids_p[N_PROMPT + N_GEN];
+        memcpy(ids_t, ids_c, sizeof ids_t), memcpy(ids_p, ids_c, sizeof ids_p);
+        greedy(mt, ids_t, NULL);
+        qw_model_free(mt); /* closes the trace */
+        set_opt(QW_OPT_ROUTE_TRACE, "");
+        set_opt(QW_OPT_DEVICE_MISSES, "host");
+        set_opt(QW_OPT_DEVICE_FIXED, trace);
+        qw_model *mp = load_on(models[i], "cuda", slots);
+        set_opt(QW_OPT_DEVICE_FIXED, "");
+        set_opt(QW_OPT_DEVICE_MISSES, "copy");
+        greedy(mp, ids_p, NULL);
+        const uint64_t rows_p = qw_backend_stats(mp).host_expert_rows;
+        printf("INFO: %s: QWISP_DEVICE_FIXED (the CPU run's trace): %llu host rows against %llu with the first "
+               "experts fixed\n",
+               models[i], (unsigned long long)rows_p, (unsigned long long)st.host_expert_rows);
+        assert_true(rows_p < st.host_expert_rows);
+        assert_memory_equal(ids_p, ids_c, sizeof ids_p);
+        unlink(trace);
+        qw_model_free(mp);
         free(sh[0]), free(sh[1]), free(fg), free(fh);
         qw_model_free(mh), qw_model_free(mg), qw_model_free(mc);
     }
