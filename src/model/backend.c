@@ -155,6 +155,9 @@ int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err) {
     } else if (fixed && *fixed) {
         order = qw_xmalloc((size_t)m->hp.n_layer * (size_t)m->hp.n_expert * sizeof *order);
         if (qw_route_profile_order(fixed, m->hp.n_layer, m->hp.n_expert, order, err)) {
+            char why_fixed[QW_ERROR_MAX];
+            snprintf(why_fixed, sizeof why_fixed, "%s", err ? err->msg : "");
+            qw_fail(err, "QWISP_DEVICE_FIXED: %s", why_fixed);
             free(order);
             qw_host_experts_free(m->host_experts);
             m->host_experts = NULL;
