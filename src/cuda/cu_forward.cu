@@ -68,7 +68,7 @@ typedef struct cu_ctx {
     cu_tile *h_tiles;
     size_t h_cap, h_tiles_cap;
     /* host experts (stream_experts): the step's xn, the host's assignments
-     * (token, expert: each token's last H picks in order) and their output rows */
+     * (token, expert, place in `down`) and their output rows */
     float *hx_xn, *hx_out; /* hx_out: the rows, then their places in `down` (hx_asg), one page-locked block */
     int32_t *hx_tok, *hx_exp, *hx_asg;
     size_t hx_cap; /* assignments they hold */
@@ -483,14 +483,15 @@ static int build_tiles(cu_ctx *c, int e0, int e1, const int32_t *slot_of) {
     return nt;
 }
 
-/* Host experts (QWISP_DEVICE_HOST_EXPERTS = H): in a step of at most
- * HOST_MAX_TOK tokens, each token's last H top-k picks (its lowest-weighted
- * experts) are computed by the host from the mapped file while the GPU copies
- * and runs the others; their output rows are copied up into `down`, where
- * cu_moe_combine sums every row in top-k order as before.  Which picks go to
- * the host depends on the routing alone, never on what the VRAM cache holds,
- * so a run's bits do not depend on its history.  A prefill chunk's many
- * tokens per expert are the GPU's. */
+/* Host experts: in a step of at most HOST_MAX_TOK tokens some picks are
+ * computed by the host from the mapped file while the GPU copies and runs the
+ * others (QWISP_DEVICE_HOST_EXPERTS = H: each token's last H top-k picks;
+ * QWISP_DEVICE_MISSES=host: every pick whose expert is not in a fixed slot);
+ * their output rows are copied up into `down`, where cu_moe_combine sums
+ * every row in top-k order as before.  Which picks go to the host depends on
+ * the routing alone, never on what the copied slots hold, so a run's bits do
+ * not depend on its history.  A prefill chunk's many tokens per expert are
+ * the GPU's. */
 enum { HOST_MAX_TOK = 8 };
 
 /* Host rows for n tokens' assignments: 0, or -1 + err. */
@@ -527,12 +528,9 @@ static int host_experts(cu_ctx *c, int il, int n, int nh, qw_error *err) {
     return 0;
 }
 
-/* Whether assignment a (of a step of n tokens) is the host's: QWISP_DEVICE_MISSES=host
- * gives it every pick outside the fixed slots, QWISP_DEVICE_HOST_EXPERTS each
- * token's last H ranks; either only in steps of at most HOST_MAX_TOK tokens. */
-static bool host_pick(const cu_model *dm, const cu_layer *L, int n, int a, int32_t e) {
-    if (n > HOST_MAX_TOK || !dm->host_run) return false;
-    if (dm->host_misses) return !(L->slot_of[e] >= 0 && L->slot_of[e] < dm->n_fixed);
+/* Whether assignment a (expert e) of a step the host takes part in is the host's. */
+static bool host_pick(const cu_model *dm, const cu_layer *L, int a, int32_t e) {
+    if (dm->host_misses) return !cu_fixed(dm, L, e);
     const int K = dm->hp.n_expert_used;
     return a % K >= K - dm->host_experts;
 }
@@ -568,7 +566,7 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
     memset(c->h_count, 0, (size_t)X * 4);
     for (int a = 0; a < nk; a++) {
         const int32_t e = c->h_sel[a];
-        if (host && host_pick(dm, L, n, a, e)) {
+        if (host && host_pick(dm, L, a, e)) {
             c->hx_tok[nh] = a / K, c->hx_exp[nh] = e, c->hx_asg[nh++] = a;
             c->h_sel[a] = -1;
         } else {
@@ -589,7 +587,7 @@ static int stream_experts(cu_ctx *c, const cu_layer *L, int il, int n, qw_error 
         int nu = 0, ns = 0, e1 = e;
         for (; e1 < X && nu < 4096; e1++) {
             if (c->h_count[e1] == (e1 ? c->h_count[e1 - 1] : 0)) continue;
-            const bool fixed = L->slot_of[e1] >= 0 && L->slot_of[e1] < dm->n_fixed;
+            const bool fixed = cu_fixed(dm, L, e1);
             if (!fixed && ns == scratch) break;
             used[nu++] = e1, ns += !fixed;
         }

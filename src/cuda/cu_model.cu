@@ -286,12 +286,11 @@ static int load_fixed(cu_model *dm, const qw_backend_cfg *cfg, qw_error *err) {
         if (cu_model_load_experts(dm, il, ids, F, 0, err)) return free(ids), -1;
     }
     free(ids);
-    dm->fixed_profile = cfg->fixed_order != NULL;
-    if (cudaStreamSynchronize(0) != cudaSuccess) return cu_fail(err, "loading the fixed experts: %s", cudaGetErrorString(cudaGetLastError()));
+    if (cudaStreamSynchronize(0) != cudaSuccess)
+        return cu_fail(err, "loading the fixed experts: %s", cudaGetErrorString(cudaGetLastError()));
     dm->n_fixed = F;
     dm->host_misses = 1;
-    dm->host_run = cfg->host_run;
-    dm->host = cfg->host;
+    dm->fixed_profile = cfg->fixed_order != NULL;
     return 0;
 }
 
@@ -408,7 +407,7 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
                 for (int e = 0; e < hp->n_expert; e++) D->slot_of[e] = -1;
                 for (int q = 0; q < slots; q++) D->who[q] = -1;
             }
-            if (cfg->host_experts > 0 && cfg->host_run) {
+            if (cfg->host_run) { /* QWISP_DEVICE_HOST_EXPERTS or QWISP_DEVICE_MISSES=host (load_fixed, below) */
                 dm->host_experts = cfg->host_experts < hp->n_expert_used ? cfg->host_experts : hp->n_expert_used;
                 dm->host_run = cfg->host_run;
                 dm->host = cfg->host;

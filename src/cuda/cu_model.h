@@ -65,6 +65,11 @@ typedef struct cu_model {
     char desc[1024];
 } cu_model;
 
+/* Whether layer L's expert e sits in one of the fixed slots (QWISP_DEVICE_MISSES=host). */
+static inline bool cu_fixed(const cu_model *dm, const cu_layer *L, int e) {
+    return L->slot_of[e] >= 0 && L->slot_of[e] < dm->n_fixed;
+}
+
 /* ---- cu_model.cu ---- */
 /* Makes the expert slots of layer L hold every expert of `experts[n]` (n <=
  * slots, distinct), copying the missing ones from host memory on stream s.

@@ -21,9 +21,9 @@
 
 #include <dlfcn.h>
 #include <limits.h>
-#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -142,12 +142,6 @@ int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err) {
     }
     qw_backend_cfg cfg;
     if (cfg_from_options(kv_positions, &cfg, err)) return -1;
-    if (cfg.host_experts > 0 || cfg.host_misses) { /* its threads: QWISP_THREADS, else every CPU (the GPU's host is otherwise idle) */
-        const int64_t nt = qw_opt_int(QW_OPT_THREADS);
-        m->host_experts = qw_host_experts_new(m, nt > 0 ? (int)nt : qw_cpu_count());
-        cfg.host_run = qw_host_experts_run;
-        cfg.host = m->host_experts;
-    }
     const char *fixed = qw_opt_str(QW_OPT_DEVICE_FIXED);
     int32_t *order = NULL;
     if (fixed && *fixed && !cfg.host_misses) {
@@ -157,13 +151,16 @@ int qw_backend_attach(qw_model *m, int64_t kv_positions, qw_error *err) {
         if (qw_route_profile_order(fixed, m->hp.n_layer, m->hp.n_expert, order, err)) {
             char why_fixed[QW_ERROR_MAX];
             snprintf(why_fixed, sizeof why_fixed, "%s", err ? err->msg : "");
-            qw_fail(err, "QWISP_DEVICE_FIXED: %s", why_fixed);
             free(order);
-            qw_host_experts_free(m->host_experts);
-            m->host_experts = NULL;
-            return -1;
+            return qw_fail(err, "QWISP_DEVICE_FIXED: %s", why_fixed);
         }
         cfg.fixed_order = order;
+    }
+    if (cfg.host_experts > 0 || cfg.host_misses) { /* its threads: QWISP_THREADS, else every CPU (the GPU's host is otherwise idle) */
+        const int64_t nt = qw_opt_int(QW_OPT_THREADS);
+        m->host_experts = qw_host_experts_new(m, nt > 0 ? (int)nt : qw_cpu_count());
+        cfg.host_run = qw_host_experts_run;
+        cfg.host = m->host_experts;
     }
     void *dm = ops->model_new(m, &cfg, &why);
     free(order); /* the fixed set is copied in at model_new */
