@@ -21,12 +21,9 @@ static int next_index(const char **p, long limit, long *out) {
     return 0;
 }
 
-typedef struct {
-    const uint32_t *count;
-} rank_ctx;
-
+/* qsort_r order: arg is the layer's counts */
 static int by_count(const void *a, const void *b, void *arg) {
-    const uint32_t *count = ((const rank_ctx *)arg)->count;
+    const uint32_t *count = arg;
     const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     if (count[x] != count[y]) return count[x] > count[y] ? -1 : 1;
     return (x > y) - (x < y); /* ties: the lower index first */
@@ -75,8 +72,7 @@ int qw_route_profile_read(FILE *f, const char *path, int n_layer, int n_expert, 
     for (int il = 0; rc == 0 && il < n_layer; il++) {
         int32_t *o = order + (size_t)il * n_expert;
         for (int e = 0; e < n_expert; e++) o[e] = e;
-        rank_ctx ctx = {count + (size_t)il * n_expert};
-        qsort_r(o, (size_t)n_expert, sizeof *o, by_count, &ctx);
+        qsort_r(o, (size_t)n_expert, sizeof *o, by_count, count + (size_t)il * n_expert);
     }
     free(count);
     return rc;
