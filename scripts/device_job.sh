@@ -7,7 +7,7 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite gputime ncu ncudec nsysdec lanes llamacuda hostexp amx vsllama bigvsllama big16
+#   amxtests suite step0 gputime ncu ncudec nsysdec lanes llamacuda hostexp amx vsllama bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime with this tree's object, alternated with the bases.
@@ -34,7 +34,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite gputime ncu ncudec nsysdec lanes llamacuda hostexp amx vsllama bigvsllama big16}
+STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec lanes llamacuda hostexp amx vsllama bigvsllama big16}
 ALT=${ALT:-}
 GPUFILES=${GPUFILES:-big}  # gputime's files (in /dev/shm, from the gen step: big a3b-q8_0 a3b-q4_K bench-q8_0 ...)
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -78,23 +78,34 @@ done
 ts "gen models"
 S=/dev/shm
 A3B="--n-embd 2048 --n-layer 4 --n-head 32 --n-head-kv 4 --head-dim 128 --n-expert 128 --n-expert-used 8 --n-ff-exp 768"
-$Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q4_K.gguf > /dev/null &
-$Q gen-model --preset bench --type q6_K --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q6_K.gguf > /dev/null &
-$Q gen-model --preset bench --type q8_0 --embd-type q8_0 --fast-weights --progress 0 $A3B -o $S/a3b-q8_0.gguf > /dev/null &
-$Q gen-model --preset bench --type q4_K --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q4_K.gguf > /dev/null &
-$Q gen-model --preset bench --type q8_0 --embd-type q8_0 --fast-weights --progress 0 -o $S/bench-q8_0.gguf > /dev/null &
-$Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 -o $S/big.gguf > /dev/null &
-$Q gen-model --preset qwen36-a3b --type q4_K --tokenizer bytes --fast-weights --progress 0 --n-layer 4 -o $S/l4.gguf > /dev/null &
+# gen NAME ARGS...: /dev/shm/NAME.gguf in the background, kept when a warm machine already has it
+# (written under another name first, so a job cut mid-write leaves no partial file to keep)
+gen() { local n=$1; shift; [ -s $S/$n.gguf ] || { $Q gen-model "$@" --fast-weights --progress 0 -o $S/$n.part.gguf > /dev/null &&
+    mv $S/$n.part.gguf $S/$n.gguf; } & }
+gen a3b-q4_K --preset bench --type q4_K --embd-type q8_0 $A3B
+gen a3b-q6_K --preset bench --type q6_K --embd-type q8_0 $A3B
+gen a3b-q8_0 --preset bench --type q8_0 --embd-type q8_0 $A3B
+gen bench-q4_K --preset bench --type q4_K --embd-type q8_0
+gen bench-q8_0 --preset bench --type q8_0 --embd-type q8_0
+gen big --preset qwen36-a3b --type q4_K --tokenizer bytes
+gen l4 --preset qwen36-a3b --type q4_K --tokenizer bytes --n-layer 4
 # the full-size file with the Qwen3 tokenizer (llama.cpp cannot read the bytes one), where wanted
-case " $GPUFILES $STEPS " in *" bigq "*|*" llamacuda "*)
-    $Q gen-model --preset qwen36-a3b --type q4_K --fast-weights --progress 0 -o $S/bigq.gguf > /dev/null & ;;
-esac
+case " $GPUFILES $STEPS " in *" bigq "*|*" llamacuda "*) gen bigq --preset qwen36-a3b --type q4_K ;; esac
 wait_bg
 ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
 export QWISP_BACKEND=cuda
 if step suite && gpu_need 100 "GPU suite"; then
     ts "GPU suite"; timeout 200 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
+fi
+if step step0 && gpu_need 300 "Step 0 on the VRAM tier"; then
+    # the seed's experiment on the GPU's streaming tier, classes, six footprint rounds four at a
+    # time (bench/step0/README.md); reports in $O/step0/vram-classes/
+    ts "Step 0, VRAM tier, classes"
+    BACKEND=cuda MODEL=$S/big.gguf N_PROMPT=${STEP0_PROMPT:-16384} N_GEN=257 FITS=classes TIERS=vram FP_REPS=6 FP_JOBS=4 \
+        OUT=$O/step0 timeout $(( $(left) - 30 )) bench/step0/run.sh build 2>&1 | tail -25
+    tail -n 5 $O/step0/vram-classes/trials/speed-worker.stderr 2>/dev/null
+    cp $O/step0/vram-classes/trials/*.stderr $O/step0/ 2>/dev/null
 fi
 if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases and the ALT settings"; then
     wait_bg
