@@ -7,7 +7,7 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite step0 gputime ncu ncudec nsysdec lanes llamacuda hostexp amx vsllama bigvsllama big16
+#   amxtests suite step0 gputime ncu ncudec nsysdec lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime with this tree's object, alternated with the bases.
@@ -16,6 +16,8 @@
 # LLAMA8: with llamacuda, settings timed under QWISP_DEVICE_VRAM=8 against llama.cpp's
 #   --n-cpu-moe 26: a number is a QWISP_DEVICE_HOST_EXPERTS value, else NAME=VALUE[,NAME=VALUE]
 #   (e.g. "0 4 QWISP_DEVICE_MISSES=host"; unset = not timed).
+# LANESFILES: llamalanes' files (default "bigq a3b-q8_0"); VSFILES: vsllama's (default
+#   "bench-q4_K a3b-q4_K bench-q8_0"; also bench-q4_0, a3b-q4_0, a3b-q6_K, a3b-q8_0).
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
 #   built into its own object from this tree (make NVDEFS=-D...) and timed too.
 # In order, each step skipped when the time left (LIMIT) is short: build; the
@@ -34,7 +36,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec lanes llamacuda hostexp amx vsllama bigvsllama big16}
+STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16}
 ALT=${ALT:-}
 GPUFILES=${GPUFILES:-big}  # gputime's files (in /dev/shm, from the gen step: big a3b-q8_0 a3b-q4_K bench-q8_0 ...)
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -87,6 +89,8 @@ gen a3b-q6_K --preset bench --type q6_K --embd-type q8_0 $A3B
 gen a3b-q8_0 --preset bench --type q8_0 --embd-type q8_0 $A3B
 gen bench-q4_K --preset bench --type q4_K --embd-type q8_0
 gen bench-q8_0 --preset bench --type q8_0 --embd-type q8_0
+gen bench-q4_0 --preset bench --type q4_0 --embd-type q8_0
+gen a3b-q4_0 --preset bench --type q4_0 --embd-type q8_0 $A3B
 gen big --preset qwen36-a3b --type q4_K --tokenizer bytes
 gen l4 --preset qwen36-a3b --type q4_K --tokenizer bytes --n-layer 4
 # the full-size file with the Qwen3 tokenizer (llama.cpp cannot read the bytes one), where wanted
@@ -166,6 +170,23 @@ if step lanes && gpu_need 120 "GPU lanes"; then
         QWISP_DEVICE_BATCH=$b $Q bench -m $S/big.gguf -p 0 -n 64 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 | grep -E "^tg" | head -8
     done
 fi
+# llama.cpp's CUDA builds link the libcublas / libnccl of the machine's pip packages
+NVLIBS=$(python3 -c 'import glob, site; print(":".join(d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")))' 2>/dev/null)
+if step llamalanes && gpu_need 120 "lanes against llama-batched-bench" && [ -s .devjob/llama-batched-bench-cuda.xz ]; then
+    # aggregate decode of B sequences at once: llama.cpp's llama-batched-bench (CUDA build, carried
+    # as .devjob/llama-batched-bench-cuda.xz; a one-token prompt per sequence, then 128 tokens each,
+    # S_TG = B x 128 / time) against `qwisp bench --lanes` (each sequence from an empty context)
+    xz -dc .devjob/llama-batched-bench-cuda.xz > /tmp/llama-batched-bench-cuda && chmod +x /tmp/llama-batched-bench-cuda
+    for f in ${LANESFILES:-bigq a3b-q8_0}; do
+        for round in 1 2; do
+            ts "llama-batched-bench CUDA $f S_TG: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-batched-bench-cuda \
+                -m $S/$f.gguf -ngl 99 -fa on -c 2048 -npp 1 -ntg 128 -npl 1,2,4,8 2>&1 |
+                awk -F'|' '$4 + 0 > 0 { printf "B=%d %s  ", $4, $9 }' | tr -s ' ')"
+            ts "qwisp CUDA $f lanes: $($Q bench -m $S/$f.gguf -p 0 -n 128 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 |
+                awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
+        done
+    done
+fi
 if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama-bench-cuda.xz ]; then
     # llama.cpp's llama-bench, CUDA build (docs/cuda.md says how it is built), carried as
     # .devjob/llama-bench-cuda.xz; its libcublas / libnccl from the machine's pip packages.
@@ -173,7 +194,6 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
     # twice, alternated.
     wait_bg # the bases' objects
     xz -dc .devjob/llama-bench-cuda.xz > /tmp/llama-bench-cuda && chmod +x /tmp/llama-bench-cuda
-    NVLIBS=$(python3 -c 'import glob, site; print(":".join(d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")))' 2>/dev/null)
     # llama-bench of pp512 / tg128 on /dev/shm's file $1 with extra flags, its two results on one line
     llama_cuda() {
         local f=$1; shift
@@ -230,7 +250,17 @@ if step amx && need 180 "AMX vs avx512 pp512 / tg64"; then
 fi
 if step vsllama && [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
     QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \
-        $S/bench-q4_K.gguf $S/a3b-q4_K.gguf $S/bench-q8_0.gguf 2>&1 | grep -v "^$"
+        $(for f in ${VSFILES:-bench-q4_K a3b-q4_K bench-q8_0}; do echo $S/$f.gguf; done) 2>&1 | grep -v "^$"
+fi
+if step spread && [ -x "$LB" ] && need 120 "decode's spread, repetition by repetition"; then
+    # each repetition's tok/s in run order, 2 threads on cores 2,3, ten repetitions, two rounds
+    # alternated: qwisp's `bench --json` samples against llama-bench's samples_ts
+    for round in 1 2; do
+        ts "spread qwisp bench-q8_0: $(QWISP_BACKEND=cpu taskset -c 2,3 $Q bench -m $S/bench-q8_0.gguf -p 0 -n 64 -r 10 -t 2 --bw-mb 0 --json 2>/dev/null |
+            python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join("%.1f" % x for x in d["tg_tok_s"]["samples"]))')"
+        ts "spread llama bench-q8_0: $(taskset -c 2,3 $LB -m $S/bench-q8_0.gguf -p 0 -n 64 -r 10 -t 2 -o jsonl 2>/dev/null |
+            python3 -c 'import json,sys; [print(" ".join("%.1f" % x for x in json.loads(l)["samples_ts"])) for l in sys.stdin if l.startswith("{")]')"
+    done
 fi
 if step bigvsllama && [ -x "$LB" ] && need 300 "full-size speed_vs_llamabench, 2 threads"; then
     # the full-size file at 2 threads (issue 16's Intel row): two rounds, tg32
