@@ -184,6 +184,10 @@ if step llamalanes && gpu_need 120 "lanes against llama-batched-bench" && [ -s .
                 awk -F'|' '$4 + 0 > 0 { printf "B=%d %s  ", $4, $9 }' | tr -s ' ')"
             ts "qwisp CUDA $f lanes: $($Q bench -m $S/$f.gguf -p 0 -n 128 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 |
                 awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
+            # and one sequence's 512-token prompt (S_PP), beside qwisp's pp512
+            ts "llama-batched-bench CUDA $f pp512 S_PP: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-batched-bench-cuda \
+                -m $S/$f.gguf -ngl 99 -fa on -c 2048 -npp 512 -ntg 1 -npl 1 2>&1 | awk -F'|' '$4 + 0 > 0 { print $7 }' | tr -s ' ')"
+            ts "qwisp CUDA $f: $(qbench $f 2)"
         done
     done
 fi
