@@ -286,6 +286,11 @@ template <> struct kqb<QW_TYPE_Q4_K> {
     static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
         return (ld32a(b + 16 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
     }
+    /* elements o .. o + 7 of sub-block sb (o a multiple of 8) in one 8-byte load */
+    static __device__ __forceinline__ void pair(const uint8_t *b, int sb, int o, uint32_t *lo, uint32_t *hi) {
+        const uint2 v = *(const uint2 *)(b + 16 + 32 * (sb >> 1) + o);
+        *lo = (v.x >> (4 * (sb & 1))) & 0x0f0f0f0fu, *hi = (v.y >> (4 * (sb & 1))) & 0x0f0f0f0fu;
+    }
     /* byte n of the packed scales (cu_scale_min_k4's s[n]) */
     static __device__ __forceinline__ int sbyte(const hdr &h, int n) { return (int)((h.w[1 + (n >> 2)] >> (8 * (n & 3))) & 255u); }
     /* cu_scale_min_k4's integers (sb is a constant: the sub-block loop is unrolled) */
@@ -310,6 +315,11 @@ template <> struct kqb<QW_TYPE_Q5_K> {
         const uint32_t lo = (ld32a(b + 48 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
         const uint32_t hi = ((ld32a(b + 16 + o) >> sb) & 0x01010101u) << 4;
         return lo | hi;
+    }
+    static __device__ __forceinline__ void pair(const uint8_t *b, int sb, int o, uint32_t *lo, uint32_t *hi) {
+        const uint2 v = *(const uint2 *)(b + 48 + 32 * (sb >> 1) + o), h = *(const uint2 *)(b + 16 + o);
+        *lo = ((v.x >> (4 * (sb & 1))) & 0x0f0f0f0fu) | (((h.x >> sb) & 0x01010101u) << 4);
+        *hi = ((v.y >> (4 * (sb & 1))) & 0x0f0f0f0fu) | (((h.y >> sb) & 0x01010101u) << 4);
     }
     static __device__ __forceinline__ void scales(const hdr &h, int sb, int *sc, int *mn) {
         kqb<QW_TYPE_Q4_K>::scales(h, sb, sc, mn);
@@ -348,6 +358,12 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
                               float *y, int ldy, int acc) {
     cu_pdl_enter();
     typedef kqb<T> B;
+    /* PAIR (the 16-byte aligned types, one scale a sub-block): a lane feeds the
+     * MMA elements 8q .. 8q + 7 of a sub-block, weights and tokens alike, in
+     * one 8-byte load each, where the fragment layout's own order is 4q .. 4q
+     * + 3 and 16 + 4q .. 16 + 4q + 3 in two: the same k permuted on both
+     * operands, so the same exact integer sums, with half the load requests */
+    enum { PAIR = B::ALIGN16 && !B::G16 };
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
     if (r0 >= rows) return;
@@ -359,7 +375,7 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
     for (int u = 0; u < NTT; u++) {
         t[u] = mma_tile<NTT>(tiles, n_tiles, n_tok, u);
         x0[u] = (size_t)(mma_out_row(t[u], 2 * q) / xdiv), x1[u] = (size_t)(mma_out_row(t[u], 2 * q + 1) / xdiv);
-        xb[u] = xq + (size_t)(mma_out_row(t[u], g) / xdiv) * k + 4 * q; /* B: token g */
+        xb[u] = xq + (size_t)(mma_out_row(t[u], g) / xdiv) * k + (PAIR ? 8 : 4) * q; /* B: token g */
     }
     if (t[0].n <= 0) return; /* a tile its run's first warp takes */
     const uint8_t *wa = W + (size_t)t[0].e * mat_bytes + (size_t)min(r0 + g, rows - 1) * row_bytes;
@@ -377,8 +393,14 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
             for (int i = 0; i < 4; i++) si[u][i] = sm[u][i] = 0;
 #pragma unroll
         for (int sb = 0; sb < 8; sb++) {
-            const uint32_t a0 = B::word(ba, sb, 4 * q), a2 = B::word(ba, sb, 16 + 4 * q);
-            const uint32_t a1 = B::word(bb, sb, 4 * q), a3 = B::word(bb, sb, 16 + 4 * q);
+            uint32_t a0, a1, a2, a3;
+            if constexpr (PAIR) {
+                B::pair(ba, sb, 8 * q, &a0, &a2);
+                B::pair(bb, sb, 8 * q, &a1, &a3);
+            } else {
+                a0 = B::word(ba, sb, 4 * q), a2 = B::word(ba, sb, 16 + 4 * q);
+                a1 = B::word(bb, sb, 4 * q), a3 = B::word(bb, sb, 16 + 4 * q);
+            }
             int sca[2], mna[2], scb[2], mnb[2];
             B::scales(ha, sb, sca, mna);
             B::scales(hb, sb, scb, mnb);
@@ -386,7 +408,13 @@ __global__ void mma_kq_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
             for (int u = 0; u < NTT; u++) {
                 if (t[u].n <= 0) break; /* warp-uniform */
                 const int8_t *xs = xb[u] + (size_t)blk * 256 + 32 * sb;
-                const uint32_t y0 = *(const uint32_t *)xs, y1 = *(const uint32_t *)(xs + 16);
+                uint32_t y0, y1;
+                if constexpr (PAIR) {
+                    const uint2 v = *(const uint2 *)xs;
+                    y0 = v.x, y1 = v.y;
+                } else {
+                    y0 = *(const uint32_t *)xs, y1 = *(const uint32_t *)(xs + 16);
+                }
                 if (B::G16) {
                     int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
                     mma_k16(lo, a0, a1, y0);
