@@ -94,7 +94,7 @@ gen a3b-q4_0 --preset bench --type q4_0 --embd-type q8_0 $A3B
 gen big --preset qwen36-a3b --type q4_K --tokenizer bytes
 gen l4 --preset qwen36-a3b --type q4_K --tokenizer bytes --n-layer 4
 # the full-size file with the Qwen3 tokenizer (llama.cpp cannot read the bytes one), where wanted
-case " $GPUFILES $STEPS " in *" bigq "*|*" llamacuda "*) gen bigq --preset qwen36-a3b --type q4_K ;; esac
+case " $GPUFILES $STEPS " in *" bigq "*|*" llamacuda "*|*" llamalanes "*) gen bigq --preset qwen36-a3b --type q4_K ;; esac
 wait_bg
 ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
