@@ -104,9 +104,10 @@ if step suite && gpu_need 100 "GPU suite"; then
 fi
 if step step0 && gpu_need 300 "Step 0 on the VRAM tier"; then
     # the seed's experiment on the GPU's streaming tier, classes, six footprint rounds four at a
-    # time (bench/step0/README.md); reports in $O/step0/vram-classes/
+    # time (bench/step0/README.md); reports in $O/step0/vram-classes/.  A file in /dev/shm counts
+    # in every footprint (docs/memory.md): STEP0_MODEL=<a file on disk> for the host side alone
     ts "Step 0, VRAM tier, classes"
-    BACKEND=cuda MODEL=$S/big.gguf N_PROMPT=${STEP0_PROMPT:-16384} N_GEN=257 FITS=classes TIERS=vram FP_REPS=6 FP_JOBS=4 \
+    BACKEND=cuda MODEL=${STEP0_MODEL:-$S/big.gguf} N_PROMPT=${STEP0_PROMPT:-16384} N_GEN=257 FITS=classes TIERS=vram FP_REPS=6 FP_JOBS=4 \
         OUT=$O/step0 timeout $(( $(left) - 30 )) bench/step0/run.sh build 2>&1 | tail -25
     tail -n 5 $O/step0/vram-classes/trials/speed-worker.stderr 2>/dev/null
     cp $O/step0/vram-classes/trials/*.stderr $O/step0/ 2>/dev/null
