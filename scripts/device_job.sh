@@ -44,7 +44,9 @@ O=${OUT:-/tmp/out}; mkdir -p "$O"
 exec > >(tee -a "$O/log.txt") 2>&1
 ts "host: $(grep -m1 'model name' /proc/cpuinfo) $(nproc) cores; $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1)"
 grep -o 'amx[a-z0-9_]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+# the code that runs: the copy's .git may be older than its files, so a digest of the sources too
 git log --oneline -1 2>/dev/null || true
+echo "sources: $(find src include Makefile -type f | sort | xargs cat | sha1sum | cut -c1-12)"
 # llama-bench (CPU) built in the background, niced, on 8 cores (kept in /tmp/qc while the machine stays warm)
 mkdir -p /tmp/llsrc && tar xJf .devjob/llama-src.tar.xz -C /tmp/llsrc
 ( JOBS=8 LLAMA_SRC=/tmp/llsrc QWISP_CACHE=/tmp/qc bench/llama_bench_build.sh > /tmp/llb.log 2>&1; echo "llb rc=$?" >> /tmp/llb.log ) &
