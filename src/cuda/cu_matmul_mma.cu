@@ -50,9 +50,6 @@ __device__ __forceinline__ uint32_t ld32(const uint8_t *p) {
     cu_ldw<1>(p, &w);
     return w;
 }
-/* A word known to be 4-byte aligned (no alignment test: its loads can be
- * scheduled together). */
-__device__ __forceinline__ uint32_t ld32a(const uint8_t *p) { return *(const uint32_t *)p; }
 
 /* c (+)= A[16x32] B[32x8] over int8: a0/a2 row g at k 4q / 16+4q, a1/a3 row
  * g+8; b0/b1 token g at k 4q / 16+4q; c0,c1 row g, c2,c3 row g+8 (tokens 2q, 2q+1). */
@@ -270,8 +267,8 @@ template <> struct kqb<QW_TYPE_Q3_K> {
     }
 };
 /* Q4_K and Q5_K blocks (144 and 176 bytes) sit 16-byte aligned here
- * (cu_matmul_mma_kq checks the weight's start, rows and matrices): their
- * words load without an alignment test. */
+ * (cu_matmul_mma_kq checks the weight's start, rows and matrices): a lane's
+ * eight elements of a sub-block load as one aligned 8-byte word (pair). */
 template <> struct kqb<QW_TYPE_Q4_K> {
     enum { BYTES = 144, G16 = 0, MINS = 1, ALIGN16 = 1 };
     /* the block's first 16 bytes, d, dmin and the 12 packed scale bytes, in
@@ -283,10 +280,8 @@ template <> struct kqb<QW_TYPE_Q4_K> {
         const uint4 v = *(const uint4 *)b;
         return hdr{{v.x, v.y, v.z, v.w}};
     }
-    static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
-        return (ld32a(b + 16 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
-    }
-    /* elements o .. o + 7 of sub-block sb (o a multiple of 8) in one 8-byte load */
+    /* elements o .. o + 7 of sub-block sb (o a multiple of 8) in one 8-byte load
+     * (these 16-byte aligned types load a lane's words this way only: PAIR below) */
     static __device__ __forceinline__ void pair(const uint8_t *b, int sb, int o, uint32_t *lo, uint32_t *hi) {
         const uint2 v = *(const uint2 *)(b + 16 + 32 * (sb >> 1) + o);
         *lo = (v.x >> (4 * (sb & 1))) & 0x0f0f0f0fu, *hi = (v.y >> (4 * (sb & 1))) & 0x0f0f0f0fu;
@@ -311,11 +306,6 @@ template <> struct kqb<QW_TYPE_Q5_K> {
     enum { BYTES = 176, G16 = 0, MINS = 1, ALIGN16 = 1 };
     typedef kqb<QW_TYPE_Q4_K>::hdr hdr; /* a Q5_K block starts as a Q4_K one */
     static __device__ __forceinline__ hdr load(const uint8_t *b) { return kqb<QW_TYPE_Q4_K>::load(b); }
-    static __device__ __forceinline__ uint32_t word(const uint8_t *b, int sb, int o) {
-        const uint32_t lo = (ld32a(b + 48 + 32 * (sb >> 1) + o) >> (4 * (sb & 1))) & 0x0f0f0f0fu;
-        const uint32_t hi = ((ld32a(b + 16 + o) >> sb) & 0x01010101u) << 4;
-        return lo | hi;
-    }
     static __device__ __forceinline__ void pair(const uint8_t *b, int sb, int o, uint32_t *lo, uint32_t *hi) {
         const uint2 v = *(const uint2 *)(b + 48 + 32 * (sb >> 1) + o), h = *(const uint2 *)(b + 16 + o);
         *lo = ((v.x >> (4 * (sb & 1))) & 0x0f0f0f0fu) | (((h.x >> sb) & 0x01010101u) << 4);
