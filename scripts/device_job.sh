@@ -175,6 +175,9 @@ if step lanes && gpu_need 120 "GPU lanes"; then
 fi
 # llama.cpp's CUDA builds link the libcublas / libnccl of the machine's pip packages
 NVLIBS=$(python3 -c 'import glob, site; print(":".join(d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")))' 2>/dev/null)
+nvrun() { LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} "$@"; }
+# llama-batched-bench (CUDA) on /dev/shm's file $1, more flags after it
+llama_batched() { local f=$1; shift; nvrun /tmp/llama-batched-bench-cuda -m $S/$f.gguf -ngl 99 -fa on -c 2048 "$@" 2>&1; }
 if step llamalanes && gpu_need 120 "lanes against llama-batched-bench" && [ -s .devjob/llama-batched-bench-cuda.xz ]; then
     # aggregate decode of B sequences at once: llama.cpp's llama-batched-bench (CUDA build, carried
     # as .devjob/llama-batched-bench-cuda.xz; a one-token prompt per sequence, then 128 tokens each,
@@ -182,14 +185,12 @@ if step llamalanes && gpu_need 120 "lanes against llama-batched-bench" && [ -s .
     xz -dc .devjob/llama-batched-bench-cuda.xz > /tmp/llama-batched-bench-cuda && chmod +x /tmp/llama-batched-bench-cuda
     for f in ${LANESFILES:-bigq a3b-q8_0}; do
         for round in 1 2; do
-            ts "llama-batched-bench CUDA $f S_TG: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-batched-bench-cuda \
-                -m $S/$f.gguf -ngl 99 -fa on -c 2048 -npp 1 -ntg 128 -npl 1,2,4,8 2>&1 |
+            ts "llama-batched-bench CUDA $f S_TG: $(llama_batched $f -npp 1 -ntg 128 -npl 1,2,4,8 |
                 awk -F'|' '$4 + 0 > 0 { printf "B=%d %s  ", $4, $9 }' | tr -s ' ')"
             ts "qwisp CUDA $f lanes: $($Q bench -m $S/$f.gguf -p 0 -n 128 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 |
                 awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
             # and one sequence's 512-token prompt (S_PP), beside qwisp's pp512
-            ts "llama-batched-bench CUDA $f pp512 S_PP: $(LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-batched-bench-cuda \
-                -m $S/$f.gguf -ngl 99 -fa on -c 2048 -npp 512 -ntg 1 -npl 1 2>&1 | awk -F'|' '$4 + 0 > 0 { print $7 }' | tr -s ' ')"
+            ts "llama-batched-bench CUDA $f pp512 S_PP: $(llama_batched $f -npp 512 -ntg 1 -npl 1 | awk -F'|' '$4 + 0 > 0 { print $7 }' | tr -s ' ')"
             ts "qwisp CUDA $f: $(qbench $f 2)"
         done
     done
@@ -204,7 +205,7 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
     # llama-bench of pp512 / tg128 on /dev/shm's file $1 with extra flags, its two results on one line
     llama_cuda() {
         local f=$1; shift
-        LD_LIBRARY_PATH=$NVLIBS:${LD_LIBRARY_PATH:-} /tmp/llama-bench-cuda -m $S/$f.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 2 "$@" 2>&1 |
+        nvrun /tmp/llama-bench-cuda -m $S/$f.gguf -ngl 99 -fa 1 -p 512 -n 128 -r 2 "$@" 2>&1 |
             grep -E 'pp512|tg128' | awk -F'|' '{ print $(NF-2), $(NF-1) }' | tr -s ' ' | tr '\n' ' '
     }
     for f in ${LLAMAFILES:-bigq a3b-q8_0}; do
