@@ -44,6 +44,10 @@ typedef struct dbuf {
     size_t cap;
 } dbuf;
 
+/* Sequences a batched step's graph takes: a step of at most CU_MM_NT tokens
+ * routes on the device (no host round trip), which a graph needs. */
+enum { CU_BGRAPH_MAX = CU_MM_NT };
+
 typedef struct cu_ctx {
     cu_model *dm;
     cudaStream_t s;
@@ -63,6 +67,17 @@ typedef struct cu_ctx {
     cudaGraphExec_t graph;
     uint64_t gen, graph_gen; /* gen: bumped whenever a device buffer moves */
     bool graph_off;          /* capture failed once: run without */
+    uint64_t uid;            /* this context's number, never reused (a batched graph's key) */
+    /* batched step graph (cu_eval_batch as the workspace: one token a
+     * sequence, resident tier): captured for one list of sequence contexts
+     * and their buffer layouts, replayed while they stay; each sequence's
+     * position is read from bpos[i] */
+    dbuf bpos;
+    int32_t *h_bpos;           /* pinned: CU_BGRAPH_MAX positions */
+    cudaGraphExec_t bgraph;
+    int bgraph_n;              /* sequences it was captured for */
+    uint64_t bgraph_key[2 * CU_BGRAPH_MAX + 1]; /* each sequence's context uid and gen, then this context's gen */
+    bool bgraph_off;           /* capture failed once: run without */
     /* host side of the grouped MoE path */
     int32_t *h_sel, *h_order, *h_count;
     cu_tile *h_tiles;
@@ -86,6 +101,7 @@ typedef struct cu_ctx {
 typedef struct cu_span {
     cu_ctx *kv;
     int row0, n, pos0;
+    const int32_t *pos_dev; /* in a graph: pos0 is read here, on the device (NULL: pos0) */
 } cu_span;
 
 static int grow_gen(cu_ctx *c, dbuf *b, size_t need, qw_error *err) {
@@ -213,6 +229,9 @@ void cu_ctx_free(void *p) {
     if (c->graph) cudaGraphExecDestroy(c->graph);
     if (c->h_pos) cudaFreeHost(c->h_pos);
     cu_pool_free(c->pos.p);
+    if (c->bgraph) cudaGraphExecDestroy(c->bgraph);
+    if (c->h_bpos) cudaFreeHost(c->h_bpos);
+    cu_pool_free(c->bpos.p);
     ctx_release(c);
     free(c->k);
     free(c->v);
@@ -240,6 +259,8 @@ void *cu_ctx_new(void *p, int32_t n_ctx, qw_error *err) {
     cu_model *dm = (cu_model *)p;
     const qw_hparams *hp = &dm->hp;
     cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
+    static uint64_t next_uid;
+    c->uid = __atomic_add_fetch(&next_uid, 1, __ATOMIC_RELAXED);
     c->dm = dm;
     c->n_ctx = n_ctx;
     c->k = (dbuf *)calloc((size_t)hp->n_layer, sizeof(dbuf));
@@ -374,8 +395,7 @@ uint64_t cu_ctx_bytes(void *p) {
 
 /* ---- the blocks ---------------------------------------------------------- */
 
-static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, const cu_span *spans, int n_spans,
-                            const int32_t *pos_dev) {
+static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, const cu_span *spans, int n_spans) {
     const qw_hparams *hp = &c->dm->hp;
     const int E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
     const size_t QD = (size_t)H * D, KD = (size_t)HKV * D;
@@ -389,6 +409,7 @@ static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, const c
     for (int i = 0; i < n_spans; i++) {
         const cu_span *sp = &spans[i];
         const size_t r = (size_t)sp->row0;
+        const int32_t *pos_dev = sp->pos_dev;
         cu_attn_prep(s, L->gated ? P(c->qg) + r * 2 * QD : P(c->qg), P(c->q) + r * QD, P(c->kc) + r * KD,
                      P(c->vc) + r * KD, (const float *)L->q_norm.data, (const float *)L->k_norm.data, sp->kv->k[il].p,
                      sp->kv->v[il].p, c->dm->kv_f32, sp->n, H, HKV, D, hp->n_rot, sp->pos0, pos_dev, hp->rope_base,
@@ -653,8 +674,8 @@ static int moe_block(cu_ctx *c, const cu_layer *L, int il, int n, bool route_dev
     return 0;
 }
 
-/* The layers and the head, enqueued on c's stream (captured into the decode
- * graph, or run directly).  pos_dev: the position on the device (graph) or NULL. */
+/* The layers and the head, enqueued on c's stream (captured into a graph,
+ * or run directly).  A span's pos_dev: its position on the device (graph) or NULL. */
 /* Rows of logits one pass of the output matmul makes: all-row logits of a
  * longer chunk go out in blocks, so the buffer (and the tier's reserve,
  * cu_model.cu) does not grow with the chunk.  Rows are independent, so the
@@ -663,8 +684,7 @@ enum { CU_LOGIT_ROWS = 512 };
 
 /* The embedding and the layers of n rows (c->tok) on c's stream, c's
  * activations; the spans say whose KV and state each row's sequence uses. */
-static int enqueue_layers(cu_ctx *c, int n, const cu_span *spans, int n_spans, const int32_t *pos_dev, bool route_dev,
-                          qw_error *err) {
+static int enqueue_layers(cu_ctx *c, int n, const cu_span *spans, int n_spans, bool route_dev, qw_error *err) {
     cu_model *dm = c->dm;
     const qw_hparams *hp = &dm->hp;
     cu_get_rows(c->s, &dm->tok_embd, (const int32_t *)c->tok.p, n, P(c->x));
@@ -673,7 +693,7 @@ static int enqueue_layers(cu_ctx *c, int n, const cu_span *spans, int n_spans, c
         if (L->recurrent)
             deltanet_block(c, L, il, n, spans, n_spans);
         else
-            attention_block(c, L, il, n, spans, n_spans, pos_dev);
+            attention_block(c, L, il, n, spans, n_spans);
         if (moe_block(c, L, il, n, route_dev, err)) return -1;
     }
     return 0;
@@ -689,8 +709,8 @@ static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool lo
     const qw_hparams *hp = &dm->hp;
     const int E = hp->n_embd, V = hp->n_vocab;
     cudaStream_t s = c->s;
-    const cu_span self = {c, 0, n, n_past};
-    if (enqueue_layers(c, n, &self, 1, pos_dev, n == 1, err)) return -1;
+    const cu_span self = {c, 0, n, n_past, pos_dev};
+    if (enqueue_layers(c, n, &self, 1, n == 1, err)) return -1;
     if (logits) {
         const int rows = all ? n : 1;
         for (int r0 = 0; r0 < rows; r0 += CU_LOGIT_ROWS) {
@@ -767,6 +787,75 @@ int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *lo
 
 /* ---- the lanes path's step: several sequences in one forward pass ---- */
 
+/* The batched graph's key for these spans: each sequence's context (its uid,
+ * never reused, and gen, bumped when one of its buffers moves), then the
+ * workspace's gen.  Writes 2 n + 1 words. */
+static void bgraph_key_of(const cu_ctx *c, const cu_span *spans, int n_spans, uint64_t *key) {
+    for (int i = 0; i < n_spans; i++) key[2 * i] = spans[i].kv->uid, key[2 * i + 1] = spans[i].kv->gen;
+    key[2 * n_spans] = c->gen;
+}
+
+/* Captures a batched step of one token a sequence (spans read their
+ * positions from bpos) into c->bgraph.  false (and bgraph_off) when the
+ * capture fails: the caller runs the step directly. */
+static bool capture_batch(cu_ctx *c, const cu_span *spans, int n_spans, qw_error *err) {
+    if (c->bgraph) cudaGraphExecDestroy(c->bgraph);
+    c->bgraph = NULL;
+    cudaGraph_t g = NULL;
+    if (cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) goto off;
+    {
+        const int rc = enqueue_layers(c, n_spans, spans, n_spans, true, err);
+        if (cudaStreamEndCapture(c->s, &g) != cudaSuccess || rc) goto off;
+    }
+    if (cudaGraphInstantiate(&c->bgraph, g, 0) != cudaSuccess) goto off;
+    cudaGraphDestroy(g);
+    c->bgraph_n = n_spans;
+    bgraph_key_of(c, spans, n_spans, c->bgraph_key);
+    return true;
+off:
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    c->bgraph = NULL;
+    c->bgraph_off = true;
+    if (err) err->msg[0] = 0;
+    return false;
+}
+
+/* The layers of a batched step through the graph where it can be used (every
+ * sequence one token, the resident tier, at most CU_BGRAPH_MAX sequences):
+ * the positions written to bpos, the graph captured when the sequences or a
+ * buffer changed, else replayed.  0 with *ran false: run the step directly. */
+static int batch_graph(cu_ctx *c, cu_span *spans, int n_spans, int n, bool *ran, qw_error *err) {
+    *ran = false;
+    if (c->bgraph_off || c->dm->streaming || n != n_spans || n_spans > CU_BGRAPH_MAX) return 0;
+    int32_t cap = 0;
+    for (int i = 0; i < n_spans; i++) cap = spans[i].kv->kv_cap > cap ? spans[i].kv->kv_cap : cap;
+    /* the buffers first: a grow bumps gen, which the key holds */
+    if ((!c->bpos.p && grow(&c->bpos, CU_BGRAPH_MAX * sizeof(int32_t), err)) ||
+        grow(&c->asc, cu_attention_split_floats(c->dm->hp.n_head, cap) * sizeof(float), err))
+        return -1;
+    if (!c->h_bpos && cudaMallocHost((void **)&c->h_bpos, CU_BGRAPH_MAX * sizeof(int32_t)) != cudaSuccess) {
+        cudaGetLastError();
+        c->bgraph_off = true;
+        return 0;
+    }
+    for (int i = 0; i < n_spans; i++) {
+        c->h_bpos[i] = spans[i].pos0;
+        spans[i].pos_dev = (const int32_t *)c->bpos.p + i;
+    }
+    CU_TRY(cudaMemcpyAsync(c->bpos.p, c->h_bpos, (size_t)n_spans * sizeof(int32_t), cudaMemcpyHostToDevice, c->s), err);
+    uint64_t key[2 * CU_BGRAPH_MAX + 1];
+    bgraph_key_of(c, spans, n_spans, key);
+    if (c->bgraph && c->bgraph_n == n_spans && !memcmp(key, c->bgraph_key, (2 * (size_t)n_spans + 1) * sizeof key[0]))
+        *ran = true;
+    else
+        *ran = capture_batch(c, spans, n_spans, err);
+    if (*ran) CU_TRY(cudaGraphLaunch(c->bgraph, c->s), err);
+    else
+        for (int i = 0; i < n_spans; i++) spans[i].pos_dev = NULL; /* the direct run reads pos0 */
+    return 0;
+}
+
 int cu_eval_batch(void *p, const qw_backend_seq *seqs, int n_seqs, qw_error *err) {
     cu_ctx *c = (cu_ctx *)p; /* the workspace: its activations, its stream */
     cu_model *dm = c->dm;
@@ -785,7 +874,7 @@ int cu_eval_batch(void *p, const qw_backend_seq *seqs, int n_seqs, qw_error *err
         for (int j = 0; j < i; j++)
             if (seqs[j].dc == q->dc) return cu_fail(err, "batch sequences %d and %d share a context", j, i);
         if (kv_reserve(sc, q->n_past + q->n, err)) return -1; /* synchronous: sc's stream is idle after */
-        spans[i] = (cu_span){sc, n, q->n, q->n_past};
+        spans[i] = (cu_span){sc, n, q->n, q->n_past, NULL};
         n += q->n;
         n_logits += q->logits != NULL;
         max_pos = q->n_past + q->n > max_pos ? q->n_past + q->n : max_pos;
@@ -804,8 +893,13 @@ int cu_eval_batch(void *p, const qw_backend_seq *seqs, int n_seqs, qw_error *err
         cu_fail(err, "copying %d batch tokens: %s", n, cudaGetErrorString(cudaGetLastError()));
         goto out;
     }
-    /* a few decode tokens: routing on the device, no host round trip a layer */
-    if (enqueue_layers(c, n, spans, n_seqs, NULL, n <= CU_MM_NT, err)) goto out;
+    /* a few decode tokens: routing on the device, no host round trip a layer;
+     * one token a sequence, through the batched graph where it applies */
+    {
+        bool ran = false;
+        if (n <= CU_MM_NT && batch_graph(c, spans, n_seqs, n, &ran, err)) goto out;
+        if (!ran && enqueue_layers(c, n, spans, n_seqs, n <= CU_MM_NT, err)) goto out;
+    }
     if (n_logits) {
         /* each wanted sequence's last row gathered (into `down`, free after the
          * last layer and >= n rows of E), then the head over those rows */
