@@ -726,28 +726,35 @@ static int enqueue(cu_ctx *c, int n, int n_past, const int32_t *pos_dev, bool lo
     return 0;
 }
 
-/* Captures the one-token step into c->graph.  false (and graph_off) when the
- * capture fails: the caller runs the step directly. */
-static bool capture(cu_ctx *c, qw_error *err) {
-    if (c->graph) cudaGraphExecDestroy(c->graph);
-    c->graph = NULL;
+/* Graph capture on c's stream: begin, then end with what the enqueue
+ * returned (rc).  The graph instantiated into *exec, or false with *off set
+ * (the error cleared: the caller runs the step directly). */
+static bool capture_begin(cu_ctx *c, cudaGraphExec_t *exec) {
+    if (*exec) cudaGraphExecDestroy(*exec);
+    *exec = NULL;
+    return cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+}
+static bool capture_end(cu_ctx *c, bool begun, int rc, cudaGraphExec_t *exec, bool *off, qw_error *err) {
     cudaGraph_t g = NULL;
-    if (cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) goto off;
-    {
-        const int rc = enqueue(c, 1, 0, (const int32_t *)c->pos.p, true, false, NULL, err);
-        if (cudaStreamEndCapture(c->s, &g) != cudaSuccess || rc) goto off;
+    if (begun && cudaStreamEndCapture(c->s, &g) == cudaSuccess && !rc && cudaGraphInstantiate(exec, g, 0) == cudaSuccess) {
+        cudaGraphDestroy(g);
+        return true;
     }
-    if (cudaGraphInstantiate(&c->graph, g, 0) != cudaSuccess) goto off;
-    cudaGraphDestroy(g);
-    c->graph_gen = c->gen;
-    return true;
-off:
     if (g) cudaGraphDestroy(g);
     cudaGetLastError();
-    c->graph = NULL;
-    c->graph_off = true;
+    *exec = NULL;
+    *off = true;
     if (err) err->msg[0] = 0;
     return false;
+}
+
+/* Captures the one-token step into c->graph. */
+static bool capture(cu_ctx *c, qw_error *err) {
+    const bool begun = capture_begin(c, &c->graph);
+    const int rc = begun ? enqueue(c, 1, 0, (const int32_t *)c->pos.p, true, false, NULL, err) : 0;
+    if (!capture_end(c, begun, rc, &c->graph, &c->graph_off, err)) return false;
+    c->graph_gen = c->gen;
+    return true;
 }
 
 int cu_eval(void *p, const int32_t *tokens, int32_t n, int32_t n_past, float *logits, int all, qw_error *err) {
@@ -796,29 +803,14 @@ static void bgraph_key_of(const cu_ctx *c, const cu_span *spans, int n_spans, ui
 }
 
 /* Captures a batched step of one token a sequence (spans read their
- * positions from bpos) into c->bgraph.  false (and bgraph_off) when the
- * capture fails: the caller runs the step directly. */
+ * positions from bpos) into c->bgraph. */
 static bool capture_batch(cu_ctx *c, const cu_span *spans, int n_spans, qw_error *err) {
-    if (c->bgraph) cudaGraphExecDestroy(c->bgraph);
-    c->bgraph = NULL;
-    cudaGraph_t g = NULL;
-    if (cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) goto off;
-    {
-        const int rc = enqueue_layers(c, n_spans, spans, n_spans, true, err);
-        if (cudaStreamEndCapture(c->s, &g) != cudaSuccess || rc) goto off;
-    }
-    if (cudaGraphInstantiate(&c->bgraph, g, 0) != cudaSuccess) goto off;
-    cudaGraphDestroy(g);
+    const bool begun = capture_begin(c, &c->bgraph);
+    const int rc = begun ? enqueue_layers(c, n_spans, spans, n_spans, true, err) : 0;
+    if (!capture_end(c, begun, rc, &c->bgraph, &c->bgraph_off, err)) return false;
     c->bgraph_n = n_spans;
     bgraph_key_of(c, spans, n_spans, c->bgraph_key);
     return true;
-off:
-    if (g) cudaGraphDestroy(g);
-    cudaGetLastError();
-    c->bgraph = NULL;
-    c->bgraph_off = true;
-    if (err) err->msg[0] = 0;
-    return false;
 }
 
 /* The layers of a batched step through the graph where it can be used (every
