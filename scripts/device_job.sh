@@ -16,7 +16,7 @@
 # LLAMA8: with llamacuda, settings timed under QWISP_DEVICE_VRAM=8 against llama.cpp's
 #   --n-cpu-moe 26: a number is a QWISP_DEVICE_HOST_EXPERTS value, else NAME=VALUE[,NAME=VALUE]
 #   (e.g. "0 4 QWISP_DEVICE_MISSES=host"; unset = not timed).
-# LANESFILES: llamalanes' files (default "bigq a3b-q8_0"); VSFILES: vsllama's (default
+# LANESFILES: llamalanes' files (default "bigq a3b-q8_0"; the lanes step times the first); VSFILES: vsllama's (default
 #   "bench-q4_K a3b-q4_K bench-q8_0"; also bench-q4_0, a3b-q4_0, a3b-q6_K, a3b-q8_0).
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
 #   built into its own object from this tree (make NVDEFS=-D...) and timed too.
@@ -38,6 +38,7 @@ need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; r
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
 STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16}
 ALT=${ALT:-}
+LANESFILES=${LANESFILES:-bigq a3b-q8_0}
 GPUFILES=${GPUFILES:-big}  # gputime's files (in /dev/shm, from the gen step: big a3b-q8_0 a3b-q4_K bench-q8_0 ...)
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -96,7 +97,7 @@ gen a3b-q4_0 --preset bench --type q4_0 --embd-type q8_0 $A3B
 gen big --preset qwen36-a3b --type q4_K --tokenizer bytes
 gen l4 --preset qwen36-a3b --type q4_K --tokenizer bytes --n-layer 4
 # the full-size file with the Qwen3 tokenizer (llama.cpp cannot read the bytes one), where wanted
-case " $GPUFILES $STEPS " in *" bigq "*|*" llamacuda "*|*" llamalanes "*) gen bigq --preset qwen36-a3b --type q4_K ;; esac
+case " $GPUFILES $LANESFILES $STEPS " in *" bigq "*|*" llamacuda "*|*" llamalanes "*) gen bigq --preset qwen36-a3b --type q4_K ;; esac
 wait_bg
 ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
@@ -168,10 +169,17 @@ if step nsysdec && gpu_need 60 "nsys decode timeline"; then
     fi
 fi
 if step lanes && gpu_need 120 "GPU lanes"; then
-    for b in 1 0 1; do
-        ts "lanes DEVICE_BATCH=$b"
-        QWISP_DEVICE_BATCH=$b $Q bench -m $S/big.gguf -p 0 -n 64 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 | grep -E "^tg" | head -8
+    # aggregate decode of B sequences: this tree's object against each base's, alternated,
+    # then this tree's with the batched step off (QWISP_DEVICE_BATCH=0: one sequence at a time)
+    wait_bg
+    for round in 1 2; do
+        for v in $BASES this $(for n in $NVVAR; do echo nv-$n; done); do
+            ts "lanes $v: $(QWISP_CUDA_LIB=$(lib_of $v) $Q bench -m $S/${LANESFILES%% *}.gguf -p 0 -n 64 -r 2 \
+                --lanes 1,2,4,8 --bw-mb 0 2>&1 | awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
+        done
     done
+    ts "lanes DEVICE_BATCH=0: $(QWISP_DEVICE_BATCH=0 $Q bench -m $S/${LANESFILES%% *}.gguf -p 0 -n 64 -r 2 \
+        --lanes 1,2,4,8 --bw-mb 0 2>&1 | awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
 fi
 # llama.cpp's CUDA builds link the libcublas / libnccl of the machine's pip packages
 NVLIBS=$(python3 -c 'import glob, site; print(":".join(d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")))' 2>/dev/null)
@@ -183,7 +191,7 @@ if step llamalanes && gpu_need 120 "lanes against llama-batched-bench" && [ -s .
     # as .devjob/llama-batched-bench-cuda.xz; a one-token prompt per sequence, then 128 tokens each,
     # S_TG = B x 128 / time) against `qwisp bench --lanes` (each sequence from an empty context)
     xz -dc .devjob/llama-batched-bench-cuda.xz > /tmp/llama-batched-bench-cuda && chmod +x /tmp/llama-batched-bench-cuda
-    for f in ${LANESFILES:-bigq a3b-q8_0}; do
+    for f in $LANESFILES; do
         for round in 1 2; do
             ts "llama-batched-bench CUDA $f S_TG: $(llama_batched $f -npp 1 -ntg 128 -npl 1,2,4,8 |
                 awk -F'|' '$4 + 0 > 0 { printf "B=%d %s  ", $4, $9 }' | tr -s ' ')"

@@ -198,10 +198,8 @@ size_t cu_attention_split_floats(int n_head, int max_pos) {
 }
 
 template <typename KT>
-__global__ void attn_split_scores(const float *q, const KT *K, float *S, int pos0, const int32_t *pos_dev, int H,
-                                  int HKV, int D, float scale, int max_pos) {
-    cu_pdl_enter();
-    if (pos_dev) pos0 = *pos_dev;
+__device__ __forceinline__ void split_scores_body(const float *q, const KT *K, float *S, int pos0, int H, int HKV, int D,
+                                                  float scale, int max_pos) {
     const bool f16 = sizeof(KT) == 2;
     __shared__ float qs[AT_MAXD];
     __shared__ float redf[AT_THREADS / 32];
@@ -236,9 +234,14 @@ __global__ void attn_split_scores(const float *q, const KT *K, float *S, int pos
     }
 }
 
-__global__ void attn_split_softmax(float *S, int pos0, const int32_t *pos_dev, int H, int max_pos, int f16) {
+template <typename KT>
+__global__ void attn_split_scores(const float *q, const KT *K, float *S, int pos0, const int32_t *pos_dev, int H,
+                                  int HKV, int D, float scale, int max_pos) {
     cu_pdl_enter();
-    if (pos_dev) pos0 = *pos_dev;
+    split_scores_body(q, K, S, pos_dev ? *pos_dev : pos0, H, HKV, D, scale, max_pos);
+}
+
+__device__ __forceinline__ void split_softmax_body(float *S, int pos0, int H, int max_pos, int f16) {
     __shared__ float redf[AT_THREADS / 32];
     __shared__ double redd[AT_THREADS / 32];
     const int h = blockIdx.x, tid = threadIdx.x, npos = pos0 + 1, n_split = max_pos / AT_CH + 1;
@@ -258,19 +261,21 @@ __global__ void attn_split_softmax(float *S, int pos0, const int32_t *pos_dev, i
     }
 }
 
+__global__ void attn_split_softmax(float *S, int pos0, const int32_t *pos_dev, int H, int max_pos, int f16) {
+    cu_pdl_enter();
+    split_softmax_body(S, pos_dev ? *pos_dev : pos0, H, max_pos, f16);
+}
+
 /* TP positions a tile: AT_TILE_BYTES of V rows (AT_PV_DIMS dims each) */
 template <typename KT>
-__global__ void __launch_bounds__(AT_PV_DIMS) attn_split_pv(const float *S, const KT *V, float *out, int pos0,
-                                                            const int32_t *pos_dev, int H, int HKV, int D,
-                                                            int max_pos) {
-    cu_pdl_enter();
+__device__ __forceinline__ void split_pv_body(const float *S, const KT *V, float *out, int pos0, int H, int HKV, int D,
+                                              int max_pos) {
     constexpr int TP = AT_TILE_BYTES / (AT_PV_DIMS * (int)sizeof(KT));
     constexpr int VEC = 16 / (int)sizeof(KT);                 /* elements of one 16-byte load */
     constexpr int ROW_VECS = AT_PV_DIMS / VEC;                /* 16-byte loads a row */
     constexpr int LOADS = TP * ROW_VECS / AT_PV_DIMS;         /* a thread's loads a tile */
     __shared__ __align__(16) KT sv[TP][AT_PV_DIMS];
     __shared__ float sp[TP];
-    if (pos_dev) pos0 = *pos_dev;
     const int h = blockIdx.y, tid = threadIdx.x, d0 = blockIdx.x * AT_PV_DIMS, npos = pos0 + 1;
     const size_t kv_row = (size_t)HKV * D;
     const KT *Vh = V + (size_t)(h / (H / HKV)) * D + d0;
@@ -313,6 +318,41 @@ __global__ void __launch_bounds__(AT_PV_DIMS) attn_split_pv(const float *S, cons
     if (tid < dims) out[(size_t)h * D + d0 + tid] = a;
 }
 
+template <typename KT>
+__global__ void __launch_bounds__(AT_PV_DIMS) attn_split_pv(const float *S, const KT *V, float *out, int pos0,
+                                                            const int32_t *pos_dev, int H, int HKV, int D,
+                                                            int max_pos) {
+    cu_pdl_enter();
+    split_pv_body(S, V, out, pos_dev ? *pos_dev : pos0, H, HKV, D, max_pos);
+}
+
+/* The split form for one token a sequence: sequence blockIdx.z's q row,
+ * cache, output row and part of the scratch (`per` floats each). */
+__device__ __forceinline__ int seq_pos(const cu_seqs &sq, int z) { return sq.pos_dev[z] ? *sq.pos_dev[z] : sq.pos0[z]; }
+
+template <typename KT>
+__global__ void attn_seqs_scores(const float *q, const cu_seqs sq, float *S, size_t per, int H, int HKV, int D,
+                                 float scale, int max_pos) {
+    cu_pdl_enter();
+    const int z = blockIdx.z;
+    split_scores_body(q + (size_t)z * H * D, (const KT *)sq.a[z], S + z * per, seq_pos(sq, z), H, HKV, D, scale,
+                      max_pos);
+}
+
+__global__ void attn_seqs_softmax(float *S, size_t per, const cu_seqs sq, int H, int max_pos, int f16) {
+    cu_pdl_enter();
+    const int z = blockIdx.z;
+    split_softmax_body(S + z * per, seq_pos(sq, z), H, max_pos, f16);
+}
+
+template <typename KT>
+__global__ void __launch_bounds__(AT_PV_DIMS) attn_seqs_pv(const float *S, size_t per, const cu_seqs sq, float *out,
+                                                           int H, int HKV, int D, int max_pos) {
+    cu_pdl_enter();
+    const int z = blockIdx.z;
+    split_pv_body(S + z * per, (const KT *)sq.b[z], out + (size_t)z * H * D, seq_pos(sq, z), H, HKV, D, max_pos);
+}
+
 /* The split form's three launches for a cache of KT. */
 template <typename KT>
 static void attention_split(cudaStream_t s, const float *q, const void *k, const void *v, float *out, int pos0,
@@ -321,6 +361,22 @@ static void attention_split(cudaStream_t s, const float *q, const void *k, const
     cu_launch(attn_split_scores<KT>, g1, AT_THREADS, 0, s, q, (const KT *)k, split, pos0, pos_dev, H, HKV, D, scale, max_pos);
     cu_launch(attn_split_softmax, H, AT_THREADS, 0, s, split, pos0, pos_dev, H, max_pos, sizeof(KT) == 2);
     cu_launch(attn_split_pv<KT>, g3, AT_PV_DIMS, 0, s, split, (const KT *)v, out, pos0, pos_dev, H, HKV, D, max_pos);
+}
+
+template <typename KT>
+static void attention_seqs(cudaStream_t s, const float *q, const cu_seqs *sq, float *out, int H, int HKV, int D,
+                           float scale, float *split, int max_pos) {
+    const size_t per = cu_attention_split_floats(H, max_pos);
+    const dim3 g1(max_pos / AT_CH + 1, H, sq->n), g2(H, 1, sq->n), g3((D + AT_PV_DIMS - 1) / AT_PV_DIMS, H, sq->n);
+    cu_launch(attn_seqs_scores<KT>, g1, AT_THREADS, 0, s, q, *sq, split, per, H, HKV, D, scale, max_pos);
+    cu_launch(attn_seqs_softmax, g2, AT_THREADS, 0, s, split, per, *sq, H, max_pos, (int)(sizeof(KT) == 2));
+    cu_launch(attn_seqs_pv<KT>, g3, AT_PV_DIMS, 0, s, split, per, *sq, out, H, HKV, D, max_pos);
+}
+
+void cu_attention_seqs(cudaStream_t s, const float *q, const cu_seqs *sq, bool f32, float *out, int n_head,
+                       int n_head_kv, int head_dim, float scale, float *split, int max_pos) {
+    (f32 ? attention_seqs<float> : attention_seqs<__half>)(s, q, sq, out, n_head, n_head_kv, head_dim, scale, split,
+                                                            max_pos);
 }
 
 /* 16-byte loads of V rows: head_dim a multiple of 8 (f16) */

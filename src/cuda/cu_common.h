@@ -340,6 +340,34 @@ void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, 
                   int pos0, const int32_t *pos_dev, int n_head, int n_head_kv, int head_dim, float scale,
                   float *split, int max_pos);
 size_t cu_attention_split_floats(int n_head, int max_pos);
+bool cu_attention_split_ok(int head_dim); /* whether the split form takes this head size */
+
+/* ---- a lanes step's sequences in one launch ----
+ * A batched step of one token a sequence runs each per-sequence kernel
+ * (conv and DeltaNet states, attention over its KV cache) once for all the
+ * sequences, blockIdx.z = sequence z = activation row z, with each one's
+ * state and position passed by value (a graph captures them as they are).
+ * Each sequence's numbers are the one-sequence kernel's, bit for bit. */
+enum { CU_SEQS_MAX = CU_MM_NT };
+typedef struct cu_seqs {
+    int n;
+    void *a[CU_SEQS_MAX];                /* conv state, DeltaNet state, or K cache */
+    void *b[CU_SEQS_MAX];                /* V cache (attention) */
+    int pos0[CU_SEQS_MAX];               /* its position */
+    const int32_t *pos_dev[CU_SEQS_MAX]; /* or where a graph reads it on the device (NULL: pos0) */
+} cu_seqs;
+/* cu_attn_prep, then cu_attention, of one token a sequence (the split form:
+ * split holds n * cu_attention_split_floats(n_head, max_pos) floats). */
+void cu_attn_prep_seqs(cudaStream_t s, const float *qg, float *q, float *k, const float *v, const float *q_norm,
+                       const float *k_norm, const cu_seqs *sq, bool f32, int H, int HKV, int D, int n_rot, float base,
+                       float eps, bool gated);
+void cu_attention_seqs(cudaStream_t s, const float *q, const cu_seqs *sq, bool f32, float *out, int n_head,
+                       int n_head_kv, int head_dim, float scale, float *split, int max_pos);
+/* cu_conv_l2norm and cu_delta of one token a sequence (sq->a: its conv or DeltaNet state). */
+void cu_conv_l2norm_seqs(cudaStream_t s, const float *mix, float *cv, const cu_seqs *sq, const float *w, int C, int K,
+                         int n_norm, int S, float eps);
+void cu_delta_seqs(cudaStream_t s, const cu_seqs *sq, const float *cv, const float *beta, const float *alpha,
+                   const float *dt, const float *A, float *o, int S, int HK, int HV);
 
 /* ---- cu_delta.cu ---- */
 bool cu_delta_supported(int S);

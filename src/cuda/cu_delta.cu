@@ -38,9 +38,9 @@ __device__ __forceinline__ void dn_gates1(float braw, float araw, float dt, floa
  * butterfly, x * (1 / sqrt(mean + eps / S)) * (1 / sqrt(S)).  One token (n == 1): each thread also moves its
  * channel's state, so decode is one launch; a chunk moves it afterwards
  * (conv_state_kernel), once every token has read it. */
-__global__ void conv_norm_kernel(const float *__restrict__ mix, float *__restrict__ cv, float *st,
-                                 const float *__restrict__ w, int n, int C, int K, int n_norm, int S, float eps) {
-    cu_pdl_enter();
+__device__ __forceinline__ void conv_norm_body(const float *__restrict__ mix, float *__restrict__ cv, float *st,
+                                               const float *__restrict__ w, int n, int C, int K, int n_norm, int S,
+                                               float eps) {
     __shared__ float sh[128];
     const int base = blockIdx.x * 128, ch = base + threadIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *wc = w + (size_t)(ch < C ? ch : 0) * K;
@@ -84,6 +84,20 @@ __global__ void conv_norm_kernel(const float *__restrict__ mix, float *__restric
     }
 }
 
+__global__ void conv_norm_kernel(const float *__restrict__ mix, float *__restrict__ cv, float *st,
+                                 const float *__restrict__ w, int n, int C, int K, int n_norm, int S, float eps) {
+    cu_pdl_enter();
+    conv_norm_body(mix, cv, st, w, n, C, K, n_norm, S, eps);
+}
+
+/* One token a sequence: sequence blockIdx.z's row and state. */
+__global__ void conv_norm_seqs_kernel(const float *__restrict__ mix, float *__restrict__ cv, const cu_seqs sq,
+                                      const float *__restrict__ w, int C, int K, int n_norm, int S, float eps) {
+    cu_pdl_enter();
+    const size_t z = blockIdx.z;
+    conv_norm_body(mix + z * C, cv + z * C, (float *)sq.a[z], w, 1, C, K, n_norm, S, eps);
+}
+
 /* The state after n tokens: its row q holds input n - (K - 1) + q, from the
  * chunk or, when the chunk is shorter, from the old state's row n + q (rows
  * are rewritten in ascending order, so each is read before it is written). */
@@ -104,6 +118,11 @@ void cu_conv_l2norm(cudaStream_t s, const float *mix, float *cv, float *state, c
     cu_launch(conv_norm_kernel, dim3(blocks, n_tok < 65535 ? n_tok : 65535), 128, 0, s, mix, cv, state, w, n_tok, C, K,
                                                                                   n_norm, S, eps);
     if (n_tok > 1) cu_launch(conv_state_kernel, blocks, 128, 0, s, mix, state, n_tok, C, K);
+}
+
+void cu_conv_l2norm_seqs(cudaStream_t s, const float *mix, float *cv, const cu_seqs *sq, const float *w, int C, int K,
+                         int n_norm, int S, float eps) {
+    cu_launch(conv_norm_seqs_kernel, dim3((C + 127) / 128, 1, sq->n), 128, 0, s, mix, cv, *sq, w, C, K, n_norm, S, eps);
 }
 
 /* A state row's dot with x, in the CPU's order (delta_avx512.c) so that the
@@ -154,9 +173,8 @@ enum { DN_WARPS = 4 };
  * lane, for the whole chunk of n tokens, so a prefill chunk reads and writes
  * the state once and every load is coalesced. */
 template <int S>
-__global__ void delta_kernel(float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
-                             const float *A, float *o, int n, int HK, int HV) {
-    cu_pdl_enter();
+__device__ __forceinline__ void delta_body(float *state, const float *cv, const float *beta, const float *alpha,
+                                           const float *dt, const float *A, float *o, int n, int HK, int HV) {
     constexpr int NC = (S + 31) / 32;
     const int h = blockIdx.x, lane = threadIdx.x & 31;
     const int j = blockIdx.y * DN_WARPS + (threadIdx.x >> 5);
@@ -196,6 +214,22 @@ __global__ void delta_kernel(float *state, const float *cv, const float *beta, c
         if (lane + 32 * c < S) Mj[lane + 32 * c] = m[c];
 }
 
+template <int S>
+__global__ void delta_kernel(float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
+                             const float *A, float *o, int n, int HK, int HV) {
+    cu_pdl_enter();
+    delta_body<S>(state, cv, beta, alpha, dt, A, o, n, HK, HV);
+}
+
+/* One token a sequence: sequence blockIdx.z's row and state. */
+template <int S>
+__global__ void delta_seqs_kernel(const cu_seqs sq, const float *cv, const float *beta, const float *alpha,
+                                  const float *dt, const float *A, float *o, int HK, int HV) {
+    cu_pdl_enter();
+    const size_t z = blockIdx.z, C = (size_t)S * (2 * HK + HV);
+    delta_body<S>((float *)sq.a[z], cv + z * C, beta + z * HV, alpha + z * HV, dt, A, o + z * S * HV, 1, HK, HV);
+}
+
 bool cu_delta_supported(int S) { return S == 16 || S == 32 || S == 64 || S == 128; }
 
 void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, const float *alpha, const float *dt,
@@ -207,6 +241,18 @@ void cu_delta(cudaStream_t s, float *state, const float *cv, const float *beta, 
     switch (S) {
         DK(16) DK(32) DK(64) DK(128)
     default: break; /* refused at upload (cu_delta_supported) */
+    }
+#undef DK
+}
+
+void cu_delta_seqs(cudaStream_t s, const cu_seqs *sq, const float *cv, const float *beta, const float *alpha,
+                   const float *dt, const float *A, float *o, int S, int HK, int HV) {
+    const dim3 grid(HV, (S + DN_WARPS - 1) / DN_WARPS, sq->n);
+#define DK(N) \
+    case N: cu_launch(delta_seqs_kernel<N>, grid, 32 * DN_WARPS, 0, s, *sq, cv, beta, alpha, dt, A, o, HK, HV); break;
+    switch (S) {
+        DK(16) DK(32) DK(64) DK(128)
+    default: break;
     }
 #undef DK
 }

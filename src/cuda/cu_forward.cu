@@ -58,7 +58,7 @@ typedef struct cu_ctx {
     dbuf tok, x, xn, q, qg, kc, vc, att, router, sel, selw, gate, up, down, tiles;
     dbuf mix, cv, z, beta, alpha, o, sg, su, sd, sgate, logits;
     dbuf q8x, q8d;      /* Q8_0 activations of the largest matmul input */
-    dbuf asc;           /* one-token attention's scores, sized for kv_cap (cu_attention) */
+    dbuf asc;           /* one-token attention's scores, sized for kv_cap (cu_attention; a lanes step: for each sequence) */
     cu_q8_scratch q8;
     /* decode graph (resident tier, one token with logits): captured once per
      * buffer layout, replayed each step; the position is read from pos */
@@ -395,6 +395,20 @@ uint64_t cu_ctx_bytes(void *p) {
 
 /* ---- the blocks ---------------------------------------------------------- */
 
+/* Whether the spans are a lanes step of one token a sequence (several of
+ * them, at most CU_SEQS_MAX: sequence i is row i), run by the kernels'
+ * all-sequence forms; sq gets their count and positions (the caller adds
+ * the states). */
+static bool one_token_seqs(const cu_span *spans, int n_spans, cu_seqs *sq) {
+    if (n_spans < 2 || n_spans > CU_SEQS_MAX) return false;
+    for (int i = 0; i < n_spans; i++)
+        if (spans[i].n != 1 || spans[i].row0 != i) return false;
+    memset(sq, 0, sizeof *sq);
+    sq->n = n_spans;
+    for (int i = 0; i < n_spans; i++) sq->pos0[i] = spans[i].pos0, sq->pos_dev[i] = spans[i].pos_dev;
+    return true;
+}
+
 static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, const cu_span *spans, int n_spans) {
     const qw_hparams *hp = &c->dm->hp;
     const int E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
@@ -406,17 +420,32 @@ static void attention_block(cu_ctx *c, const cu_layer *L, int il, int n, const c
                              {&L->wk, NULL, P(c->kc), (int)L->wk.ne1},
                              {&L->wv, NULL, P(c->vc), (int)L->wv.ne1}};
     cu_matmul_set(s, qkv, 3, P(c->xn), E, 1, NULL, 0, n, true);
-    for (int i = 0; i < n_spans; i++) {
-        const cu_span *sp = &spans[i];
-        const size_t r = (size_t)sp->row0;
-        const int32_t *pos_dev = sp->pos_dev;
-        cu_attn_prep(s, L->gated ? P(c->qg) + r * 2 * QD : P(c->qg), P(c->q) + r * QD, P(c->kc) + r * KD,
-                     P(c->vc) + r * KD, (const float *)L->q_norm.data, (const float *)L->k_norm.data, sp->kv->k[il].p,
-                     sp->kv->v[il].p, c->dm->kv_f32, sp->n, H, HKV, D, hp->n_rot, sp->pos0, pos_dev, hp->rope_base,
-                     hp->rms_eps, L->gated);
-        cu_attention(s, P(c->q) + r * QD, sp->kv->k[il].p, sp->kv->v[il].p, c->dm->kv_f32, P(c->att) + r * QD, sp->n,
-                     sp->pos0, pos_dev, H, HKV, D, 1.0f / sqrtf((float)D), P(c->asc),
-                     pos_dev ? sp->kv->kv_cap : sp->pos0 + sp->n);
+    cu_seqs sq;
+    if (one_token_seqs(spans, n_spans, &sq) && cu_attention_split_ok(D)) {
+        int max_pos = 0; /* the split scratch's positions: a graph's, each cache's capacity */
+        for (int i = 0; i < n_spans; i++) {
+            const int m = spans[i].pos_dev ? spans[i].kv->kv_cap : spans[i].pos0 + 1;
+            max_pos = m > max_pos ? m : max_pos;
+        }
+        for (int i = 0; i < n_spans; i++) sq.a[i] = spans[i].kv->k[il].p, sq.b[i] = spans[i].kv->v[il].p;
+        cu_attn_prep_seqs(s, P(c->qg), P(c->q), P(c->kc), P(c->vc), (const float *)L->q_norm.data,
+                          (const float *)L->k_norm.data, &sq, c->dm->kv_f32, H, HKV, D, hp->n_rot, hp->rope_base,
+                          hp->rms_eps, L->gated);
+        cu_attention_seqs(s, P(c->q), &sq, c->dm->kv_f32, P(c->att), H, HKV, D, 1.0f / sqrtf((float)D), P(c->asc),
+                          max_pos);
+    } else {
+        for (int i = 0; i < n_spans; i++) {
+            const cu_span *sp = &spans[i];
+            const size_t r = (size_t)sp->row0;
+            const int32_t *pos_dev = sp->pos_dev;
+            cu_attn_prep(s, L->gated ? P(c->qg) + r * 2 * QD : P(c->qg), P(c->q) + r * QD, P(c->kc) + r * KD,
+                         P(c->vc) + r * KD, (const float *)L->q_norm.data, (const float *)L->k_norm.data, sp->kv->k[il].p,
+                         sp->kv->v[il].p, c->dm->kv_f32, sp->n, H, HKV, D, hp->n_rot, sp->pos0, pos_dev, hp->rope_base,
+                         hp->rms_eps, L->gated);
+            cu_attention(s, P(c->q) + r * QD, sp->kv->k[il].p, sp->kv->v[il].p, c->dm->kv_f32, P(c->att) + r * QD, sp->n,
+                         sp->pos0, pos_dev, H, HKV, D, 1.0f / sqrtf((float)D), P(c->asc),
+                         pos_dev ? sp->kv->kv_cap : sp->pos0 + sp->n);
+        }
     }
     if (L->gated) cu_sigmoid_mul(s, P(c->att), P(c->qg) + D, n, H, D, 2 * D);
     cu_matmul(s, &L->wo, NULL, P(c->att), H * D, 1, NULL, 0, n, P(c->x), E, true);
@@ -433,16 +462,26 @@ static void deltanet_block(cu_ctx *c, const cu_layer *L, int il, int n, const cu
                             {&L->w_beta, NULL, P(c->beta), (int)L->w_beta.ne1},
                             {&L->w_alpha, NULL, P(c->alpha), (int)L->w_alpha.ne1}};
     cu_matmul_set(s, in, 4, P(c->xn), E, 1, NULL, 0, n, true);
-    for (int i = 0; i < n_spans; i++) {
-        const size_t r = (size_t)spans[i].row0;
-        cu_conv_l2norm(s, P(c->mix) + r * C, P(c->cv) + r * C, P(spans[i].kv->conv[il]),
-                       (const float *)L->conv1d.data, spans[i].n, C, KC, 2 * HK * S, S, hp->rms_eps);
-    }
-    for (int i = 0; i < n_spans; i++) {
-        const size_t r = (size_t)spans[i].row0;
-        cu_delta(s, P(spans[i].kv->delta[il]), P(c->cv) + r * C, P(c->beta) + r * HV, P(c->alpha) + r * HV,
-                 (const float *)L->dt_bias.data, (const float *)L->ssm_a.data, P(c->o) + r * VD, spans[i].n, S, HK,
-                 HV);
+    cu_seqs sq;
+    if (one_token_seqs(spans, n_spans, &sq)) {
+        for (int i = 0; i < n_spans; i++) sq.a[i] = spans[i].kv->conv[il].p;
+        cu_conv_l2norm_seqs(s, P(c->mix), P(c->cv), &sq, (const float *)L->conv1d.data, C, KC, 2 * HK * S, S,
+                            hp->rms_eps);
+        for (int i = 0; i < n_spans; i++) sq.a[i] = spans[i].kv->delta[il].p;
+        cu_delta_seqs(s, &sq, P(c->cv), P(c->beta), P(c->alpha), (const float *)L->dt_bias.data,
+                      (const float *)L->ssm_a.data, P(c->o), S, HK, HV);
+    } else {
+        for (int i = 0; i < n_spans; i++) {
+            const size_t r = (size_t)spans[i].row0;
+            cu_conv_l2norm(s, P(c->mix) + r * C, P(c->cv) + r * C, P(spans[i].kv->conv[il]),
+                           (const float *)L->conv1d.data, spans[i].n, C, KC, 2 * HK * S, S, hp->rms_eps);
+        }
+        for (int i = 0; i < n_spans; i++) {
+            const size_t r = (size_t)spans[i].row0;
+            cu_delta(s, P(spans[i].kv->delta[il]), P(c->cv) + r * C, P(c->beta) + r * HV, P(c->alpha) + r * HV,
+                     (const float *)L->dt_bias.data, (const float *)L->ssm_a.data, P(c->o) + r * VD, spans[i].n, S,
+                     HK, HV);
+        }
     }
     cu_gated_norm(s, P(c->o), P(c->z), (const float *)L->ssm_norm.data, n, HV, S, hp->rms_eps);
     cu_matmul(s, &L->ssm_out, NULL, P(c->o), VD, 1, NULL, 0, n, P(c->x), E, true);
@@ -824,7 +863,7 @@ static int batch_graph(cu_ctx *c, cu_span *spans, int n_spans, int n, bool *ran,
     for (int i = 0; i < n_spans; i++) cap = spans[i].kv->kv_cap > cap ? spans[i].kv->kv_cap : cap;
     /* the buffers first: a grow bumps gen, which the key holds */
     if ((!c->bpos.p && grow(&c->bpos, CU_BGRAPH_MAX * sizeof(int32_t), err)) ||
-        grow(&c->asc, cu_attention_split_floats(c->dm->hp.n_head, cap) * sizeof(float), err))
+        grow(&c->asc, n_spans * cu_attention_split_floats(c->dm->hp.n_head, cap) * sizeof(float), err))
         return -1;
     if (!c->h_bpos && cudaMallocHost((void **)&c->h_bpos, CU_BGRAPH_MAX * sizeof(int32_t)) != cudaSuccess) {
         cudaGetLastError();
@@ -872,7 +911,7 @@ int cu_eval_batch(void *p, const qw_backend_seq *seqs, int n_seqs, qw_error *err
         max_pos = q->n_past + q->n > max_pos ? q->n_past + q->n : max_pos;
     }
     if (reserve_rows(c, n, err) ||
-        grow(&c->asc, cu_attention_split_floats(hp->n_head, max_pos) * sizeof(float), err) ||
+        grow(&c->asc, n_seqs * cu_attention_split_floats(hp->n_head, max_pos) * sizeof(float), err) ||
         (n_logits && grow(&c->logits, (size_t)n_logits * V * sizeof(float), err)))
         return -1;
     cu_q8_scratch_use(&c->q8);

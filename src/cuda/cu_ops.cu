@@ -385,13 +385,12 @@ void cu_moe_combine(cudaStream_t s, float *x, const float *down, const float *se
  * (f16 rounded to nearest even, or f32).  The norm is rms_row with the
  * plain RMSNorm's block size and the rotation ops.c's (rope_pair), so the
  * bits are what the separate steps gave. */
-__global__ void attn_prep_kernel(const float *qg, float *q, float *k, const float *v, const float *qn, const float *kn,
-                                 void *kc, void *vc, int f32, int H, int HKV, int D, int n_rot, int pos0,
-                                 const int32_t *pos_dev, float theta_scale, float eps, int gated) {
-    cu_pdl_enter();
+/* Row t (position pos) of the block's head b = blockIdx.x. */
+__device__ __forceinline__ void attn_prep_body(const float *qg, float *q, float *k, const float *v, const float *qn,
+                                               const float *kn, void *kc, void *vc, int f32, int H, int HKV, int D,
+                                               int n_rot, int t, int pos, float theta_scale, float eps, int gated) {
     __shared__ double sh[32];
-    const int t = blockIdx.y, b = blockIdx.x, half = n_rot / 2;
-    if (pos_dev) pos0 = *pos_dev;
+    const int b = blockIdx.x, half = n_rot / 2;
     const bool is_q = b < H;
     const float *src;
     float *row;
@@ -410,11 +409,11 @@ __global__ void attn_prep_kernel(const float *qg, float *q, float *k, const floa
     const q8_out none = {0, NULL, NULL, NULL};
     rms_row(row, xv, is_q ? qn : kn, row, D, eps, sh, none, 0);
     __syncthreads(); /* the normed row, written by every thread, rotated in pairs */
-    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(row, i, half, pos0 + t, theta_scale);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(row, i, half, pos, theta_scale);
     if (is_q) return;
     __syncthreads();
     const int g = b - H, rw = HKV * D;
-    const size_t at = (size_t)(pos0 + t) * rw + (size_t)g * D;
+    const size_t at = (size_t)pos * rw + (size_t)g * D;
     const float *vr = v + (size_t)t * rw + (size_t)g * D;
     for (int i = threadIdx.x; i < D; i += blockDim.x) {
         if (f32) {
@@ -427,6 +426,24 @@ __global__ void attn_prep_kernel(const float *qg, float *q, float *k, const floa
     }
 }
 
+__global__ void attn_prep_kernel(const float *qg, float *q, float *k, const float *v, const float *qn, const float *kn,
+                                 void *kc, void *vc, int f32, int H, int HKV, int D, int n_rot, int pos0,
+                                 const int32_t *pos_dev, float theta_scale, float eps, int gated) {
+    cu_pdl_enter();
+    if (pos_dev) pos0 = *pos_dev;
+    const int t = blockIdx.y;
+    attn_prep_body(qg, q, k, v, qn, kn, kc, vc, f32, H, HKV, D, n_rot, t, pos0 + t, theta_scale, eps, gated);
+}
+
+/* One token a sequence: row blockIdx.y is sequence blockIdx.y's, into its cache. */
+__global__ void attn_prep_seqs_kernel(const float *qg, float *q, float *k, const float *v, const float *qn,
+                                      const float *kn, const cu_seqs sq, int f32, int H, int HKV, int D, int n_rot,
+                                      float theta_scale, float eps, int gated) {
+    cu_pdl_enter();
+    const int z = blockIdx.y, pos = sq.pos_dev[z] ? *sq.pos_dev[z] : sq.pos0[z];
+    attn_prep_body(qg, q, k, v, qn, kn, sq.a[z], sq.b[z], f32, H, HKV, D, n_rot, z, pos, theta_scale, eps, gated);
+}
+
 void cu_attn_prep(cudaStream_t s, const float *qg, float *q, float *k, const float *v, const float *q_norm,
                   const float *k_norm, void *kc, void *vc, bool f32, int n_tok, int H, int HKV, int D, int n_rot,
                   int pos0, const int32_t *pos_dev, float base, float eps, bool gated) {
@@ -434,4 +451,12 @@ void cu_attn_prep(cudaStream_t s, const float *qg, float *q, float *k, const flo
     const float theta_scale = powf(base, -2.0f / (float)n_rot); /* on the host, as ops.c computes it */
     cu_launch(attn_prep_kernel, dim3(H + HKV, n_tok), rms_threads(D), 0, s, qg, q, k, v, q_norm, k_norm, kc, vc, f32, H, HKV,
                                                                      D, n_rot, pos0, pos_dev, theta_scale, eps, gated);
+}
+
+void cu_attn_prep_seqs(cudaStream_t s, const float *qg, float *q, float *k, const float *v, const float *q_norm,
+                       const float *k_norm, const cu_seqs *sq, bool f32, int H, int HKV, int D, int n_rot, float base,
+                       float eps, bool gated) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    cu_launch(attn_prep_seqs_kernel, dim3(H + HKV, sq->n), rms_threads(D), 0, s, qg, q, k, v, q_norm, k_norm, *sq, f32,
+                                                                           H, HKV, D, n_rot, theta_scale, eps, gated);
 }

@@ -444,8 +444,10 @@ static void test_state_io(void **state) {
  * them giving a sequence three tokens: each sequence's logits after every
  * step equal those of the same tokens run through its own context alone. */
 static void batch_one(const char *path, const char *slots) {
-    enum { B = 4, STEPS = 6, MAXT = 32 };
-    static const int plen[B] = {5, 9, 3, 12};
+    /* eight sequences: a step of one token each is the batched graph's and the
+     * all-sequence kernels' largest case (CU_SEQS_MAX); step 3 mixes in three tokens */
+    enum { B = 8, STEPS = 6, MAXT = 32 };
+    static const int plen[B] = {5, 9, 3, 12, 1, 7, 2, 4};
     qw_model *m = load_on(path, "cuda", slots);
     qw_error err = {{0}};
     const int V = m->hp.n_vocab, vmax = V < 400 ? V : 400;
