@@ -16,7 +16,7 @@
 # LLAMA8: with llamacuda, settings timed under QWISP_DEVICE_VRAM=8 against llama.cpp's
 #   --n-cpu-moe 26: a number is a QWISP_DEVICE_HOST_EXPERTS value, else NAME=VALUE[,NAME=VALUE]
 #   (e.g. "0 4 QWISP_DEVICE_MISSES=host"; unset = not timed).
-# LANESFILES: llamalanes' files (default "bigq a3b-q8_0"; the lanes step times the first); VSFILES: vsllama's (default
+# LANESFILES: the lanes and llamalanes steps' files (default "bigq a3b-q8_0"); VSFILES: vsllama's (default
 #   "bench-q4_K a3b-q4_K bench-q8_0"; also bench-q4_0, a3b-q4_0, a3b-q6_K, a3b-q8_0).
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
 #   built into its own object from this tree (make NVDEFS=-D...) and timed too.
@@ -169,17 +169,16 @@ if step nsysdec && gpu_need 60 "nsys decode timeline"; then
     fi
 fi
 if step lanes && gpu_need 120 "GPU lanes"; then
-    # aggregate decode of B sequences: this tree's object against each base's, alternated,
-    # then this tree's with the batched step off (QWISP_DEVICE_BATCH=0: one sequence at a time)
+    # aggregate decode of B sequences: this tree's object against each base's and variant's, alternated
     wait_bg
-    for round in 1 2; do
-        for v in $BASES this $(for n in $NVVAR; do echo nv-$n; done); do
-            ts "lanes $v: $(QWISP_CUDA_LIB=$(lib_of $v) $Q bench -m $S/${LANESFILES%% *}.gguf -p 0 -n 64 -r 2 \
-                --lanes 1,2,4,8 --bw-mb 0 2>&1 | awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
+    for f in $LANESFILES; do
+        for round in 1 2; do
+            for v in $BASES this $(for n in $NVVAR; do echo nv-$n; done); do
+                ts "lanes $f $v: $(QWISP_CUDA_LIB=$(lib_of $v) $Q bench -m $S/$f.gguf -p 0 -n 64 -r 2 \
+                    --lanes 1,2,4,8 --bw-mb 0 2>&1 | awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
+            done
         done
     done
-    ts "lanes DEVICE_BATCH=0: $(QWISP_DEVICE_BATCH=0 $Q bench -m $S/${LANESFILES%% *}.gguf -p 0 -n 64 -r 2 \
-        --lanes 1,2,4,8 --bw-mb 0 2>&1 | awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
 fi
 # llama.cpp's CUDA builds link the libcublas / libnccl of the machine's pip packages
 NVLIBS=$(python3 -c 'import glob, site; print(":".join(d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")))' 2>/dev/null)

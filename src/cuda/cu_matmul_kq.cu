@@ -162,42 +162,86 @@ __device__ __forceinline__ float kq_term(const kq_sub &u, bool have, int j, int 
     return __fmul_rn(yd, __fsub_rn(__fmul_rn(u.d, (float)si), __fmul_rn(u.dmin, (float)sm)));
 }
 
-/* Tiles of up to CU_MM_NT tokens (prefill): a warp per row, a lane per
- * sub-block; each weight sub-block unpacked once for the tile's tokens. */
+/* Sub-block j's integer sums with x row xr (0 when the lane has no
+ * sub-block): si = sum_g sc[g] (q . y)_g, sm = sum_g mn[g] bsums[g]. */
+template <int T>
+__device__ __forceinline__ void kq_sums(const kq_sub &u, bool have, int j, int k, size_t xr, const int8_t *xq,
+                                        const int32_t *xbs, int *si, int *sm) {
+    *si = *sm = 0;
+    if (!have) return;
+    const int32_t *yv = (const int32_t *)(xq + xr * k + (size_t)j * 32);
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int c = 0; c < 4; c++) s0 = __dp4a(u.w[c], yv[c], s0);
+#pragma unroll
+    for (int c = 4; c < 8; c++) s1 = __dp4a(u.w[c], yv[c], s1);
+    const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
+    *si = u.sc0 * s0 + u.sc1 * s1;
+    *sm = u.mn0 * bs[0] + u.mn1 * bs[1];
+}
+
+/* v[0..7] (a value per token) summed over the eight lanes of a super-block
+ * (lane bits 0..2) so that lane l of the eight ends with token l's sum: each
+ * xor stage swaps half the values still held and adds, 4 + 2 + 1 shuffles
+ * for the eight tokens where a reduction per token took 3 x 8.  Integer
+ * adds: exact in any order. */
+__device__ __forceinline__ int kq_transpose_sum(const int *v, int lane) {
+    const bool b2 = lane & 4, b1 = lane & 2, b0 = lane & 1;
+    int w[4], x[2];
+#pragma unroll
+    for (int m = 0; m < 4; m++) w[m] = (b2 ? v[m + 4] : v[m]) + __shfl_xor_sync(0xffffffffu, b2 ? v[m] : v[m + 4], 4);
+#pragma unroll
+    for (int m = 0; m < 2; m++) x[m] = (b1 ? w[m + 2] : w[m]) + __shfl_xor_sync(0xffffffffu, b1 ? w[m] : w[m + 2], 2);
+    return (b0 ? x[1] : x[0]) + __shfl_xor_sync(0xffffffffu, b0 ? x[0] : x[1], 1);
+}
+
+/* Tiles of up to CU_MM_NT tokens (a lanes step's rows, prefill's expert
+ * tiles when the tensor cores are off): a warp per row, a lane per
+ * sub-block; each weight sub-block unpacked once for the tile's tokens.
+ * The lane makes every token's integer sums, the super-block's eight lanes
+ * add them with lane l ending with token l's (kq_transpose_sum), lane l
+ * makes token l's block term, and lanes 0..7 add the round's blocks in
+ * block order: kq_term's expression and order, so the GEMV's bits. */
 template <int T>
 __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv,
                              const cu_tile *tiles, int n_tok) {
     cu_pdl_enter();
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, l = lane & 7;
     cu_mm_pick P;
     if (!cu_mm_row(D, &P)) return;
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
     if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
+    int mine = a[0]; /* lane l's token: a[l] (a register array is not indexed by lane) */
+#pragma unroll
+    for (int i = 1; i < CU_MM_NT; i++) mine = l == i ? a[i] : mine;
+    const size_t xr_mine = (size_t)(mine / xdiv);
     const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
     const int nsub = k >> 5, nblk = k >> 8;
-    float s[CU_MM_NT];
-#pragma unroll
-    for (int i = 0; i < CU_MM_NT; i++) s[i] = 0.0f;
+    float s = 0.0f; /* lanes 0..7: token l's sum */
 #pragma unroll 2 /* the next round's weight loads in flight during this one's sums */
     for (int j0 = 0; j0 < nsub; j0 += 32) {
         const int j = j0 + lane, nb = min(4, nblk - (j0 >> 3)); /* blocks in this round */
         kq_sub u;
         if (j < nsub) kq_unpack<T>(wr, j, &u);
+        int si[CU_MM_NT], sm[CU_MM_NT];
 #pragma unroll
         for (int i = 0; i < CU_MM_NT; i++) {
-            if (i >= nt) break; /* nt is the warp's: the shuffles stay converged */
-            const float term = kq_term<T>(u, j < nsub, j, k, (size_t)(a[i] / xdiv), xq, xbs, xd);
-            for (int q = 0; q < nb; q++) s[i] = __fadd_rn(s[i], __shfl_sync(0xffffffffu, term, 8 * q));
+            si[i] = sm[i] = 0;
+            if (i < nt) kq_sums<T>(u, j < nsub, j, k, (size_t)(a[i] / xdiv), xq, xbs, &si[i], &sm[i]);
         }
+        const int tsi = kq_transpose_sum(si, lane), tsm = kq_transpose_sum(sm, lane);
+        float term = 0.0f;
+        if (j < nsub && l < nt) {
+            const float yd = xd[xr_mine * (k >> 8) + (j >> 3)];
+            term = __fmul_rn(yd, __fsub_rn(__fmul_rn(u.d, (float)tsi), __fmul_rn(u.dmin, (float)tsm)));
+        }
+        for (int q = 0; q < nb; q++) s = __fadd_rn(s, __shfl_sync(0xffffffffu, term, 8 * q + l));
     }
-#pragma unroll
-    for (int i = 0; i < CU_MM_NT; i++) {
-        if (lane == 0 && i < nt) {
-            float *dst = P.y + (size_t)a[i] * P.ldy + r;
-            *dst = D.acc ? *dst + s[i] : s[i];
-        }
+    if (lane < nt) {
+        float *dst = P.y + (size_t)mine * P.ldy + r;
+        *dst = D.acc ? *dst + s : s;
     }
 }
 
