@@ -70,7 +70,7 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
      * memory — the scalar reference's serial chain (and the avx512-amx
      * level's), so a row's dot has the CPU's bits there.  (All lanes adding
      * every token's products through shuffles cost a lanes step 32 shuffles
-     * a token a round.) */
+     * a token a round; one token keeps that way.) */
     __shared__ float prod[MM_WARPS][CU_MM_NT][33]; /* 33: lane i reading its row is conflict-free */
     float(*pw)[33] = prod[threadIdx.x >> 5];
     float s = 0.0f; /* lane i < nt: token i's sum */
@@ -90,12 +90,17 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
                 for (int c = 0; c < 8; c++) isum = __dp4a(w[c], yv[c], isum);
                 p = __fmul_rn((float)isum, __fmul_rn(dw, xd[xr * nsb + j]));
             }
-            pw[i][lane] = p;
+            if (nt == 1) /* decode: every lane follows the chain through shuffles, no round trip to memory */
+                for (int l = 0; l < nb; l++) s = __fadd_rn(s, __shfl_sync(0xffffffffu, p, l));
+            else
+                pw[i][lane] = p;
         }
-        __syncwarp();
-        if (lane < nt)
-            for (int l = 0; l < nb; l++) s = __fadd_rn(s, pw[lane][l]);
-        __syncwarp(); /* read before the next round writes */
+        if (nt > 1) {
+            __syncwarp();
+            if (lane < nt)
+                for (int l = 0; l < nb; l++) s = __fadd_rn(s, pw[lane][l]);
+            __syncwarp(); /* read before the next round writes */
+        }
     }
     int mine = a[0]; /* lane i's token: a[i] (a register array is not indexed by lane) */
 #pragma unroll
@@ -188,35 +193,25 @@ __global__ void mm_f32_kernel(const cu_mm_dst D, int k, const float *x, int ldx,
     if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
     const float *w = (const float *)(P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes);
     const int k64 = k & ~63, k16 = k & ~15;
-    /* each weight chunk loaded once for the tile's tokens (a lanes step's
-     * router: a token at a time reloaded the row and waited on it each time);
-     * every token's FMA chain runs over the chunks in order as before */
-    const float *xr[CU_MM_NT];
-    float pa[CU_MM_NT], pb[CU_MM_NT];
-#pragma unroll
-    for (int i = 0; i < CU_MM_NT; i++) xr[i] = x + (size_t)(a[i] / xdiv) * ldx, pa[i] = pb[i] = 0.0f;
-#pragma unroll 8 /* eight chunks' loads in flight: decode's router is latency-bound (16 measured slower) */
-    for (int c = 0; c < k64; c += 64) {
-        const float w0 = w[c + lane], w1 = w[c + 32 + lane];
-#pragma unroll
-        for (int i = 0; i < CU_MM_NT; i++) {
-            if (i >= nt) break; /* warp-uniform */
-            pa[i] = __fmaf_rn(w0, xr[i][c + lane], pa[i]);
-            pb[i] = __fmaf_rn(w1, xr[i][c + 32 + lane], pb[i]);
-        }
-    }
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) {
-        if (i >= nt) break;
+        if (i >= nt) break; /* warp-uniform */
+        const float *xr = x + (size_t)(a[i] / xdiv) * ldx;
+        float pa = 0.0f, pb = 0.0f;
+#pragma unroll 8 /* the loads of eight chunks in flight: decode's router is latency-bound (16 measured slower) */
+        for (int c = 0; c < k64; c += 64) {
+            pa = __fmaf_rn(w[c + lane], xr[c + lane], pa);
+            pb = __fmaf_rn(w[c + 32 + lane], xr[c + 32 + lane], pb);
+        }
         for (int c = k64; c < k16; c += 16)
-            if (lane < 16) pa[i] = __fmaf_rn(w[c + lane], xr[i][c + lane], pa[i]);
+            if (lane < 16) pa = __fmaf_rn(w[c + lane], xr[c + lane], pa);
         if (k16 < k && lane >= 16) {
             const int q = k16 + lane - 16;
-            pa[i] = q < k ? __fmaf_rn(w[q], xr[i][q], pa[i]) : __fmaf_rn(0.0f, 0.0f, pa[i]);
+            pa = q < k ? __fmaf_rn(w[q], xr[q], pa) : __fmaf_rn(0.0f, 0.0f, pa);
         }
-        const float ta = __fadd_rn(pa[i], __shfl_xor_sync(0xffffffffu, pa[i], 16));
-        const float tb = __fadd_rn(pb[i], __shfl_xor_sync(0xffffffffu, pb[i], 16));
-        float v = __fadd_rn(ta, tb);
+        pa = __fadd_rn(pa, __shfl_xor_sync(0xffffffffu, pa, 16));
+        pb = __fadd_rn(pb, __shfl_xor_sync(0xffffffffu, pb, 16));
+        float v = __fadd_rn(pa, pb);
 #pragma unroll
         for (int o = 8; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
         if (lane == 0) {
