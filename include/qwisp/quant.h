@@ -228,5 +228,10 @@ extern const char *const qw_simd_levels[];
  * matmul runs (the QWISP_AMX_KQUANT knob does, at start-up); other levels
  * are unaffected. */
 void qw_simd_amx_kquants(bool on);
+/* The avx512-amx level's Q4_0: true = AMX tiles with the dot and the decode
+ * row loop in the reference order (the scalar level's bits); false (the
+ * default) = the AVX-512 level's kernels, faster on the Xeon measured.  Call
+ * before any matmul runs (the QWISP_AMX_Q4_0 knob does, at start-up). */
+void qw_simd_amx_q4_0(bool on);
 
 #endif

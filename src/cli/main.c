@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
     const char *simd = qw_opt_str(QW_OPT_SIMD);
     if (simd && strcmp(simd, "auto") != 0) qw_simd_force(simd);
     qw_simd_amx_kquants(qw_opt_int(QW_OPT_AMX_KQUANT) != 0);
+    qw_simd_amx_q4_0(qw_opt_int(QW_OPT_AMX_Q4_0) != 0);
     qw_cli_tune_init(qw_cli_argv_threads(argc, argv));
     /* calibration at first use, before anything is loaded or timed */
     static const char *const k_model_cmds[] = {"run", "chat", "serve", "bench", "ab", "simulate"};

@@ -101,7 +101,8 @@ qw_type qw_vec_dot_type(qw_type type) {
 
 /* The levels, best first, in qw_simd_levels' order: one kernel table each.
  * "avx512-amx" is the full AVX-512 table with AMX-INT8 prefill tiles and the
- * Q8_0/Q4_0 dots in the reference's order (quant_impl.h); it needs every
+ * Q8_0 dots in the reference's order (quant_impl.h; Q4_0 too with
+ * qw_simd_amx_q4_0(true)); it needs every
  * AVX-512 feature below plus qw_amx_usable.  The four AVX-512 ones differ by the features a CPU may lack (bits
  * MISS_BF16 / MISS_VBMI = the enum's offset from QW_LEVEL_AVX512), whose
  * kernels come from the AVX2 table. */
@@ -156,7 +157,7 @@ static void build_patched(qw_kernel_table *t, int missing) {
  * (bench/RESULTS.md, 2026-12-05 session 11). */
 static qw_kq_dots g_kq_amx, g_kq_amx_all;
 
-/* The AMX level: the AVX-512 table, Q8_0/Q4_0 in the reference's order with AMX tiles, the K-quants' as above. */
+/* The AMX level: the AVX-512 table, Q8_0 in the reference's order with AMX tiles, the K-quants' as above. */
 static void build_amx(qw_kernel_table *t) {
     g_kq_amx = qw_kq_dots_avx512;
     g_kq_amx.gemm_q5_K = qw_amx_q5_K.gemm;
@@ -177,15 +178,26 @@ static void build_amx(qw_kernel_table *t) {
     *t = qw_kernels_avx512;
     t->name = qw_simd_levels[QW_LEVEL_AMX];
     t->dot_q8_0 = qw_blockorder_avx512.dot_q8_0;
-    t->dot_q4_0 = qw_blockorder_avx512.dot_q4_0;
     t->gemv_q8_0 = qw_blockorder_avx512.gemv_q8_0;
-    t->gemv_q4_0 = qw_blockorder_avx512.gemv_q4_0;
     t->gemm_q8_0 = qw_amx_gemm_q8_0;
-    t->gemm_q4_0 = qw_amx_gemm_q4_0;
     t->gemm_wide_q8_0 = qw_amx_gemm_wide_q8_0;
-    t->gemm_wide_q4_0 = qw_amx_gemm_wide_q4_0;
     t->wide_toks_q8 = QW_GEMM_WIDE_TOKS;
     t->kq = &g_kq_amx_all;
+    /* Q4_0: the AVX-512 level's kernels unless qw_simd_amx_q4_0(true) */
+}
+
+/* The AMX level's Q4_0: on = the reference order with AMX tiles (dot, row
+ * loop and tiles together: the tiles give the dot's bits); off = the AVX-512
+ * level's kernels.  On the device host's Intel Xeon (bench/RESULTS.md,
+ * 2026-12-06 session 17) the AMX Q4_0 tile widens its 16 rows' nibbles on
+ * every call, so prefill was 12-30 % slower than AVX-512's at 2 threads, and
+ * the reference-order row loop streamed 6.6 GB/s from DRAM on a core where
+ * AVX-512's streams 11.7. */
+static void set_amx_q4_0(qw_kernel_table *t, bool on) {
+    __atomic_store_n(&t->dot_q4_0, on ? qw_blockorder_avx512.dot_q4_0 : qw_kernels_avx512.dot_q4_0, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->gemv_q4_0, on ? qw_blockorder_avx512.gemv_q4_0 : qw_kernels_avx512.gemv_q4_0, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->gemm_q4_0, on ? qw_amx_gemm_q4_0 : qw_kernels_avx512.gemm_q4_0, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->gemm_wide_q4_0, on ? qw_amx_gemm_wide_q4_0 : NULL, __ATOMIC_RELEASE);
 }
 
 static void detect_cpu(void) {
@@ -194,6 +206,7 @@ static void detect_cpu(void) {
      * table; racing first calls write the same bytes. */
     for (int m = 0; m <= (MISS_BF16 | MISS_VBMI); m++) build_patched(&g_tables[QW_LEVEL_AVX512 + m], m);
     build_amx(&g_tables[QW_LEVEL_AMX]);
+    set_amx_q4_0(&g_tables[QW_LEVEL_AMX], false);
     g_tables[QW_LEVEL_AVX2] = qw_kernels_avx2;
     g_tables[QW_LEVEL_SCALAR] = qw_kernels_ref;
     qw_level best = QW_LEVEL_SCALAR;
@@ -251,6 +264,11 @@ int qw_simd_force(const char *level) {
 void qw_simd_amx_kquants(bool on) {
     (void)active(); /* make sure the tables have been built */
     __atomic_store_n(&g_tables[QW_LEVEL_AMX].kq, on ? &g_kq_amx_all : &g_kq_amx, __ATOMIC_RELEASE);
+}
+
+void qw_simd_amx_q4_0(bool on) {
+    (void)active();
+    set_amx_q4_0(&g_tables[QW_LEVEL_AMX], on);
 }
 
 /* ---- public entry points ----------------------------------------------- */
