@@ -132,36 +132,6 @@ template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q6_K>(const uint8_
     u->d = cu_h2f(cu_ld16(b + 208)), u->dmin = 0.0f;
 }
 
-/* Sub-block j's term of a super-block for x row xr: the integer sums of its
- * 32 elements (when j < nsub), added over the super-block's eight lanes by
- * shuffles (exact in any order), then the block's one float expression —
- * valid in the lane holding the block's first sub-block.  Every lane of the
- * warp calls it (the shuffles). */
-template <int T>
-__device__ __forceinline__ float kq_term(const kq_sub &u, bool have, int j, int k, size_t xr, const int8_t *xq,
-                                         const int32_t *xbs, const float *xd) {
-    int si = 0, sm = 0;
-    if (have) {
-        const int32_t *yv = (const int32_t *)(xq + xr * k + (size_t)j * 32);
-        int s0 = 0, s1 = 0;
-#pragma unroll
-        for (int c = 0; c < 4; c++) s0 = __dp4a(u.w[c], yv[c], s0);
-#pragma unroll
-        for (int c = 4; c < 8; c++) s1 = __dp4a(u.w[c], yv[c], s1);
-        const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
-        si = u.sc0 * s0 + u.sc1 * s1;
-        sm = u.mn0 * bs[0] + u.mn1 * bs[1];
-    }
-#pragma unroll
-    for (int o = 4; o > 0; o >>= 1) {
-        si += __shfl_xor_sync(0xffffffffu, si, o);
-        sm += __shfl_xor_sync(0xffffffffu, sm, o);
-    }
-    if (!have) return 0.0f;
-    const float yd = xd[xr * (k >> 8) + (j >> 3)];
-    return __fmul_rn(yd, __fsub_rn(__fmul_rn(u.d, (float)si), __fmul_rn(u.dmin, (float)sm)));
-}
-
 /* Sub-block j's integer sums with x row xr (0 when the lane has no
  * sub-block): si = sum_g sc[g] (q . y)_g, sm = sum_g mn[g] bsums[g]. */
 template <int T>
@@ -178,6 +148,26 @@ __device__ __forceinline__ void kq_sums(const kq_sub &u, bool have, int j, int k
     const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
     *si = u.sc0 * s0 + u.sc1 * s1;
     *sm = u.mn0 * bs[0] + u.mn1 * bs[1];
+}
+
+/* Sub-block j's term of a super-block for x row xr: the integer sums of its
+ * 32 elements (when j < nsub), added over the super-block's eight lanes by
+ * shuffles (exact in any order), then the block's one float expression —
+ * valid in the lane holding the block's first sub-block.  Every lane of the
+ * warp calls it (the shuffles). */
+template <int T>
+__device__ __forceinline__ float kq_term(const kq_sub &u, bool have, int j, int k, size_t xr, const int8_t *xq,
+                                         const int32_t *xbs, const float *xd) {
+    int si, sm;
+    kq_sums<T>(u, have, j, k, xr, xq, xbs, &si, &sm);
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) {
+        si += __shfl_xor_sync(0xffffffffu, si, o);
+        sm += __shfl_xor_sync(0xffffffffu, sm, o);
+    }
+    if (!have) return 0.0f;
+    const float yd = xd[xr * (k >> 8) + (j >> 3)];
+    return __fmul_rn(yd, __fsub_rn(__fmul_rn(u.d, (float)si), __fmul_rn(u.dmin, (float)sm)));
 }
 
 /* v[0..7] (a value per token) summed over the eight lanes of a super-block
