@@ -185,7 +185,8 @@ typedef void (*qw_gemm_n_fn)(int64_t n, const void *w, size_t w_row_bytes, int64
 qw_gemm_n_fn qw_gemm_n_get(qw_type type);
 /* The wide form: qw_gemm_wide_toks(type) tokens per call (at most
  * QW_GEMM_WIDE_TOKS), any n_rows, same bit-exact contract and limits; NULL
- * unless the level has one (avx512-amx, Q8_0/Q4_0 and the K-quants on AMX:
+ * unless the level has one (avx512-amx, Q8_0 and the K-quants on AMX, Q4_0
+ * with qw_simd_amx_q4_0(true):
  * one AMX tile multiply holds 16 tokens; avx512, the K-quants: 8 tokens
  * share each unpacked weight block). */
 #define QW_GEMM_WIDE_TOKS 16

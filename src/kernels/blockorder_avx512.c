@@ -12,6 +12,8 @@
  * level prefill and decode agree bit for bit (the tile contract, quant.h),
  * and every Q8_0/Q4_0 result equals the scalar level's bits — only the other
  * AVX-512 levels differ from it (by their lane order, as they always did).
+ * (The level's Q4_0 takes these only with QWISP_AMX_Q4_0=1: by default it
+ * runs the AVX-512 level's Q4_0 kernels, faster on the Xeon measured; quant.c.)
  *
  * Decode (one token): 16 rows at a time, one f32 lane per row, so the
  * serial float chain of each row runs 16-wide.  Per block, the 16 rows' int8

@@ -54,8 +54,8 @@ typedef struct qw_kernel_table {
     qw_gemm_fn gemv_q8_0; /* one token, rows in multiples of 4 */
     qw_gemm_fn gemv_q4_0;
     /* wide_toks_q8-token tiles (<= QW_GEMM_WIDE_TOKS), same contract; NULL
-     * where the level has none: 16 tokens at avx512-amx, 8 (Q8_0 only) at
-     * avx512 */
+     * where the level has none: 16 tokens at avx512-amx (Q4_0 only with
+     * qw_simd_amx_q4_0(true)), 8 (Q8_0 only) at avx512 */
     qw_gemm_fn gemm_wide_q8_0;
     qw_gemm_fn gemm_wide_q4_0;
     int wide_toks_q8;
@@ -118,8 +118,9 @@ void qw_avx2_delta_step(float *M, const float *q, const float *k, const float *v
 void qw_avx512_delta_step(float *M, const float *q, const float *k, const float *v, float decay, float beta,
                           float scale, int64_t S, float *o);
 
-/* The avx512-amx level (quant.c): its Q8_0/Q4_0 dots and row loops compute
- * in the scalar reference's order (blockorder_avx512.c), its prefill tiles
+/* The avx512-amx level (quant.c): its Q8_0 dots and row loops (Q4_0's with
+ * qw_simd_amx_q4_0(true)) compute in the scalar reference's order
+ * (blockorder_avx512.c), its prefill tiles
  * with AMX-INT8 (amx_avx512.c); qw_amx_usable says whether this CPU and
  * kernel allow AMX (and requests the permission, once). */
 typedef struct {
