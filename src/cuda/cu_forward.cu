@@ -176,14 +176,16 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
         free(c->h_order);
         c->h_sel = (int32_t *)malloc(R * K * 4);
         c->h_order = (int32_t *)malloc(R * K * 4);
-        c->h_cap = R * K;
+        c->h_cap = c->h_sel && c->h_order ? R * K : 0;
     }
     if (!c->h_count) c->h_count = (int32_t *)malloc(((size_t)hp->n_expert + 1) * 4);
     if (R * K + hp->n_expert > c->h_tiles_cap) {
         free(c->h_tiles);
-        c->h_tiles_cap = R * K + hp->n_expert;
-        c->h_tiles = (cu_tile *)malloc(c->h_tiles_cap * sizeof(cu_tile));
+        c->h_tiles = (cu_tile *)malloc((R * K + hp->n_expert) * sizeof(cu_tile));
+        c->h_tiles_cap = c->h_tiles ? R * K + hp->n_expert : 0;
     }
+    if (!c->h_cap || !c->h_count || !c->h_tiles)
+        return cu_fail(err, "out of host memory for the routing tables of %zu rows", R);
     return 0;
 }
 
@@ -259,6 +261,10 @@ void *cu_ctx_new(void *p, int32_t n_ctx, qw_error *err) {
     cu_model *dm = (cu_model *)p;
     const qw_hparams *hp = &dm->hp;
     cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
+    if (!c) {
+        cu_fail(err, "out of host memory for a device context");
+        return NULL;
+    }
     static uint64_t next_uid;
     c->uid = __atomic_add_fetch(&next_uid, 1, __ATOMIC_RELAXED);
     c->dm = dm;
@@ -267,6 +273,11 @@ void *cu_ctx_new(void *p, int32_t n_ctx, qw_error *err) {
     c->v = (dbuf *)calloc((size_t)hp->n_layer, sizeof(dbuf));
     c->conv = (dbuf *)calloc((size_t)hp->n_layer, sizeof(dbuf));
     c->delta = (dbuf *)calloc((size_t)hp->n_layer, sizeof(dbuf));
+    if (!c->k || !c->v || !c->conv || !c->delta) {
+        cu_fail(err, "out of host memory for a device context's %d layers", hp->n_layer);
+        free(c->k), free(c->v), free(c->conv), free(c->delta), free(c);
+        return NULL;
+    }
     if (cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking) != cudaSuccess) {
         cu_fail(err, "cudaStreamCreate: %s", cudaGetErrorString(cudaGetLastError()));
         free(c->k), free(c->v), free(c->conv), free(c->delta), free(c);

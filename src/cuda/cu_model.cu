@@ -199,6 +199,10 @@ static void pin_experts(cu_model *dm, bool force) {
     }
     const uintptr_t pg = 4096;
     uintptr_t *sp = (uintptr_t *)malloc((size_t)nl * 3 * 2 * sizeof(uintptr_t));
+    if (!sp) {
+        snprintf(dm->pin_why, sizeof dm->pin_why, "out of host memory for the expert spans");
+        return;
+    }
     int n = 0;
     for (int il = 0; il < nl; il++) {
         const qw_tensor *t[3] = {&m->layers[il].gate_exps, &m->layers[il].up_exps, &m->layers[il].down_exps};
@@ -221,6 +225,10 @@ static void pin_experts(cu_model *dm, bool force) {
         }
     }
     dm->pinned = (void **)calloc((size_t)k, sizeof(void *));
+    if (!dm->pinned) {
+        snprintf(dm->pin_why, sizeof dm->pin_why, "out of host memory for %d pinned spans", k);
+        k = 0;
+    }
     for (int i = 0; i < k; i++) {
         const cudaError_t e = cudaHostRegister((void *)sp[2 * i], sp[2 * i + 1] - sp[2 * i],
                                                cudaHostRegisterReadOnly | cudaHostRegisterPortable);
@@ -302,12 +310,22 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
     cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0);
     cu_pdl_on = cfg->pdl && cc_major >= 9;
     cu_model *dm = (cu_model *)calloc(1, sizeof *dm);
+    if (!dm) {
+        cu_fail(err, "out of host memory for the device model");
+        return NULL;
+    }
     dm->m = m;
     dm->hp = m->hp;
     dm->kv_f32 = cfg->kv_f32;
     dm->layers = (cu_layer *)calloc((size_t)m->hp.n_layer, sizeof(cu_layer));
     const int max_b = 3 + 25 * m->hp.n_layer;
     binding *b = (binding *)calloc((size_t)max_b, sizeof *b);
+    if (!dm->layers || !b) {
+        cu_fail(err, "out of host memory for the device model's %d layers", m->hp.n_layer);
+        free(b);
+        free_dm(dm);
+        return NULL;
+    }
     const int nb = bindings(m, dm, b);
     uint64_t dense = 0, experts = 0, per_expert = 0; /* per_expert: gate+up+down of one expert, all layers */
     for (int i = 0; i < nb; i++) {
@@ -404,6 +422,10 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
                 D->slot_of = (int32_t *)malloc((size_t)hp->n_expert * sizeof(int32_t));
                 D->who = (int32_t *)malloc((size_t)slots * sizeof(int32_t));
                 D->stamp = (uint64_t *)calloc((size_t)slots, sizeof(uint64_t));
+                if (!D->slot_of || !D->who || !D->stamp) {
+                    cu_fail(err, "out of host memory for layer %d's expert slot table", il);
+                    goto fail;
+                }
                 for (int e = 0; e < hp->n_expert; e++) D->slot_of[e] = -1;
                 for (int q = 0; q < slots; q++) D->who[q] = -1;
             }
