@@ -59,6 +59,8 @@ wait_bg() { local p; p=$(jobs -p | grep -v "^$LLB$"); [ -z "$p" ] || wait $p 2>/
 # one `qwisp bench` of pp512 / tg128 on /dev/shm's file $1, reps $2, its two result lines
 # on one (the environment picks the object and settings)
 qbench() { $Q bench -m $S/$1.gguf -p 512 -n 128 -r $2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)' | tr '\n' ' '; }
+# one `qwisp bench --lanes 1,2,4,8` of /dev/shm's file $1, $2 tokens a sequence: each B's aggregate tok/s on one line
+qlanes() { $Q bench -m $S/$1.gguf -p 0 -n $2 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 | awk '/^tg/ { printf "%s %s  ", $1, $3 }'; }
 # the CUDA object of `this`, a base (base-REV) or an NVVAR build (nv-DEFINE)
 lib_of() { case $1 in base-*) echo /tmp/$1/build/libqwisp_cuda.so ;; nv-*) echo /tmp/$1/libqwisp_cuda.so ;; *) echo build/libqwisp_cuda.so ;; esac; }
 ts "build"
@@ -174,8 +176,7 @@ if step lanes && gpu_need 120 "GPU lanes"; then
     for f in $LANESFILES; do
         for round in 1 2; do
             for v in $BASES this $(for n in $NVVAR; do echo nv-$n; done); do
-                ts "lanes $f $v: $(QWISP_CUDA_LIB=$(lib_of $v) $Q bench -m $S/$f.gguf -p 0 -n 64 -r 2 \
-                    --lanes 1,2,4,8 --bw-mb 0 2>&1 | awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
+                ts "lanes $f $v: $(export QWISP_CUDA_LIB=$(lib_of $v); qlanes $f 64)"
             done
         done
     done
@@ -194,8 +195,7 @@ if step llamalanes && gpu_need 120 "lanes against llama-batched-bench" && [ -s .
         for round in 1 2; do
             ts "llama-batched-bench CUDA $f S_TG: $(llama_batched $f -npp 1 -ntg 128 -npl 1,2,4,8 |
                 awk -F'|' '$4 + 0 > 0 { printf "B=%d %s  ", $4, $9 }' | tr -s ' ')"
-            ts "qwisp CUDA $f lanes: $($Q bench -m $S/$f.gguf -p 0 -n 128 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 |
-                awk '/^tg/ { printf "%s %s  ", $1, $3 }')"
+            ts "qwisp CUDA $f lanes: $(qlanes $f 128)"
             # and one sequence's 512-token prompt (S_PP), beside qwisp's pp512
             ts "llama-batched-bench CUDA $f pp512 S_PP: $(llama_batched $f -npp 512 -ntg 1 -npl 1 | awk -F'|' '$4 + 0 > 0 { print $7 }' | tr -s ' ')"
             ts "qwisp CUDA $f: $(qbench $f 2)"
