@@ -84,7 +84,10 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
             const size_t xr = (size_t)(a[i] / xdiv);
             float p = 0.0f;
             if (j < nsb) {
-                const int32_t *yv = (const int32_t *)(xq + xr * k + (size_t)j * 32);
+                /* 32 activation bytes in two 16-byte loads (the scratch's start, k a multiple of 32) */
+                const int4 *y4 = (const int4 *)(xq + xr * k + (size_t)j * 32);
+                const int4 ya = y4[0], yb = y4[1];
+                const int yv[8] = {ya.x, ya.y, ya.z, ya.w, yb.x, yb.y, yb.z, yb.w};
                 int isum = 0;
 #pragma unroll
                 for (int c = 0; c < 8; c++) isum = __dp4a(w[c], yv[c], isum);

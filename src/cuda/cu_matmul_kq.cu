@@ -139,12 +139,13 @@ __device__ __forceinline__ void kq_sums(const kq_sub &u, bool have, int j, int k
                                         const int32_t *xbs, int *si, int *sm) {
     *si = *sm = 0;
     if (!have) return;
-    const int32_t *yv = (const int32_t *)(xq + xr * k + (size_t)j * 32);
+    /* the sub-block's 32 activation bytes in two 16-byte loads (xq is the
+     * scratch's start and k a multiple of 256, so they are aligned) */
+    const int4 *y4 = (const int4 *)(xq + xr * k + (size_t)j * 32);
+    const int4 ya = y4[0], yb = y4[1];
     int s0 = 0, s1 = 0;
-#pragma unroll
-    for (int c = 0; c < 4; c++) s0 = __dp4a(u.w[c], yv[c], s0);
-#pragma unroll
-    for (int c = 4; c < 8; c++) s1 = __dp4a(u.w[c], yv[c], s1);
+    s0 = __dp4a(u.w[0], ya.x, s0), s0 = __dp4a(u.w[1], ya.y, s0), s0 = __dp4a(u.w[2], ya.z, s0), s0 = __dp4a(u.w[3], ya.w, s0);
+    s1 = __dp4a(u.w[4], yb.x, s1), s1 = __dp4a(u.w[5], yb.y, s1), s1 = __dp4a(u.w[6], yb.z, s1), s1 = __dp4a(u.w[7], yb.w, s1);
     const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
     *si = u.sc0 * s0 + u.sc1 * s1;
     *sm = u.mn0 * bs[0] + u.mn1 * bs[1];
