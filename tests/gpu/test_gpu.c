@@ -507,6 +507,13 @@ static void test_batch(void **state) {
         qw_model_free(probe_m);
         batch_one(models[i], slots);
     }
+    /* the generated files of tests/gpu/run.sh whose weights take the K-quant
+     * and Q4_0 few-token kernels in a lanes step (the shipped models are Q8_0) */
+    const char *list = getenv("QWISP_GPU_MODELS");
+    static char buf[8192];
+    snprintf(buf, sizeof buf, "%s", list ? list : "");
+    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save))
+        if (strstr(p, "-q4_K.gguf") || strstr(p, "-q6_K.gguf") || strstr(p, "-q4_0.gguf")) batch_one(p, NULL);
 }
 
 /* Programmatic dependent launch (QWISP_DEVICE_PDL) changes when kernels
