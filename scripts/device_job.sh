@@ -18,7 +18,7 @@
 #   (e.g. "0 4 QWISP_DEVICE_MISSES=host"; unset = not timed).
 # LANESFILES: the lanes and llamalanes steps' files (default "bigq a3b-q8_0"); VSFILES: vsllama's (default
 #   "bench-q4_K a3b-q4_K bench-q8_0"; also bench-q4_0, a3b-q4_0, a3b-q6_K, a3b-q8_0).
-# NCUFILE: the file ncudec profiles (default l4: the qwen36-a3b Q4_K at 4 layers; e.g. a3b-q8_0).
+# NCUFILE: the files ncudec profiles (default l4: the qwen36-a3b Q4_K at 4 layers; e.g. "l4 a3b-q8_0").
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
 #   built into its own object from this tree (make NVDEFS=-D...) and timed too.
 # In order, each step skipped when the time left (LIMIT) is short: build; the
@@ -40,7 +40,7 @@ gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; 
 STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16}
 ALT=${ALT:-}
 LANESFILES=${LANESFILES:-bigq a3b-q8_0}
-NCUFILE=${NCUFILE:-l4}    # ncudec's file (/dev/shm, from the gen step)
+NCUFILE=${NCUFILE:-l4}    # ncudec's files (/dev/shm, from the gen step)
 GPUFILES=${GPUFILES:-big}  # gputime's files (in /dev/shm, from the gen step: big a3b-q8_0 a3b-q4_K bench-q8_0 ...)
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 O=${OUT:-/tmp/out}; mkdir -p "$O"
@@ -146,15 +146,17 @@ if step ncudec && gpu_need 90 "ncu decode" && command -v ncu > /dev/null; then
     # caches kept and clocks free (ncu's defaults flush the caches and pin base clocks, which
     # inflates a short kernel several times over), so the sums compare with the wall time
     # this tree's object, then each base's
+    for f in $NCUFILE; do
     for v in this $BASES; do
-        ts "ncu decode: $v"
+        ts "ncu decode: $f $v"
         QWISP_CUDA_LIB=$(lib_of $v) timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
-            --cache-control none --clock-control none $Q bench -m $S/$NCUFILE.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
-        echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode_$v.csv" 2>/dev/null
+            --cache-control none --clock-control none $Q bench -m $S/$f.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
+        echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode_${f}_$v.csv" 2>/dev/null
         python3 scripts/decode_kernels.py /tmp/ncud.csv
     done
+    done
     for v in "QWISP_DEVICE_PDL=0" "QWISP_DEVICE_PDL=1"; do
-        ts "$NCUFILE decode $v: $(env $v $Q bench -m $S/$NCUFILE.gguf -p 8 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^tg' | tr '\n' ' ')"
+        ts "${NCUFILE%% *} decode $v: $(env $v $Q bench -m $S/${NCUFILE%% *}.gguf -p 8 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^tg' | tr '\n' ' ')"
     done
 fi
 if step nsysdec && gpu_need 60 "nsys decode timeline"; then
