@@ -26,8 +26,11 @@ cd "$(dirname "$0")/.."
 K=.devjob
 OUTSIDE=${QWISP_SLIM_DIR:-/tmp/qwisp-slim-models}
 case "${1:-}" in
-slim)   mkdir -p "$OUTSIDE" && mv models/*.gguf "$OUTSIDE"/ && echo "models moved to $OUTSIDE"; exit 0 ;;
-unslim) mv "$OUTSIDE"/*.gguf models/ && git status --short models; exit 0 ;;
+# slim marks the tracked models skip-worktree, so that a `git commit -a` or `git add -A` made
+# while they are out does not record their deletion (a commit of 2026-12-06 did)
+slim)   mkdir -p "$OUTSIDE" && git update-index --skip-worktree models/*.gguf && mv models/*.gguf "$OUTSIDE"/ &&
+            echo "models moved to $OUTSIDE"; exit 0 ;;
+unslim) mv "$OUTSIDE"/*.gguf models/ && git update-index --no-skip-worktree models/*.gguf && git status --short models; exit 0 ;;
 base)   shift; rm -rf "$K"/base-*
         for rev in "$@"; do
             short=$(git rev-parse --short "$rev") && mkdir -p "$K/base-$short" &&
