@@ -30,5 +30,14 @@ for t in f32 f16 bf16 q8_0 q4_0 q2_K q3_K q4_K q5_K q6_K; do
         list="$list:$m"
     done
 done
+# Q8_0 and Q4_0 with an expert width of 96, three blocks a row: the down projection's rows
+# have an odd block count, which the Q8_0/Q4_0 GEMV reads with its per-lane loads
+for t in q8_0 q4_0; do
+    m=$D/qwen3moe-$t-ff96.gguf
+    # shellcheck disable=SC2086
+    [ -s "$m" ] || "$BIN" gen-model --preset tiny --tokenizer bytes --type $t $K3 --n-ff-exp 96 --untied --seed 7 -o "$m" >/dev/null ||
+        { echo "FAIL: gen-model qwen3moe $t ff96"; continue; }
+    list="$list:$m"
+done
 export QWISP_GPU_MODELS=$list
 QWISP_TEST_FILTER='tests/gpu/' tests/run.sh "$BUILD"
