@@ -147,13 +147,13 @@ if step ncudec && gpu_need 90 "ncu decode" && command -v ncu > /dev/null; then
     # inflates a short kernel several times over), so the sums compare with the wall time
     # this tree's object, then each base's
     for f in $NCUFILE; do
-    for v in this $BASES; do
-        ts "ncu decode: $f $v"
-        QWISP_CUDA_LIB=$(lib_of $v) timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
-            --cache-control none --clock-control none $Q bench -m $S/$f.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
-        echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode_${f}_$v.csv" 2>/dev/null
-        python3 scripts/decode_kernels.py /tmp/ncud.csv
-    done
+        for v in this $BASES; do
+            ts "ncu decode: $f $v"
+            QWISP_CUDA_LIB=$(lib_of $v) timeout 150 ncu --metrics gpu__time_duration.sum --csv --target-processes all \
+                --cache-control none --clock-control none $Q bench -m $S/$f.gguf -p 8 -n 8 -r 1 --bw-mb 0 > /tmp/ncud.csv 2> /tmp/ncud.err
+            echo "ncu rc=$?"; cp /tmp/ncud.csv "$O/ncu_decode_${f}_$v.csv" 2>/dev/null
+            python3 scripts/decode_kernels.py /tmp/ncud.csv
+        done
     done
     for v in "QWISP_DEVICE_PDL=0" "QWISP_DEVICE_PDL=1"; do
         ts "${NCUFILE%% *} decode $v: $(env $v $Q bench -m $S/${NCUFILE%% *}.gguf -p 8 -n 128 -r 3 --bw-mb 0 2>&1 | grep -E '^tg' | tr '\n' ' ')"

@@ -31,7 +31,8 @@ for t in f32 f16 bf16 q8_0 q4_0 q2_K q3_K q4_K q5_K q6_K; do
     done
 done
 # Q8_0 and Q4_0 with an expert width of 96, three blocks a row: the down projection's rows
-# have an odd block count, which the Q8_0/Q4_0 GEMV reads with its per-lane loads
+# end mid-word (an odd count of 34- or 18-byte blocks), a shape a GEMV that reads whole
+# words must treat apart
 for t in q8_0 q4_0; do
     m=$D/qwen3moe-$t-ff96.gguf
     # shellcheck disable=SC2086
