@@ -177,15 +177,16 @@ static int reserve_rows(cu_ctx *c, int32_t n, qw_error *err) {
         c->h_sel = (int32_t *)malloc(R * K * 4);
         c->h_order = (int32_t *)malloc(R * K * 4);
         c->h_cap = c->h_sel && c->h_order ? R * K : 0;
+        if (!c->h_cap) return cu_fail(err, "out of host memory for the routing tables of %zu rows", R);
     }
-    if (!c->h_count) c->h_count = (int32_t *)malloc(((size_t)hp->n_expert + 1) * 4);
+    if (!c->h_count && !(c->h_count = (int32_t *)malloc(((size_t)hp->n_expert + 1) * 4)))
+        return cu_fail(err, "out of host memory for the expert counts");
     if (R * K + hp->n_expert > c->h_tiles_cap) {
         free(c->h_tiles);
         c->h_tiles = (cu_tile *)malloc((R * K + hp->n_expert) * sizeof(cu_tile));
         c->h_tiles_cap = c->h_tiles ? R * K + hp->n_expert : 0;
+        if (!c->h_tiles) return cu_fail(err, "out of host memory for the expert tiles of %zu rows", R);
     }
-    if (!c->h_cap || !c->h_count || !c->h_tiles)
-        return cu_fail(err, "out of host memory for the routing tables of %zu rows", R);
     return 0;
 }
 

@@ -443,6 +443,24 @@ static void test_state_io(void **state) {
  * routing), then steps of one token each (routing on the device), one of
  * them giving a sequence three tokens: each sequence's logits after every
  * step equal those of the same tokens run through its own context alone. */
+/* The models of QWISP_GPU_MODELS (':'-separated; default the two shipped
+ * models), split once into a static list that lives for the program. */
+enum { MAX_MODELS = 64 };
+static int gpu_models(const char *const **out) {
+    static char buf[8192];
+    static const char *models[MAX_MODELS];
+    static int n = -1;
+    if (n < 0) {
+        const char *list = getenv("QWISP_GPU_MODELS");
+        snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
+        n = 0;
+        for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < MAX_MODELS; p = strtok_r(NULL, ":", &save))
+            models[n++] = p;
+    }
+    *out = models;
+    return n;
+}
+
 static void batch_one(const char *path, const char *slots) {
     /* eight sequences: a step of one token each is the batched graph's and the
      * all-sequence kernels' largest case (CU_SEQS_MAX); step 3 mixes in three tokens */
@@ -509,11 +527,10 @@ static void test_batch(void **state) {
     }
     /* the generated files of tests/gpu/run.sh whose weights take the K-quant
      * and Q4_0 few-token kernels in a lanes step (the shipped models are Q8_0) */
-    const char *list = getenv("QWISP_GPU_MODELS");
-    static char buf[8192];
-    snprintf(buf, sizeof buf, "%s", list ? list : "");
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save))
-        if (strstr(p, "-q4_K.gguf") || strstr(p, "-q6_K.gguf") || strstr(p, "-q4_0.gguf")) batch_one(p, NULL);
+    const char *const *list;
+    for (int i = 0, n = gpu_models(&list); i < n; i++)
+        if (strstr(list[i], "-q4_K.gguf") || strstr(list[i], "-q6_K.gguf") || strstr(list[i], "-q4_0.gguf"))
+            batch_one(list[i], NULL);
 }
 
 /* Programmatic dependent launch (QWISP_DEVICE_PDL) changes when kernels
@@ -710,10 +727,6 @@ int main(void) {
     qw_error why = {{0}};
     g_ops = qw_backend_cuda(&why);
     snprintf(g_why, sizeof g_why, "no GPU: %s", why.msg);
-    const char *list = getenv("QWISP_GPU_MODELS");
-    static char buf[8192];
-    snprintf(buf, sizeof buf, "%s", list && *list ? list : "models/default.gguf:models/qwen35moe.gguf");
-    enum { MAX_MODELS = 64 };
     struct CMUnitTest tests[11 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
@@ -728,8 +741,9 @@ int main(void) {
         {"test_long_decode(qwen35moe)", test_long_decode, NULL, NULL, (void *)"models/qwen35moe.gguf"},
     };
     size_t n = 11;
-    for (char *save = NULL, *p = strtok_r(buf, ":", &save); p && n < 11 + MAX_MODELS; p = strtok_r(NULL, ":", &save)) {
-        tests[n++] = (struct CMUnitTest){p, test_gpu_vs_cpu, NULL, NULL, p};
+    const char *const *list;
+    for (int i = 0, nm = gpu_models(&list); i < nm; i++) {
+        tests[n++] = (struct CMUnitTest){list[i], test_gpu_vs_cpu, NULL, NULL, (void *)list[i]};
         if (!g_ops) break; /* no GPU: one SKIP line, not one a model */
     }
     return _cmocka_run_group_tests("test_gpu", tests, n, NULL, NULL);
