@@ -16,7 +16,8 @@
 #   - broken checkpoints fail with their own message and leave no file: a missing
 #     linear-attention key, an unknown layer_types entry, a non-periodic layer pattern,
 #     a missing tensor.
-# Env (tests/run.sh): QWISP_BIN, QWISP_TEST_TMP; QWISP_Q35_LOGITS replaces "$QWISP_BIN logits -m"
+# Env (tests/run.sh): QWISP_BIN, QWISP_TEST_TMP; QWISP_HF_LOGITS_ONLY=1 stops after the two
+# logits checks (tests/gpu/t_gpu_hf.sh runs them on the GPU; the rest is the converter's); QWISP_Q35_LOGITS replaces "$QWISP_BIN logits -m"
 # (e.g. "build/wip_q35_driver tf" while the public loader does not take qwen35moe yet).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +60,7 @@ check hf_qwen35_tensor_names "$ok" "qwisp info of the f32 conversion lacks the n
 QWISP_KV_TYPE=f32 $CHECK --name hf_qwen35_f32_vs_transformers --mode strict -- $LOGITS "$TMP/f32.gguf" --top 30
 # shellcheck disable=SC2086
 $CHECK --name hf_qwen35_q8_0_vs_transformers --mode quant -- $LOGITS "$TMP/q8_0.gguf" --top 30
+if [ "${QWISP_HF_LOGITS_ONLY:-0}" = 1 ]; then rm -rf "$TMP"; exit 0; fi
 
 # the other layouts of the same numbers
 for v in per-expert nested shards; do
