@@ -10,10 +10,8 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${QWISP_BUILD:-build}
 T=$BUILD/gpu-smax
-if ! QWISP_BACKEND=cuda "$BUILD/qwisp" run -m models/default.gguf -p x -n 1 >/dev/null 2>&1; then
-    echo "SKIP: attention's recompute path: no usable GPU"
-    exit 0
-fi
+. tests/gpu/gpu_usable.sh
+if why=$(gpu_unusable "$BUILD/qwisp"); then echo "SKIP: attention's recompute path: $why"; exit 0; fi
 if ! make -s BUILD="$T" NVDEFS=-DQW_AT_SMAX=40 "$T/libqwisp_cuda.so" >"$T.log" 2>&1; then
     if grep -q "No rule\|nvcc: not found\|NVCC" "$T.log"; then echo "SKIP: attention's recompute path: no nvcc"; exit 0; fi
     echo "FAIL: building the QW_AT_SMAX=40 variant: $(tail -3 "$T.log")"

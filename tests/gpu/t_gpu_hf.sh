@@ -14,10 +14,8 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 export QWISP_BIN=${QWISP_BIN:-$PWD/build/qwisp}
-if ! why=$(QWISP_BACKEND=cuda "$QWISP_BIN" run -m models/default.gguf -p x -n 1 2>&1 >/dev/null); then
-    echo "SKIP: transformers references on the GPU: ${why#*QWISP_BACKEND=cuda: }"
-    exit 0
-fi
+. tests/gpu/gpu_usable.sh
+if why=$(gpu_unusable "$QWISP_BIN"); then echo "SKIP: transformers references on the GPU: $why"; exit 0; fi
 if ! command -v python3 >/dev/null; then echo "FAIL: gpu hf_ref: python3 is not installed"; exit 0; fi
 export QWISP_BACKEND=cuda
 for spec in "default|tests/fixtures/hf_ref/qwisp-default-ref.json" \

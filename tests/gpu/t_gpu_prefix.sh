@@ -8,10 +8,8 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 export QWISP_BIN=${QWISP_BIN:-$PWD/build/qwisp}
-if ! why=$(QWISP_BACKEND=cuda "$QWISP_BIN" run -m models/default.gguf -p x -n 1 2>&1 >/dev/null); then
-    echo "SKIP: prefix cache on the GPU: ${why#*QWISP_BACKEND=cuda: }"
-    exit 0
-fi
+. tests/gpu/gpu_usable.sh
+if why=$(gpu_unusable "$QWISP_BIN"); then echo "SKIP: prefix cache on the GPU: $why"; exit 0; fi
 export QWISP_BACKEND=cuda
 for t in t_prefix t_prefix_blocks t_prefix_disk; do
     bash "tests/serve/$t.sh" | sed -E "s/^(PASS|FAIL|SKIP): /\1: gpu $t: /"
