@@ -12,8 +12,13 @@
  * turn (candidates interleaved, so a noisy neighbour slows all of them alike).
  * A candidate must beat the default by 2 % in EVERY pass to be chosen (its
  * worst per-pass ratio): on a noisy machine a tie or a lucky pass keeps the
- * default.  Speed is all that can
- * change — every candidate gives the same result bits (tune.h).
+ * default.  The decode loop (decode_gemv: the level's GEMV loop or row dots)
+ * must win by 10 %: the probe is a weak proxy for that switch.  On a Zen 5
+ * the probe timed the two within 3 % while a model's decode ran 13-35 %
+ * faster with the GEMV loop, and three lucky 2 % passes sent the row dots
+ * into the cache; where the row dots do win (a Zen 4: 2.7x), they win by far
+ * more than 10 %.  Speed is all that can change — every candidate gives the
+ * same result bits (tune.h).
  */
 #include "qwisp/tune.h"
 #include "qwisp/ops.h"
@@ -64,11 +69,13 @@ static double prefill_pass(probe *p) {
  * returns the index of the one to keep: a candidate's score is its WORST
  * ratio to the default over the passes (each ratio within one pass, so a
  * neighbour's load in that pass slows both alike); the best score wins if it
- * is above 1.02 — a candidate must beat the default in every pass — else the
- * default stays. */
+ * is above `margin` (1.02: a candidate must beat the default in every pass),
+ * else the default stays. */
 enum { MAX_PASSES = 16 };
+#define MARGIN 1.02      /* a parameter's candidate over the default, every pass */
+#define MARGIN_LOOP 1.10 /* decode_gemv's row dots over the GEMV loop (above) */
 static int pick(probe *p, qw_tune_id id, const int64_t *cand, int n, int def_idx, bool decode, int passes,
-                FILE *log) {
+                double margin, FILE *log) {
     double rate[MAX_CAND][MAX_PASSES] = {{0}};
     if (passes > MAX_PASSES) passes = MAX_PASSES;
     for (int pass = 0; pass < passes; pass++)
@@ -85,7 +92,7 @@ static int pick(probe *p, qw_tune_id id, const int64_t *cand, int n, int def_idx
             if (r < score[c]) score[c] = r;
             if (rate[c][pass] > best[c]) best[c] = rate[c][pass];
         }
-        if (c != def_idx && score[c] > 1.02 && (b == def_idx || score[c] > score[b])) b = c;
+        if (c != def_idx && score[c] > margin && (b == def_idx || score[c] > score[b])) b = c;
     }
     if (log)
         for (int c = 0; c < n; c++)
@@ -147,20 +154,20 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
     static const int64_t items[] = {64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20};
     static const int64_t rows[] = {16, 32, 64, 128, 256};
     if (opts->log) fprintf(opts->log, "decode, %lld MiB of Q8_0 weights per pass, best of %d:\n", (long long)opts->mb, passes);
-    out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 6, 2, true, passes, opts->log)];
-    out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, opts->log)];
+    out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 6, 2, true, passes, MARGIN, opts->log)];
+    out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, MARGIN, opts->log)];
     static const int64_t drows[] = {2, 4, 8};
-    out->vals[QW_TUNE_DECODE_ROWS] = drows[pick(&p, QW_TUNE_DECODE_ROWS, drows, 3, 0, true, passes, opts->log)];
+    out->vals[QW_TUNE_DECODE_ROWS] = drows[pick(&p, QW_TUNE_DECODE_ROWS, drows, 3, 0, true, passes, MARGIN, opts->log)];
     static const int64_t levels[] = {0, 1};
     out->vals[QW_TUNE_DECODE_PREFETCH_L2] =
-        levels[pick(&p, QW_TUNE_DECODE_PREFETCH_L2, levels, 2, 0, true, passes, opts->log)];
+        levels[pick(&p, QW_TUNE_DECODE_PREFETCH_L2, levels, 2, 0, true, passes, MARGIN, opts->log)];
     static const int64_t gemv[] = {1, 0}; /* the level's GEMV loop (default), row dots */
-    out->vals[QW_TUNE_DECODE_GEMV] = gemv[pick(&p, QW_TUNE_DECODE_GEMV, gemv, 2, 0, true, passes, opts->log)];
+    out->vals[QW_TUNE_DECODE_GEMV] = gemv[pick(&p, QW_TUNE_DECODE_GEMV, gemv, 2, 0, true, passes, MARGIN_LOOP, opts->log)];
     if (opts->log) fprintf(opts->log, "prefill, %d tokens × %d matrices, best of %d:\n", PREFILL_TOK, PREFILL_MATS, passes);
     int rows_def = 1; /* the default in force at this level (tune.h: larger at the AMX level) */
     for (int i = 0; i < 5; i++)
         if (rows[i] == qw_tune_effective(QW_TUNE_PREFILL_ROWS)) rows_def = i;
-    out->vals[QW_TUNE_PREFILL_ROWS] = rows[pick(&p, QW_TUNE_PREFILL_ROWS, rows, 5, rows_def, false, passes, opts->log)];
+    out->vals[QW_TUNE_PREFILL_ROWS] = rows[pick(&p, QW_TUNE_PREFILL_ROWS, rows, 5, rows_def, false, passes, MARGIN, opts->log)];
     out->decode_gbs[1] = best_of(&p, true, passes);
     out->prefill_gops[1] = best_of(&p, false, passes);
 
