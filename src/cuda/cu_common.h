@@ -51,6 +51,21 @@ __device__ __forceinline__ void cu_pdl_enter(void) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+#ifndef QW_PREFETCH_ROWS /* 0: no weight prefetch before the wait (to time it against) */
+#define QW_PREFETCH_ROWS 1
+#endif
+/* Called before cu_pdl_enter() by a GEMV of a dense weight (no expert tiles,
+ * so the row is known from the launch alone, and no weight is written while
+ * a model runs): the n lanes that share the row ask for its 128-byte lines
+ * in L2 while the predecessor kernel still runs.  A hint only: what is read
+ * after the wait, and so every bit, is unchanged.  Decode's GEMVs of a few
+ * megabytes spend most of their time waiting for their first loads. */
+__device__ __forceinline__ void cu_prefetch_row(const void *tiles, const uint8_t *row, size_t bytes, int l, int n) {
+#if QW_PREFETCH_ROWS && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (tiles || blockIdx.y) return; /* expert rows are known only after the wait; grid.y's tiles share one row */
+    for (size_t o = (size_t)l * 128; o < bytes; o += (size_t)n * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
+#endif
+}
 template <typename... KArgs, typename... Args>
 static inline void cu_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                              Args &&...args) {

@@ -22,11 +22,11 @@
 
 enum { MM_WARPS = CU_MM_WARPS };
 
-/* Q8_0 activations, as the CPU makes them (quant_ref.c): cu_q8act.cuh. */
+/* Q8_0 activations, as the CPU makes them (quant_ref.c): cu_q8act.cuh, a warp a block. */
 __global__ void quant_q8_kernel(const float *x, int n_blocks, int8_t *xq, float *xd) {
     cu_pdl_enter();
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b < n_blocks) cu_q8_0_block(x + (size_t)b * 32, xq + (size_t)b * 32, &xd[b]);
+    const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (b < n_blocks) cu_q8_0_block(x[(size_t)b * 32 + lane], xq + (size_t)b * 32, &xd[b], lane);
 }
 
 /* The weight's 32 integer values of sub-block j as int8, four to a word,
@@ -49,16 +49,58 @@ template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *
     return cu_h2f(cu_ld16(b));
 }
 
+#ifndef QW_MM_Q8_STAGE /* 0: every lane loads its own block (to time the staging against) */
+#define QW_MM_Q8_STAGE 1
+#endif
+
+/* Block bytes and the 32-bit words one lane reads of a staged round
+ * (cu_w8_staged): a block starts 0 or 2 bytes into its first word. */
+template <int T> struct cu_w8_shape;
+template <> struct cu_w8_shape<QW_TYPE_Q8_0> { enum { BS = 34, WORDS = 9 }; };
+template <> struct cu_w8_shape<QW_TYPE_Q4_0> { enum { BS = 18, WORDS = 5 }; };
+
+/* cu_w8 of block `lane` of a round the warp staged in shared memory (st:
+ * the round's bytes from a 4-byte aligned start, as words).  Staging lets
+ * the warp read the row with whole, coalesced word loads: a lane reading
+ * its own 34- or 18-byte block straight from memory issues 2-byte loads
+ * for half the blocks (their words straddle) and each load instruction
+ * spans the warp's whole kilobyte, which kept the LM head's GEMV near
+ * 1.9 TB/s on an H100. */
+template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *st, int lane, int32_t *w) {
+    enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS };
+    const int b = lane * BS, sh = 8 * (b & 3); /* the block's byte offset in its first word: 0 or 16 bits */
+    uint32_t x[WORDS];
+#pragma unroll
+    for (int i = 0; i < WORDS; i++) x[i] = st[(b >> 2) + i];
+    const float d = cu_h2f((uint16_t)(__funnelshift_rc(x[0], x[1], sh) & 0xffffu));
+    uint32_t q[WORDS - 1]; /* the quant bytes start 2 bytes after d: 16 or 32 bits in */
+#pragma unroll
+    for (int c = 0; c < WORDS - 1; c++) q[c] = __funnelshift_rc(x[c], x[c + 1], sh + 16);
+    if (T == QW_TYPE_Q8_0) {
+#pragma unroll
+        for (int c = 0; c < 8; c++) w[c] = (int32_t)q[c];
+    } else {
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            w[c] = (int32_t)__vsub4(q[c] & 0x0f0f0f0fu, 0x08080808u);
+            w[c + 4] = (int32_t)__vsub4((q[c] >> 4) & 0x0f0f0f0fu, 0x08080808u);
+        }
+    }
+    return d;
+}
+
 /* The CPU's Q8_0 / Q4_0 dot (quant_ref.c): per block an exact integer sum
  * (dp4a) times (d_w * d_x), each float operation rounded on its own, summed
  * block by block in order. */
 template <int T>
 __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles,
                              int n_tok) {
-    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
-    if (!cu_mm_row(D, &P)) return;
+    const bool ok = cu_mm_row(D, &P);
+    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
+    cu_pdl_enter();
+    if (!ok) return;
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
@@ -73,11 +115,32 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
      * a token a round; one token keeps that way.) */
     __shared__ float prod[MM_WARPS][CU_MM_NT][33]; /* 33: lane i reading its row is conflict-free */
     float(*pw)[33] = prod[threadIdx.x >> 5];
+    enum { BS = cu_w8_shape<T>::BS, RW = 32 * BS / 4 }; /* a round's words */
+    __shared__ uint32_t stage[MM_WARPS][RW];
+    uint32_t *st = stage[threadIdx.x >> 5];
+    /* a row of whole words (an even block count) from a 4-byte aligned start: staged; else each lane loads its block */
+    const bool staged = QW_MM_Q8_STAGE && (nsb & 1) == 0 && ((uintptr_t)wr & 3) == 0;
     float s = 0.0f; /* lane i < nt: token i's sum */
     for (int j0 = 0; j0 < nsb; j0 += 32) {
         const int j = j0 + lane, nb = min(32, nsb - j0);
         int32_t w[8];
-        const float dw = j < nsb ? cu_w8<T>(wr, j, w) : 0.0f;
+        float dw = 0.0f;
+        if (staged) {
+            const uint32_t *src = (const uint32_t *)(wr + (size_t)j0 * BS);
+            const int nw = nb * BS / 4;
+            uint32_t v[(RW + 31) / 32]; /* every load issued before the first store */
+#pragma unroll
+            for (int c = 0; c < (RW + 31) / 32; c++)
+                if (lane + 32 * c < nw) v[c] = src[lane + 32 * c];
+#pragma unroll
+            for (int c = 0; c < (RW + 31) / 32; c++)
+                if (lane + 32 * c < nw) st[lane + 32 * c] = v[c];
+            __syncwarp();
+            if (j < nsb) dw = cu_w8_staged<T>(st, lane, w);
+            __syncwarp(); /* read before the next round stages */
+        } else if (j < nsb) {
+            dw = cu_w8<T>(wr, j, w);
+        }
 #pragma unroll
         for (int i = 0; i < CU_MM_NT; i++) {
             if (i >= nt) break; /* warp-uniform */
@@ -136,10 +199,12 @@ template <> __device__ __forceinline__ float cu_act<QW_TYPE_BF16>(float v) {
 
 template <int T>
 __global__ void mm_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int xdiv, const cu_tile *tiles, int n_tok) {
-    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
-    if (!cu_mm_row(D, &P)) return;
+    const bool ok = cu_mm_row(D, &P);
+    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
+    cu_pdl_enter();
+    if (!ok) return;
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
@@ -183,45 +248,97 @@ __global__ void mm_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int
  * 16-lane FMA accumulators a0..a3 over 64-element chunks; a 16-element
  * remainder into a0, the last < 16 into a1) live two per lane: lane L holds
  * partial L (a0/a1) and L + 32 (a2/a3).  Then (a0 + a1) + (a2 + a3) and the
- * 16-lane tree 8, 4, 2, 1 of _mm512_reduce_add_ps — xor-shuffles here. */
+ * 16-lane tree 8, 4, 2, 1 of _mm512_reduce_add_ps — xor-shuffles here.
+ * Every lane calls it; lane 0's result is the dot. */
+__device__ __forceinline__ float dot_f32_warp(const float *w, const float *xr, int k, int lane) {
+    const int k64 = k & ~63, k16 = k & ~15;
+    float pa = 0.0f, pb = 0.0f;
+#pragma unroll 8 /* the loads of eight chunks in flight: decode's router is latency-bound (16 measured slower) */
+    for (int c = 0; c < k64; c += 64) {
+        pa = __fmaf_rn(w[c + lane], xr[c + lane], pa);
+        pb = __fmaf_rn(w[c + 32 + lane], xr[c + 32 + lane], pb);
+    }
+    for (int c = k64; c < k16; c += 16)
+        if (lane < 16) pa = __fmaf_rn(w[c + lane], xr[c + lane], pa);
+    if (k16 < k && lane >= 16) {
+        const int q = k16 + lane - 16;
+        pa = q < k ? __fmaf_rn(w[q], xr[q], pa) : __fmaf_rn(0.0f, 0.0f, pa);
+    }
+    pa = __fadd_rn(pa, __shfl_xor_sync(0xffffffffu, pa, 16));
+    pb = __fadd_rn(pb, __shfl_xor_sync(0xffffffffu, pb, 16));
+    float v = __fadd_rn(pa, pb);
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
 __global__ void mm_f32_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int xdiv, const cu_tile *tiles,
                               int n_tok) {
-    cu_pdl_enter();
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
-    if (!cu_mm_row(D, &P)) return;
+    const bool ok = cu_mm_row(D, &P);
+    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
+    cu_pdl_enter();
+    if (!ok) return;
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
     if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
     const float *w = (const float *)(P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes);
-    const int k64 = k & ~63, k16 = k & ~15;
 #pragma unroll
     for (int i = 0; i < CU_MM_NT; i++) {
         if (i >= nt) break; /* warp-uniform */
-        const float *xr = x + (size_t)(a[i] / xdiv) * ldx;
-        float pa = 0.0f, pb = 0.0f;
-#pragma unroll 8 /* the loads of eight chunks in flight: decode's router is latency-bound (16 measured slower) */
-        for (int c = 0; c < k64; c += 64) {
-            pa = __fmaf_rn(w[c + lane], xr[c + lane], pa);
-            pb = __fmaf_rn(w[c + 32 + lane], xr[c + 32 + lane], pb);
-        }
-        for (int c = k64; c < k16; c += 16)
-            if (lane < 16) pa = __fmaf_rn(w[c + lane], xr[c + lane], pa);
-        if (k16 < k && lane >= 16) {
-            const int q = k16 + lane - 16;
-            pa = q < k ? __fmaf_rn(w[q], xr[q], pa) : __fmaf_rn(0.0f, 0.0f, pa);
-        }
-        pa = __fadd_rn(pa, __shfl_xor_sync(0xffffffffu, pa, 16));
-        pb = __fadd_rn(pb, __shfl_xor_sync(0xffffffffu, pb, 16));
-        float v = __fadd_rn(pa, pb);
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+        const float v = dot_f32_warp(w, x + (size_t)(a[i] / xdiv) * ldx, k, lane);
         if (lane == 0) {
             float *dst = P.y + (size_t)a[i] * P.ldy + r;
             *dst = D.acc ? *dst + v : v;
         }
     }
+}
+
+#ifndef QW_MV_F32 /* 0: one token's F32 GEMV by mm_f32_kernel too (to time mv_f32_kernel against) */
+#define QW_MV_F32 1
+#endif
+enum { MV_F32_THREADS = 64, MV_F32_SMEM_MAX = 48 * 1024 };
+
+/* One dense token's F32 GEMV (decode's router and gates), a block a row:
+ * both warps copy the row into shared memory before the wait (a weight is
+ * never written while a model runs), then x after it, every load in
+ * flight at once; warp 0 then sums as mm_f32_kernel does (dot_f32_warp:
+ * the same bits).  mm_f32_kernel's warp a row has eight chunks' loads in
+ * flight, four round trips for a 2048-wide row, and decode's router has
+ * too few rows (128, 256) to hide them. */
+__global__ void mv_f32_kernel(const cu_mm_dst D, int k, const float *x) {
+    extern __shared__ float4 mv_f32_sm[]; /* the row, then x: k floats each */
+    float4 *sw = mv_f32_sm, *sx = mv_f32_sm + k / 4;
+    cu_mm_pick P;
+    const bool ok = cu_mm_row_in(D, 1, 0, &P);
+    const int n4 = k / 4;
+    if (ok) {
+        const float4 *w4 = (const float4 *)(P.W + (size_t)P.r * P.row_bytes);
+#pragma unroll 8
+        for (int i = threadIdx.x; i < n4; i += MV_F32_THREADS) sw[i] = w4[i];
+    }
+    cu_pdl_enter();
+    if (!ok) return; /* the whole block */
+#pragma unroll 8
+    for (int i = threadIdx.x; i < n4; i += MV_F32_THREADS) sx[i] = ((const float4 *)x)[i];
+    __syncthreads();
+    if (threadIdx.x >= 32) return;
+    const float v = dot_f32_warp((const float *)sw, (const float *)sx, k, threadIdx.x);
+    if (threadIdx.x == 0) {
+        float *dst = P.y + P.r;
+        *dst = D.acc ? *dst + v : v;
+    }
+}
+
+/* mv_f32_kernel serves D: one dense token, whole float4s of 16-byte aligned
+ * rows and x, both in shared memory. */
+static bool mv_f32_fits(const cu_mm_dst &D, int k, const float *x, const cu_tile *tiles, int n_tok) {
+    if (!QW_MV_F32 || tiles || n_tok != 1 || k % 4 || (size_t)k * 8 > MV_F32_SMEM_MAX || (uintptr_t)x % 16) return false;
+    for (int i = 0; i < D.n; i++)
+        if ((uintptr_t)D.W[i] % 16) return false;
+    return true;
 }
 
 bool cu_type_ok(int type) {
@@ -266,7 +383,7 @@ static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, c
     if (kind == CU_Q8_0) {
         const int nb = n_tok * (k / 32);
         if (!cu_q8_held(sc, reuse, x, (size_t)n_tok * k, CU_Q8_0))
-            cu_launch(quant_q8_kernel, (nb + 127) / 128, 128, 0, s, x, nb, (int8_t *)sc->xq, sc->xd);
+            cu_launch(quant_q8_kernel, (nb + 3) / 4, 128, 0, s, x, nb, (int8_t *)sc->xq, sc->xd);
         if (D.n == 1 && cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
             cu_matmul_mma_q8(s, w->type, D.W[0], D.mat_bytes[0], D.row_bytes[0], D.rows[0], k, (const int8_t *)sc->xq,
                              sc->xd, xdiv, tiles, n_tiles, n_tok, D.y[0], D.ldy[0], D.acc))
@@ -284,7 +401,13 @@ static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, c
         return;
     }
     if (w->type == QW_TYPE_F32) {
-        cu_launch(mm_f32_kernel, grid, MM_WARPS * 32, 0, s, D, k, x, ldx, xdiv, tiles, n_tok);
+        if (mv_f32_fits(D, k, x, tiles, n_tok)) { /* the grid counted in blocks of one row */
+            cu_mm_dst Dv = D;
+            for (int i = 0; i < Dv.n; i++) Dv.blk_end[i] = (i ? Dv.blk_end[i - 1] : 0) + Dv.rows[i];
+            cu_launch(mv_f32_kernel, Dv.blk_end[Dv.n - 1], MV_F32_THREADS, (size_t)k * 8, s, Dv, k, x);
+        } else {
+            cu_launch(mm_f32_kernel, grid, MM_WARPS * 32, 0, s, D, k, x, ldx, xdiv, tiles, n_tok);
+        }
         return;
     }
 #define MM(T)                                                                                  \

@@ -196,10 +196,12 @@ __device__ __forceinline__ int kq_transpose_sum(const int *v, int lane) {
 template <int T>
 __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv,
                              const cu_tile *tiles, int n_tok) {
-    cu_pdl_enter();
     const int lane = threadIdx.x & 31, l = lane & 7;
     cu_mm_pick P;
-    if (!cu_mm_row(D, &P)) return;
+    const bool ok = cu_mm_row(D, &P);
+    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
+    cu_pdl_enter();
+    if (!ok) return;
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
@@ -252,10 +254,11 @@ static inline int kq_lanes(int k) {
 template <int T>
 __global__ void mv_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv,
                              const cu_tile *tiles, int n_tok, int G) {
-    cu_pdl_enter();
     const int lane = threadIdx.x & 31, R = 32 / G, gl = lane & (G - 1), g0 = lane - gl;
     cu_mm_pick P;
     const bool mine = cu_mm_row_in(D, CU_MM_WARPS * R, (int)(threadIdx.x >> 5) * R + lane / G, &P);
+    if (mine) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, gl, G);
+    cu_pdl_enter();
     if (!__any_sync(0xffffffffu, mine) || P.r < 0) return; /* P.r < 0 only for a block past every weight: the whole warp */
     int nt, e;
     cu_tile_head(tiles, n_tok, &nt, &e);

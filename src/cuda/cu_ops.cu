@@ -79,10 +79,10 @@ __device__ void q8_row(const float *o, int row, int n, const q8_out &q8) {
             cu_q8k_block(o + (size_t)b * 256, q8.q + fb * 256, q8.bs + fb * 16, &q8.d[fb], lane);
         }
     } else {
-        const int nb = n / 32;
-        for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+        const int nb = n / 32, lane = threadIdx.x & 31;
+        for (int b = threadIdx.x >> 5; b < nb; b += blockDim.x >> 5) {
             const size_t fb = (size_t)row * nb + b;
-            cu_q8_0_block(o + (size_t)b * 32, q8.q + fb * 32, &q8.d[fb]);
+            cu_q8_0_block(o[(size_t)b * 32 + lane], q8.q + fb * 32, &q8.d[fb], lane);
         }
     }
 }
@@ -275,8 +275,8 @@ void cu_swiglu(cudaStream_t s, float *g, const float *u, size_t n) {
     cu_launch(swiglu_kernel, (unsigned)((n + 255) / 256), 256, 0, s, g, u, n);
 }
 
-/* SwiGLU then the int8 form, block by block: a warp per 256 (Q8_K) or a
- * thread per 32 (Q8_0) computes its block's values, then converts them. */
+/* SwiGLU then the int8 form, block by block: a warp per 256 (Q8_K) or per
+ * 32 (Q8_0) computes its block's values, then converts them. */
 __global__ void swiglu_q8_kernel(float *g, const float *u, int n_blocks, q8_out q8) {
     cu_pdl_enter();
     if (q8.kind == CU_Q8_K) {
@@ -288,12 +288,12 @@ __global__ void swiglu_q8_kernel(float *g, const float *u, int n_blocks, q8_out 
         __syncwarp(); /* the block's values, written by the warp, read by every lane */
         cu_q8k_block(gb, q8.q + (size_t)b * 256, q8.bs + (size_t)b * 16, &q8.d[b], lane);
     } else {
-        const int b = blockIdx.x * blockDim.x + threadIdx.x;
+        const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
         if (b >= n_blocks) return;
-        float *gb = g + (size_t)b * 32;
-        const float *ub = u + (size_t)b * 32;
-        for (int i = 0; i < 32; i++) gb[i] = swiglu1(gb[i], ub[i]);
-        cu_q8_0_block(gb, q8.q + (size_t)b * 32, &q8.d[b]);
+        const size_t i = (size_t)b * 32 + lane;
+        const float v = swiglu1(g[i], u[i]);
+        g[i] = v;
+        cu_q8_0_block(v, q8.q + (size_t)b * 32, &q8.d[b], lane);
     }
 }
 
@@ -308,7 +308,7 @@ void cu_swiglu_q8(cudaStream_t s, float *g, const float *u, int rows, int f, con
         cu_launch(swiglu_q8_kernel, (nb + 3) / 4, 128, 0, s, g, u, nb, q8);
     } else {
         const int nb = (int)(n / 32);
-        cu_launch(swiglu_q8_kernel, (nb + 127) / 128, 128, 0, s, g, u, nb, q8);
+        cu_launch(swiglu_q8_kernel, (nb + 3) / 4, 128, 0, s, g, u, nb, q8);
     }
 }
 

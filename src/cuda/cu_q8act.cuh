@@ -11,20 +11,19 @@
 
 #include <cuda_fp16.h>
 
-/* Q8_0, one thread per 32 elements: amax, d = fp16(amax / 127),
- * q = round-half-even(x * 127 / amax) clamped to int8, four to a word. */
-__device__ __forceinline__ void cu_q8_0_block(const float *xb, int8_t *qb, float *d) {
-    float amax = 0.0f;
-    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
+/* Q8_0, one warp per 32 elements, lane i holding element v (every lane
+ * calls it): amax, d = fp16(amax / 127), q = round-half-even(x * 127 /
+ * amax) clamped to int8.  The maximum is exact in any order, and starting
+ * from 0 it passes over NaN as the CPU's fmaxf chain does; a lane a block
+ * (where one thread made all 32) left the loads uncoalesced and a 2048-wide
+ * row's conversion on 64 threads. */
+__device__ __forceinline__ void cu_q8_0_block(float v, int8_t *qb, float *d, int lane) {
+    float amax = fmaxf(0.0f, fabsf(v));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     const float dd = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    *d = __half2float(__float2half_rn(dd));
-    int32_t *qw = (int32_t *)qb;
-    for (int c = 0; c < 8; c++) {
-        int e[4];
-        for (int i = 0; i < 4; i++) e[i] = (int)fminf(fmaxf(rintf(__fmul_rn(xb[4 * c + i], id)), -128.0f), 127.0f);
-        qw[c] = (int32_t)((uint32_t)(uint8_t)e[0] | ((uint32_t)(uint8_t)e[1] << 8) | ((uint32_t)(uint8_t)e[2] << 16) |
-                          ((uint32_t)(uint8_t)e[3] << 24));
-    }
+    if (lane == 0) *d = __half2float(__float2half_rn(dd));
+    qb[lane] = (int8_t)(int)fminf(fmaxf(rintf(__fmul_rn(v, id)), -128.0f), 127.0f);
 }
 
 /* Q8_K, one warp per 256 elements (every lane calls it): max = the element
