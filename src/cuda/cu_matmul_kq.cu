@@ -132,6 +132,11 @@ template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q6_K>(const uint8_
     u->d = cu_h2f(cu_ld16(b + 208)), u->dmin = 0.0f;
 }
 
+/* Q3_K and Q6_K have no mins (mn0 = mn1 = 0, dmin = 0): their sm is 0, so
+ * its loads and shuffles are skipped — dmin * 0 is +0 either way, the same
+ * bits. */
+template <int T> __device__ __forceinline__ constexpr bool kq_mins() { return T != QW_TYPE_Q3_K && T != QW_TYPE_Q6_K; }
+
 /* Sub-block j's integer sums with x row xr (0 when the lane has no
  * sub-block): si = sum_g sc[g] (q . y)_g, sm = sum_g mn[g] bsums[g]. */
 template <int T>
@@ -146,9 +151,11 @@ __device__ __forceinline__ void kq_sums(const kq_sub &u, bool have, int j, int k
     int s0 = 0, s1 = 0;
     s0 = __dp4a(u.w[0], ya.x, s0), s0 = __dp4a(u.w[1], ya.y, s0), s0 = __dp4a(u.w[2], ya.z, s0), s0 = __dp4a(u.w[3], ya.w, s0);
     s1 = __dp4a(u.w[4], yb.x, s1), s1 = __dp4a(u.w[5], yb.y, s1), s1 = __dp4a(u.w[6], yb.z, s1), s1 = __dp4a(u.w[7], yb.w, s1);
-    const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
     *si = u.sc0 * s0 + u.sc1 * s1;
-    *sm = u.mn0 * bs[0] + u.mn1 * bs[1];
+    if (kq_mins<T>()) {
+        const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
+        *sm = u.mn0 * bs[0] + u.mn1 * bs[1];
+    }
 }
 
 /* Sub-block j's term of a super-block for x row xr: the integer sums of its
@@ -164,7 +171,7 @@ __device__ __forceinline__ float kq_term(const kq_sub &u, bool have, int j, int 
 #pragma unroll
     for (int o = 4; o > 0; o >>= 1) {
         si += __shfl_xor_sync(0xffffffffu, si, o);
-        sm += __shfl_xor_sync(0xffffffffu, sm, o);
+        if (kq_mins<T>()) sm += __shfl_xor_sync(0xffffffffu, sm, o);
     }
     if (!have) return 0.0f;
     const float yd = xd[xr * (k >> 8) + (j >> 3)];
@@ -224,7 +231,7 @@ __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const i
             si[i] = sm[i] = 0;
             if (i < nt) kq_sums<T>(u, j < nsub, j, k, (size_t)(a[i] / xdiv), xq, xbs, &si[i], &sm[i]);
         }
-        const int tsi = kq_transpose_sum(si, lane), tsm = kq_transpose_sum(sm, lane);
+        const int tsi = kq_transpose_sum(si, lane), tsm = kq_mins<T>() ? kq_transpose_sum(sm, lane) : 0;
         float term = 0.0f;
         if (j < nsub && l < nt) {
             const float yd = xd[xr_mine * (k >> 8) + (j >> 3)];
