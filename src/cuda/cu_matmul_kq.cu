@@ -137,25 +137,44 @@ template <> __device__ __forceinline__ void kq_unpack<QW_TYPE_Q6_K>(const uint8_
  * bits. */
 template <int T> __device__ __forceinline__ constexpr bool kq_mins() { return T != QW_TYPE_Q3_K && T != QW_TYPE_Q6_K; }
 
+/* Sub-block j's 32 activation bytes of x row xr, in two 16-byte loads (xq
+ * is the scratch's start and k a multiple of 256, so they are aligned), and
+ * its two 16-sums where the type has mins. */
+struct kq_act {
+    int4 ya, yb;
+    int32_t b0, b1;
+};
+template <int T>
+__device__ __forceinline__ void kq_act_load(int j, int k, size_t xr, const int8_t *xq, const int32_t *xbs, kq_act *y) {
+    const int4 *y4 = (const int4 *)(xq + xr * k + (size_t)j * 32);
+    y->ya = y4[0], y->yb = y4[1];
+    y->b0 = y->b1 = 0;
+    if (kq_mins<T>()) {
+        const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
+        y->b0 = bs[0], y->b1 = bs[1];
+    }
+}
+
+/* The integer sums of a weight sub-block and an activation sub-block:
+ * si = sum_g sc[g] (q . y)_g, sm = sum_g mn[g] bsums[g]. */
+template <int T> __device__ __forceinline__ void kq_sums_of(const kq_sub &u, const kq_act &y, int *si, int *sm) {
+    int s0 = 0, s1 = 0;
+    s0 = __dp4a(u.w[0], y.ya.x, s0), s0 = __dp4a(u.w[1], y.ya.y, s0), s0 = __dp4a(u.w[2], y.ya.z, s0), s0 = __dp4a(u.w[3], y.ya.w, s0);
+    s1 = __dp4a(u.w[4], y.yb.x, s1), s1 = __dp4a(u.w[5], y.yb.y, s1), s1 = __dp4a(u.w[6], y.yb.z, s1), s1 = __dp4a(u.w[7], y.yb.w, s1);
+    *si = u.sc0 * s0 + u.sc1 * s1;
+    *sm = kq_mins<T>() ? u.mn0 * y.b0 + u.mn1 * y.b1 : 0;
+}
+
 /* Sub-block j's integer sums with x row xr (0 when the lane has no
- * sub-block): si = sum_g sc[g] (q . y)_g, sm = sum_g mn[g] bsums[g]. */
+ * sub-block). */
 template <int T>
 __device__ __forceinline__ void kq_sums(const kq_sub &u, bool have, int j, int k, size_t xr, const int8_t *xq,
                                         const int32_t *xbs, int *si, int *sm) {
     *si = *sm = 0;
     if (!have) return;
-    /* the sub-block's 32 activation bytes in two 16-byte loads (xq is the
-     * scratch's start and k a multiple of 256, so they are aligned) */
-    const int4 *y4 = (const int4 *)(xq + xr * k + (size_t)j * 32);
-    const int4 ya = y4[0], yb = y4[1];
-    int s0 = 0, s1 = 0;
-    s0 = __dp4a(u.w[0], ya.x, s0), s0 = __dp4a(u.w[1], ya.y, s0), s0 = __dp4a(u.w[2], ya.z, s0), s0 = __dp4a(u.w[3], ya.w, s0);
-    s1 = __dp4a(u.w[4], yb.x, s1), s1 = __dp4a(u.w[5], yb.y, s1), s1 = __dp4a(u.w[6], yb.z, s1), s1 = __dp4a(u.w[7], yb.w, s1);
-    *si = u.sc0 * s0 + u.sc1 * s1;
-    if (kq_mins<T>()) {
-        const int32_t *bs = xbs + xr * (k >> 4) + 2 * j;
-        *sm = u.mn0 * bs[0] + u.mn1 * bs[1];
-    }
+    kq_act y;
+    kq_act_load<T>(j, k, xr, xq, xbs, &y);
+    kq_sums_of<T>(u, y, si, sm);
 }
 
 /* Sub-block j's term of a super-block for x row xr: the integer sums of its
@@ -193,23 +212,33 @@ __device__ __forceinline__ int kq_transpose_sum(const int *v, int lane) {
     return (b0 ? x[1] : x[0]) + __shfl_xor_sync(0xffffffffu, b0 ? x[0] : x[1], 1);
 }
 
+#ifndef QW_MM_KQ_ROWS /* rows a warp in mm_kq_kernel (1 or 2): 1 to time the two-row form against */
+#define QW_MM_KQ_ROWS 2
+#endif
+
 /* Tiles of up to CU_MM_NT tokens (a lanes step's rows, prefill's expert
- * tiles when the tensor cores are off): a warp per row, a lane per
- * sub-block; each weight sub-block unpacked once for the tile's tokens.
- * The lane makes every token's integer sums, the super-block's eight lanes
- * add them with lane l ending with token l's (kq_transpose_sum), lane l
- * makes token l's block term, and lanes 0..7 add the round's blocks in
- * block order: kq_term's expression and order, so the GEMV's bits. */
-template <int T>
+ * tiles when the tensor cores are off): a warp per R rows, a lane per
+ * sub-block; each weight sub-block unpacked once for the tile's tokens, and
+ * each token's activation sub-block loaded once for the R rows (at 8
+ * tokens a row's warp read 14 times more activation bytes than weight
+ * bytes).  The lane makes every token's integer sums, the super-block's
+ * eight lanes add them with lane l ending with token l's
+ * (kq_transpose_sum), lane l makes token l's block term, and lanes 0..7 add
+ * the round's blocks in block order: kq_term's expression and order, so
+ * the GEMV's bits, row by row. */
+template <int T, int R>
 __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const int32_t *xbs, const float *xd, int xdiv,
                              const cu_tile *tiles, int n_tok) {
     const int lane = threadIdx.x & 31, l = lane & 7;
-    cu_mm_pick P;
-    const bool ok = cu_mm_row(D, &P);
-    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
+    cu_mm_pick P[R];
+    bool ok[R];
+#pragma unroll
+    for (int q = 0; q < R; q++) {
+        ok[q] = cu_mm_row_in(D, CU_MM_WARPS * R, (int)(threadIdx.x >> 5) * R + q, &P[q]);
+        if (ok[q]) cu_prefetch_row(tiles, P[q].W + (size_t)P[q].r * P[q].row_bytes, P[q].row_bytes, lane, 32);
+    }
     cu_pdl_enter();
-    if (!ok) return;
-    const int r = P.r;
+    if (!ok[0]) return; /* the warp's later rows are past the end too (a row past it names the last: safe to read) */
     int nt, a[CU_MM_NT], e;
     cu_tile_tokens(tiles, n_tok, a, &nt, &e);
     if (nt <= 0) return; /* an empty tile (cu_group_tiles) */
@@ -217,32 +246,48 @@ __global__ void mm_kq_kernel(const cu_mm_dst D, int k, const int8_t *xq, const i
 #pragma unroll
     for (int i = 1; i < CU_MM_NT; i++) mine = l == i ? a[i] : mine;
     const size_t xr_mine = (size_t)(mine / xdiv);
-    const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)r * P.row_bytes;
+    const uint8_t *wr[R];
+#pragma unroll
+    for (int q = 0; q < R; q++) wr[q] = P[q].W + (size_t)e * P[q].mat_bytes + (size_t)P[q].r * P[q].row_bytes;
     const int nsub = k >> 5, nblk = k >> 8;
-    float s = 0.0f; /* lanes 0..7: token l's sum */
+    float s[R]; /* lanes 0..7: token l's sum of row q */
+#pragma unroll
+    for (int q = 0; q < R; q++) s[q] = 0.0f;
 #pragma unroll 2 /* the next round's weight loads in flight during this one's sums */
     for (int j0 = 0; j0 < nsub; j0 += 32) {
         const int j = j0 + lane, nb = min(4, nblk - (j0 >> 3)); /* blocks in this round */
-        kq_sub u;
-        if (j < nsub) kq_unpack<T>(wr, j, &u);
-        int si[CU_MM_NT], sm[CU_MM_NT];
+        kq_sub u[R];
+#pragma unroll
+        for (int q = 0; q < R; q++)
+            if (j < nsub) kq_unpack<T>(wr[q], j, &u[q]);
+        int si[R][CU_MM_NT], sm[R][CU_MM_NT];
 #pragma unroll
         for (int i = 0; i < CU_MM_NT; i++) {
-            si[i] = sm[i] = 0;
-            if (i < nt) kq_sums<T>(u, j < nsub, j, k, (size_t)(a[i] / xdiv), xq, xbs, &si[i], &sm[i]);
+#pragma unroll
+            for (int q = 0; q < R; q++) si[q][i] = sm[q][i] = 0;
+            if (i < nt && j < nsub) {
+                kq_act y;
+                kq_act_load<T>(j, k, (size_t)(a[i] / xdiv), xq, xbs, &y);
+#pragma unroll
+                for (int q = 0; q < R; q++) kq_sums_of<T>(u[q], y, &si[q][i], &sm[q][i]);
+            }
         }
-        const int tsi = kq_transpose_sum(si, lane), tsm = kq_mins<T>() ? kq_transpose_sum(sm, lane) : 0;
-        float term = 0.0f;
-        if (j < nsub && l < nt) {
-            const float yd = xd[xr_mine * (k >> 8) + (j >> 3)];
-            term = __fmul_rn(yd, __fsub_rn(__fmul_rn(u.d, (float)tsi), __fmul_rn(u.dmin, (float)tsm)));
+        const float yd = j < nsub && l < nt ? xd[xr_mine * (k >> 8) + (j >> 3)] : 0.0f;
+#pragma unroll
+        for (int q = 0; q < R; q++) {
+            const int tsi = kq_transpose_sum(si[q], lane), tsm = kq_mins<T>() ? kq_transpose_sum(sm[q], lane) : 0;
+            float term = 0.0f;
+            if (j < nsub && l < nt)
+                term = __fmul_rn(yd, __fsub_rn(__fmul_rn(u[q].d, (float)tsi), __fmul_rn(u[q].dmin, (float)tsm)));
+            for (int b = 0; b < nb; b++) s[q] = __fadd_rn(s[q], __shfl_sync(0xffffffffu, term, 8 * b + l));
         }
-        for (int q = 0; q < nb; q++) s = __fadd_rn(s, __shfl_sync(0xffffffffu, term, 8 * q + l));
     }
-    if (lane < nt) {
-        float *dst = P.y + (size_t)mine * P.ldy + r;
-        *dst = D.acc ? *dst + s : s;
-    }
+#pragma unroll
+    for (int q = 0; q < R; q++)
+        if (ok[q] && lane < nt) {
+            float *dst = P[q].y + (size_t)mine * P[q].ldy + P[q].r;
+            *dst = D.acc ? *dst + s[q] : s[q];
+        }
 }
 
 /* Lanes a row in the decode GEMV: a row's sub-blocks rounded up to whole
@@ -320,8 +365,13 @@ void cu_matmul_kq(cudaStream_t s, int type, int k, const cu_mm_dst *D, const flo
 #undef MV
         return;
     }
-#define KQ(T)                                                                                                   \
-    case T: cu_launch(mm_kq_kernel<T>, grid, KQ_WARPS * 32, 0, s, *D, k, q, bs, sc->xd, xdiv, tiles, n_tok); break;
+    /* the grid counted in blocks of CU_MM_WARPS * QW_MM_KQ_ROWS rows */
+    cu_mm_dst Dr = *D;
+    for (int i = 0; i < Dr.n; i++)
+        Dr.blk_end[i] = (i ? Dr.blk_end[i - 1] : 0) + (Dr.rows[i] + CU_MM_WARPS * QW_MM_KQ_ROWS - 1) / (CU_MM_WARPS * QW_MM_KQ_ROWS);
+    const dim3 gr(Dr.blk_end[Dr.n - 1], grid.y);
+#define KQ(T)                                                                                                      \
+    case T: cu_launch(mm_kq_kernel<T, QW_MM_KQ_ROWS>, gr, KQ_WARPS * 32, 0, s, Dr, k, q, bs, sc->xd, xdiv, tiles, n_tok); break;
     switch (type) {
         KQ(QW_TYPE_Q2_K) KQ(QW_TYPE_Q3_K) KQ(QW_TYPE_Q4_K) KQ(QW_TYPE_Q5_K) KQ(QW_TYPE_Q6_K)
     default: break;
