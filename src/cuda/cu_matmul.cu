@@ -296,20 +296,23 @@ __global__ void mm_f32_kernel(const cu_mm_dst D, int k, const float *x, int ldx,
     }
 }
 
-#ifndef QW_MV_F32 /* 0: one token's F32 GEMV by mm_f32_kernel too (to time mv_f32_kernel against) */
+#ifndef QW_MV_F32 /* 0: the few-token F32 GEMV by mm_f32_kernel too (to time mv_f32_kernel against) */
 #define QW_MV_F32 1
 #endif
 enum { MV_F32_THREADS = 64, MV_F32_SMEM_MAX = 48 * 1024 };
 
-/* One dense token's F32 GEMV (decode's router and gates), a block a row:
- * both warps copy the row into shared memory before the wait (a weight is
- * never written while a model runs), then x after it, every load in
- * flight at once; warp 0 then sums as mm_f32_kernel does (dot_f32_warp:
- * the same bits).  mm_f32_kernel's warp a row has eight chunks' loads in
- * flight, four round trips for a 2048-wide row, and decode's router has
- * too few rows (128, 256) to hide them. */
-__global__ void mv_f32_kernel(const cu_mm_dst D, int k, const float *x) {
-    extern __shared__ float4 mv_f32_sm[]; /* the row, then x: k floats each */
+/* A few dense tokens' F32 GEMV (decode's and the lanes steps' router and
+ * gates), a block a row: the block copies the row into shared memory before
+ * the wait (a weight is never written while a model runs).  One token: x is
+ * copied after it too, every load in flight at once, and warp 0 sums; more
+ * (up to CU_MM_NT): warp t sums token t, its x read from global memory.
+ * Either way the sum is mm_f32_kernel's (dot_f32_warp: the same bits).
+ * mm_f32_kernel's warp a row has eight chunks' loads in flight, four round
+ * trips for a 2048-wide row and token, one token after another, and the
+ * router has too few rows (128, 256) to hide them: at 8 tokens it took 3x
+ * one token's time. */
+__global__ void mv_f32_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int n_tok) {
+    extern __shared__ float4 mv_f32_sm[]; /* the row, then (one token) x: k floats each */
     float4 *sw = mv_f32_sm, *sx = mv_f32_sm + k / 4;
     cu_mm_pick P;
     const bool ok = cu_mm_row_in(D, 1, 0, &P);
@@ -317,25 +320,35 @@ __global__ void mv_f32_kernel(const cu_mm_dst D, int k, const float *x) {
     if (ok) {
         const float4 *w4 = (const float4 *)(P.W + (size_t)P.r * P.row_bytes);
 #pragma unroll 8
-        for (int i = threadIdx.x; i < n4; i += MV_F32_THREADS) sw[i] = w4[i];
+        for (int i = threadIdx.x; i < n4; i += blockDim.x) sw[i] = w4[i];
     }
     cu_pdl_enter();
     if (!ok) return; /* the whole block */
+    const int t = (int)(threadIdx.x >> 5);
+    const float *xt = x + (size_t)t * ldx;
+    if (n_tok == 1) {
 #pragma unroll 8
-    for (int i = threadIdx.x; i < n4; i += MV_F32_THREADS) sx[i] = ((const float4 *)x)[i];
+        for (int i = threadIdx.x; i < n4; i += blockDim.x) sx[i] = ((const float4 *)x)[i];
+        xt = (const float *)sx;
+    }
     __syncthreads();
-    if (threadIdx.x >= 32) return;
-    const float v = dot_f32_warp((const float *)sw, (const float *)sx, k, threadIdx.x);
-    if (threadIdx.x == 0) {
-        float *dst = P.y + P.r;
+    if (t >= n_tok) return;
+    const float v = dot_f32_warp((const float *)sw, xt, k, threadIdx.x & 31);
+    if ((threadIdx.x & 31) == 0) {
+        float *dst = P.y + (size_t)t * P.ldy + P.r;
         *dst = D.acc ? *dst + v : v;
     }
 }
 
-/* mv_f32_kernel serves D: one dense token, whole float4s of 16-byte aligned
- * rows and x, both in shared memory. */
-static bool mv_f32_fits(const cu_mm_dst &D, int k, const float *x, const cu_tile *tiles, int n_tok) {
-    if (!QW_MV_F32 || tiles || n_tok != 1 || k % 4 || (size_t)k * 8 > MV_F32_SMEM_MAX || (uintptr_t)x % 16) return false;
+/* mv_f32_kernel serves D: up to CU_MM_NT dense tokens, whole float4s of 16-byte
+ * aligned rows (and x, for one token) in shared memory; its block's threads and bytes. */
+static bool mv_f32_fits(const cu_mm_dst &D, int k, const float *x, int xdiv, const cu_tile *tiles, int n_tok,
+                        int *threads, size_t *smem) {
+    *threads = n_tok == 1 ? MV_F32_THREADS : 32 * n_tok;
+    *smem = (size_t)k * (n_tok == 1 ? 8 : 4);
+    if (!QW_MV_F32 || tiles || xdiv != 1 || n_tok < 1 || n_tok > CU_MM_NT || k % 4 || *smem > MV_F32_SMEM_MAX ||
+        (n_tok == 1 && (uintptr_t)x % 16))
+        return false;
     for (int i = 0; i < D.n; i++)
         if ((uintptr_t)D.W[i] % 16) return false;
     return true;
@@ -401,10 +414,12 @@ static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, c
         return;
     }
     if (w->type == QW_TYPE_F32) {
-        if (mv_f32_fits(D, k, x, tiles, n_tok)) { /* the grid counted in blocks of one row */
+        int threads;
+        size_t smem;
+        if (mv_f32_fits(D, k, x, xdiv, tiles, n_tok, &threads, &smem)) { /* the grid counted in blocks of one row */
             cu_mm_dst Dv = D;
             for (int i = 0; i < Dv.n; i++) Dv.blk_end[i] = (i ? Dv.blk_end[i - 1] : 0) + Dv.rows[i];
-            cu_launch(mv_f32_kernel, Dv.blk_end[Dv.n - 1], MV_F32_THREADS, (size_t)k * 8, s, Dv, k, x);
+            cu_launch(mv_f32_kernel, Dv.blk_end[Dv.n - 1], threads, smem, s, Dv, k, x, ldx, n_tok);
         } else {
             cu_launch(mm_f32_kernel, grid, MM_WARPS * 32, 0, s, D, k, x, ldx, xdiv, tiles, n_tok);
         }
