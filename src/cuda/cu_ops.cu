@@ -150,25 +150,6 @@ __device__ __forceinline__ void rope_pair(float *v, int i, int half, int pos, fl
     v[i + half] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
 }
 
-/* The picked weights normalised and scaled, and decode's tiles, by one
- * thread (route_kernel's and route_warp_kernel's common end). */
-__device__ void route_finish(int32_t *s, float *w, float tot, int k, int norm, float scale, cu_tile *tiles, int tok) {
-    if (norm) {
-        if (tot < 6.103515625e-5f) tot = 6.103515625e-5f;
-        for (int q = 0; q < k; q++) w[q] /= tot;
-    }
-    if (scale != 0.0f && scale != 1.0f)
-        for (int q = 0; q < k; q++) w[q] *= scale;
-    if (tiles) /* one tile per assignment a: a alone with its expert (decode's grouping) */
-        for (int q = 0; q < k; q++) {
-            cu_tile *t = &tiles[(size_t)tok * k + q];
-            t->e = s[q];
-            t->n = 1, t->run = 0;
-            t->a[0] = tok * k + q;
-            for (int i = 1; i < CU_MM_NT; i++) t->a[i] = 0;
-        }
-}
-
 /* one block per token: softmax over the experts, then top-k on thread 0 */
 __global__ void route_kernel(const float *logits, int X, int k, int norm, float scale, int32_t *sel, float *selw,
                              cu_tile *tiles) {
@@ -215,89 +196,28 @@ __global__ void route_kernel(const float *logits, int X, int k, int norm, float 
         tot += bv;
         __syncwarp();
     }
-    if (lane == 0) route_finish(s, w, tot, k, norm, scale, tiles, blockIdx.x);
-}
-
-#ifndef QW_ROUTE_WARP /* 0: route_kernel for every expert count (to time route_warp_kernel against) */
-#define QW_ROUTE_WARP 1
-#endif
-enum { ROUTE_WARP_TOKENS = 4 };
-
-/* Routing by one warp a token, the logits in registers (expert i = lane +
- * 32 j in v[j], X <= 32 RV): the same softmax and picks as route_kernel
- * without its shared memory and block barriers — the maximum and each
- * product are the same; the double sum of the probabilities is taken in
- * another order (lane-strided, then the warp's tree), which would change
- * the float 1 / sum only where the double sums differ across a float's
- * rounding boundary (~1e-16 against ~6e-8 apart).  Decode's routing was
- * ~7 µs a layer with the block's three barriers and shared-memory scans. */
-template <int RV>
-__global__ void route_warp_kernel(const float *logits, int n_tok, int X, int k, int norm, float scale, int32_t *sel,
-                                  float *selw, cu_tile *tiles) {
-    cu_pdl_enter();
-    const int lane = threadIdx.x & 31, tok = blockIdx.x * ROUTE_WARP_TOKENS + (threadIdx.x >> 5);
-    if (tok >= n_tok) return; /* the whole warp */
-    const float *l = logits + (size_t)tok * X;
-    float v[RV], mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < RV; j++) {
-        v[j] = lane + 32 * j < X ? l[lane + 32 * j] : -INFINITY;
-        mx = fmaxf(mx, v[j]);
+    if (lane != 0) return;
+    if (norm) {
+        if (tot < 6.103515625e-5f) tot = 6.103515625e-5f;
+        for (int q = 0; q < k; q++) w[q] /= tot;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    double sum = 0.0;
-#pragma unroll
-    for (int j = 0; j < RV; j++) {
-        if (lane + 32 * j < X) {
-            v[j] = cu_expf(v[j] - mx);
-            sum += (double)v[j];
-        } else {
-            v[j] = -2.0f; /* below every probability: never picked */
+    if (scale != 0.0f && scale != 1.0f)
+        for (int q = 0; q < k; q++) w[q] *= scale;
+    if (tiles) /* one tile per assignment a: a alone with its expert (decode's grouping) */
+        for (int q = 0; q < k; q++) {
+            cu_tile *t = &tiles[(size_t)blockIdx.x * k + q];
+            t->e = s[q];
+            t->n = 1, t->run = 0;
+            t->a[0] = blockIdx.x * k + q;
+            for (int i = 1; i < CU_MM_NT; i++) t->a[i] = 0;
         }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = (float)(1.0 / sum);
-#pragma unroll
-    for (int j = 0; j < RV; j++)
-        if (lane + 32 * j < X) v[j] *= inv;
-    /* top-k: each pick an argmax (lower index on ties), then set to -1 */
-    int32_t *s = sel + (size_t)tok * k;
-    float *w = selw + (size_t)tok * k;
-    float tot = 0.0f;
-    for (int q = 0; q < k; q++) {
-        float bv = -2.0f;
-        int bi = X;
-#pragma unroll
-        for (int j = 0; j < RV; j++)
-            if (v[j] > bv) bv = v[j], bi = lane + 32 * j;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-        }
-#pragma unroll
-        for (int j = 0; j < RV; j++)
-            if (bi == lane + 32 * j) v[j] = -1.0f;
-        if (lane == 0) s[q] = bi, w[q] = bv;
-        tot += bv;
-    }
-    if (lane == 0) route_finish(s, w, tot, k, norm, scale, tiles, tok);
 }
 
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
               int32_t *sel, float *selw, cu_tile *tiles) {
     if (n_tok <= 0) return;
-    const int blocks = (n_tok + ROUTE_WARP_TOKENS - 1) / ROUTE_WARP_TOKENS, threads = 32 * ROUTE_WARP_TOKENS;
-    if (QW_ROUTE_WARP && n_expert <= 32 * 8)
-        cu_launch(route_warp_kernel<8>, blocks, threads, 0, s, logits, n_tok, n_expert, k, norm, scale, sel, selw, tiles);
-    else if (QW_ROUTE_WARP && n_expert <= 32 * 16)
-        cu_launch(route_warp_kernel<16>, blocks, threads, 0, s, logits, n_tok, n_expert, k, norm, scale, sel, selw, tiles);
-    else
-        cu_launch(route_kernel, n_tok, 128, (size_t)n_expert * sizeof(float), s, logits, n_expert, k, norm, scale, sel,
-                                                                           selw, tiles);
+    cu_launch(route_kernel, n_tok, 128, (size_t)n_expert * sizeof(float), s, logits, n_expert, k, norm, scale, sel, selw,
+                                                                       tiles);
 }
 
 /* cu_group_tiles: count the assignments of each expert; then (one thread:
