@@ -14,9 +14,10 @@
  * worst per-pass ratio): on a noisy machine a tie or a lucky pass keeps the
  * default.  The decode loop (decode_gemv: the level's GEMV loop or row dots)
  * must win by 10 %: the probe is a weak proxy for that switch.  On a Zen 5
- * the probe timed the two within 3 % while a model's decode ran 13-35 %
- * faster with the GEMV loop, and three lucky 2 % passes sent the row dots
- * into the cache; where the row dots do win (a Zen 4: 2.7x), they win by far
+ * the probe's best rates of the two were 3-7 % apart, either way from one
+ * calibration to the next, while a model's decode ran 13-35 % faster with
+ * the GEMV loop, and three lucky 2 % passes sent the row dots into the
+ * cache; where the row dots do win (a Zen 4: 2.7x), they win by far
  * more than 10 %.  Speed is all that can change — every candidate gives the
  * same result bits (tune.h).
  */
