@@ -107,7 +107,7 @@ ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
 export QWISP_BACKEND=cuda
 if step suite && gpu_need 100 "GPU suite"; then
-    ts "GPU suite"; timeout 200 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
+    ts "GPU suite"; timeout 260 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
 fi
 if step step0 && gpu_need 300 "Step 0 on the VRAM tier"; then
     # the seed's experiment on the GPU's streaming tier, classes, six footprint rounds four at a
