@@ -305,19 +305,6 @@ static dim3 mma_grid(int rows, const cu_tile *tiles, int n_tiles, int n_tok) {
     return dim3((rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS), tiles ? n_tiles : (n_tok + per - 1) / per);
 }
 
-/* Expert tiles a warp takes: 4 when the experts get 24 assignments or more
- * on average (an A3B-width file's 128 experts at 512 tokens get 32: the
- * warp then reads an expert's rows once for them all), else MMA_TILE_NTT.
- * n_tiles is cu_group_bound's n / 8 + experts for the prefill's grouping. */
-#ifndef QW_MMA_Q8_TILE_NTT /* 0: by the average, as above; 2 or 4: always */
-#define QW_MMA_Q8_TILE_NTT 0
-#endif
-static int mma_q8_tile_ntt(int n_tiles, int64_t n_assign) {
-    if (QW_MMA_Q8_TILE_NTT) return QW_MMA_Q8_TILE_NTT;
-    const int64_t experts = n_tiles - n_assign / CU_MM_NT;
-    return experts > 0 && n_assign >= 24 * experts ? 4 : MMA_TILE_NTT;
-}
-
 /* Rows from which a dense matmul of 2..8 tokens takes the staged MMA kernel
  * (0: never).  The dp4a kernel's warp makes a row's sums for each token in
  * turn, so its time grows with the tokens (an LM head of 151936 rows took 317
@@ -340,7 +327,7 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
     const dim3 grid = mma_grid(rows, tiles, n_tiles, n_tok);
     /* staged: whole rounds of 16-byte words (k a multiple of 256, aligned rows) */
     const bool staged = mma_q8_stageable(W, mat_bytes, row_bytes, k);
-    const int ntt = tiles ? mma_q8_tile_ntt(n_tiles, (int64_t)n_tok * xdiv) : MMA_DENSE_NTT;
+    const int ntt = tiles ? MMA_TILE_NTT : MMA_DENSE_NTT;
 #define Q8N(T, N)                                                                                                  \
     if (ntt == N) {                                                                                                \
         if (staged)                                                                                                \
@@ -353,7 +340,6 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
     }
 #define Q8(T)                                                                                                      \
     if (type == T) {                                                                                               \
-        Q8N(T, 4)                                                                                                  \
         Q8N(T, MMA_TILE_NTT)                                                                                       \
         Q8N(T, MMA_DENSE_NTT)                                                                                      \
     }
