@@ -224,36 +224,78 @@ __device__ __forceinline__ float q8w_st(const uint32_t *st, int jj, int o, uint3
     return d;
 }
 
-template <int T, int NTT>
+/* XSH: the block's tokens staged in shared memory too, with the weights'
+ * rounds (their MMA_CH blocks of int8 and scales), for its four warps to read
+ * there: the activations' global loads, four a token tile a block a warp,
+ * kept the L1 the kernel's bottleneck (81 % busy, DRAM 21 %, H100 ncu). */
+#ifndef QW_MMA_Q8_XSH
+#define QW_MMA_Q8_XSH 1
+#endif
+template <int T, int NTT, bool XSH>
 __global__ void __launch_bounds__(MMA_WARPS * 32)
     mma_q8s_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
                    const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, int acc) {
     enum { BS = mma_q8_shape<T>::BS, RW16 = MMA_CH * BS / 16, RWW = MMA_CH * BS / 4, WW = 16 * RWW };
+    /* a staged token's round: MMA_CH * 8 words padded to XW (lanes g, q read
+     * words 4g + q + const: no bank conflicts), its scales at a stride of XS
+     * floats (16-byte rows for cp.async; tokens 2q, 2q + 1 on distinct banks) */
+    enum { NT = NTT * CU_MM_NT, XW = MMA_CH * 8 + 4, XS = 12, XN = XSH ? 2 : 1 };
     __shared__ __align__(16) uint32_t stage[MMA_WARPS][2][WW];
+    __shared__ __align__(16) uint32_t xst[XN][XSH ? NT * XW : 1];
+    __shared__ __align__(16) float xsc[XN][XSH ? NT * XS : 1];
     cu_pdl_enter();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, tid = threadIdx.x;
     const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
-    if (r0 >= rows) return;
+    /* a warp past the rows computes the last row's sums and stores nothing (mma_store):
+     * with XSH it takes part in the block's barriers */
+    if (!XSH && r0 >= rows) return;
     mma_toks t[NTT];
     const int8_t *xb[NTT];
     const float *xd0[NTT], *xd1[NTT];
     const int nsb = k >> 5;
+    /* XSH: the token rows this thread copies, NTT 16-byte pieces of the NT
+     * tokens' rounds (piece tid + 128 m: token (tid + 128 m) / 16), and with
+     * tid < 2 NT half of a token's round of scales */
+    struct {
+        const int8_t *p[XSH ? NTT : 1];
+    } xsrc = {}; /* (a struct, so the lambda below copies it into registers) */
+    const float *dsrc = NULL;
 #pragma unroll
     for (int u = 0; u < NTT; u++) {
         t[u] = mma_tile<NTT>(tiles, n_tiles, n_tok, u);
         xb[u] = xq + (size_t)(mma_out_row(t[u], g) / xdiv) * k + 4 * q;
         xd0[u] = xd + (size_t)(mma_out_row(t[u], 2 * q) / xdiv) * nsb;
         xd1[u] = xd + (size_t)(mma_out_row(t[u], 2 * q + 1) / xdiv) * nsb;
+        if (XSH) {
+            /* an empty tile (a dense matmul's last, past n_tok) stages tile 0's first token: in bounds, never read */
+            const mma_toks &tu = t[u].n > 0 ? t[u] : t[0];
+#pragma unroll
+            for (int m = 0; m < NTT; m++) {
+                const int tt = (tid + MMA_WARPS * 32 * m) >> 4;
+                if (tt >> 3 == u) xsrc.p[m] = xq + (size_t)(mma_out_row(tu, tt & 7) / xdiv) * k + (tid & 15) * 16;
+            }
+            if (tid < 2 * NT && (tid >> 4) == u)
+                dsrc = xd + (size_t)(mma_out_row(tu, (tid >> 1) & 7) / xdiv) * nsb + (tid & 1) * 4;
+        }
     }
-    if (t[0].n <= 0) return;
+    if (t[0].n <= 0) return; /* the block's (t[0] is the block's tile) */
     const uint8_t *wm = W + (size_t)t[0].e * mat_bytes;
     uint32_t(*buf)[WW] = stage[warp];
-    /* round c of the warp's 16 rows (rows past the end repeat the last) into dst */
-    auto issue = [&](int c, uint32_t *dst) {
+    /* round c of the warp's 16 rows (rows past the end repeat the last) into
+     * weight buffer b, with XSH the block's tokens' round into token buffer b */
+    auto issue = [&, xsrc, dsrc](int c, int b) {
         for (int i = lane; i < 16 * RW16; i += 32) {
             const int rr = i / RW16, cc = i - rr * RW16;
-            cp_async16(dst + rr * RWW + cc * 4,
+            cp_async16(buf[b] + rr * RWW + cc * 4,
                        wm + (size_t)min(r0 + rr, rows - 1) * row_bytes + (size_t)c * (MMA_CH * BS) + cc * 16);
+        }
+        if (XSH) {
+#pragma unroll
+            for (int m = 0; m < NTT; m++) {
+                const int tt = (tid + MMA_WARPS * 32 * m) >> 4;
+                cp_async16(&xst[b][tt * XW + (tid & 15) * 4], xsrc.p[m] + (size_t)c * (MMA_CH * 32));
+            }
+            if (dsrc) cp_async16(&xsc[b][(tid >> 1) * XS + (tid & 1) * 4], dsrc + (size_t)c * MMA_CH);
         }
         cp_async_commit();
     };
@@ -261,15 +303,15 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
     for (int u = 0; u < NTT; u++) s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.0f;
     const int nch = nsb / MMA_CH;
-    issue(0, buf[0]);
+    issue(0, 0);
     for (int c = 0; c < nch; c++) {
         if (c + 1 < nch) {
-            issue(c + 1, buf[(c + 1) & 1]);
+            issue(c + 1, (c + 1) & 1);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
-        __syncwarp();
+        if (XSH) __syncthreads(); else __syncwarp();
         const uint32_t *sa = buf[c & 1] + g * RWW, *sb = sa + 8 * RWW;
 #pragma unroll
         for (int jj = 0; jj < MMA_CH; jj++) {
@@ -279,19 +321,29 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
 #pragma unroll
             for (int u = 0; u < NTT; u++) {
                 if (t[u].n <= 0) break; /* warp-uniform */
-                const uint32_t b0 = *(const uint32_t *)(xb[u] + (size_t)j * 32);
-                const uint32_t b1 = *(const uint32_t *)(xb[u] + (size_t)j * 32 + 16);
+                uint32_t b0, b1;
+                float x0, x1;
+                if (XSH) {
+                    const uint32_t *xr = &xst[c & 1][(u * CU_MM_NT + g) * XW + jj * 8 + q];
+                    b0 = xr[0], b1 = xr[4];
+                    x0 = xsc[c & 1][(u * CU_MM_NT + 2 * q) * XS + jj], x1 = xsc[c & 1][(u * CU_MM_NT + 2 * q + 1) * XS + jj];
+                } else {
+                    b0 = *(const uint32_t *)(xb[u] + (size_t)j * 32);
+                    b1 = *(const uint32_t *)(xb[u] + (size_t)j * 32 + 16);
+                    x0 = xd0[u][j], x1 = xd1[u][j];
+                }
                 int cc[4] = {0, 0, 0, 0};
                 mma_k32(cc, a0, a1, a2, a3, b0, b1);
-                const float x0 = xd0[u][j], x1 = xd1[u][j];
                 s[u][0] = __fadd_rn(s[u][0], __fmul_rn((float)cc[0], __fmul_rn(da, x0)));
                 s[u][1] = __fadd_rn(s[u][1], __fmul_rn((float)cc[1], __fmul_rn(da, x1)));
                 s[u][2] = __fadd_rn(s[u][2], __fmul_rn((float)cc[2], __fmul_rn(db, x0)));
                 s[u][3] = __fadd_rn(s[u][3], __fmul_rn((float)cc[3], __fmul_rn(db, x1)));
             }
         }
-        __syncwarp(); /* read before the round after next overwrites it */
+        /* read before the round after next overwrites it */
+        if (XSH) __syncthreads(); else __syncwarp();
     }
+    if (r0 >= rows) return;
 #pragma unroll
     for (int u = 0; u < NTT; u++)
         if (t[u].n > 0) mma_store(t[u], r0 + g, rows, q, s[u], y, ldy, acc);
@@ -331,7 +383,7 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
 #define Q8N(T, N)                                                                                                  \
     if (ntt == N) {                                                                                                \
         if (staged)                                                                                                \
-            cu_launch(mma_q8s_kernel<T, N>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
+            cu_launch(mma_q8s_kernel<T, N, QW_MMA_Q8_XSH>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
                       xdiv, tiles, n_tiles, n_tok, y, ldy, acc);                                                  \
         else                                                                                                       \
             cu_launch(mma_q8_kernel<T, N>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd,  \
