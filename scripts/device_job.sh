@@ -117,7 +117,11 @@ if step step0 && gpu_need 300 "Step 0 on the VRAM tier"; then
     BACKEND=cuda MODEL=${STEP0_MODEL:-$S/big.gguf} N_PROMPT=${STEP0_PROMPT:-16384} N_GEN=257 FITS=classes TIERS=vram FP_REPS=6 FP_JOBS=4 \
         OUT=$O/step0 timeout $(( $(left) - 30 )) bench/step0/run.sh build 2>&1 | tail -25
     tail -n 5 $O/step0/vram-classes/trials/speed-worker.stderr 2>/dev/null
-    cp $O/step0/vram-classes/trials/*.stderr $O/step0/ 2>/dev/null
+    # the report on top, the rest as one archive: the device tool brings back a limited count of
+    # files, and a job of 2026-12-06 lost its report.md behind two dozen trial logs
+    cp $O/step0/vram-classes/report.md $O/step0-report.md 2>/dev/null
+    cp $O/step0/vram-classes/report.json $O/step0-report.json 2>/dev/null
+    tar czf $O/step0.tgz -C $O step0 && rm -rf $O/step0
 fi
 if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases and the ALT settings"; then
     wait_bg

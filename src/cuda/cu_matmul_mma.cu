@@ -380,10 +380,16 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
     /* staged: whole rounds of 16-byte words (k a multiple of 256, aligned rows) */
     const bool staged = mma_q8_stageable(W, mat_bytes, row_bytes, k);
     const int ntt = tiles ? MMA_TILE_NTT : MMA_DENSE_NTT;
+    /* the tokens staged too where there are many: a lanes step's few (the LM head of
+     * cu_mma_q8_few) measured faster without (H100, A3B-width Q8_0, B = 2: 2748 against 2330 tok/s) */
+    const bool xsh = QW_MMA_Q8_XSH && (tiles || n_tok > CU_MM_NT);
 #define Q8N(T, N)                                                                                                  \
     if (ntt == N) {                                                                                                \
-        if (staged)                                                                                                \
-            cu_launch(mma_q8s_kernel<T, N, QW_MMA_Q8_XSH>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
+        if (staged && xsh)                                                                                         \
+            cu_launch(mma_q8s_kernel<T, N, true>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
+                      xdiv, tiles, n_tiles, n_tok, y, ldy, acc);                                                  \
+        else if (staged)                                                                                           \
+            cu_launch(mma_q8s_kernel<T, N, false>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
                       xdiv, tiles, n_tiles, n_tok, y, ldy, acc);                                                  \
         else                                                                                                       \
             cu_launch(mma_q8_kernel<T, N>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd,  \
