@@ -107,7 +107,7 @@ ls -la $S/*.gguf; ts "models ready"
 # ---- GPU (the CPU build of llama-bench may still run, niced) ----
 export QWISP_BACKEND=cuda
 if step suite && gpu_need 100 "GPU suite"; then
-    ts "GPU suite"; timeout 200 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
+    ts "GPU suite"; timeout 260 env -u QWISP_BACKEND tests/gpu/run.sh build 2>&1 | tee $O/gpu_suite.txt | grep -E 'FAIL|passed' | tail -15
 fi
 if step step0 && gpu_need 300 "Step 0 on the VRAM tier"; then
     # the seed's experiment on the GPU's streaming tier, classes, six footprint rounds four at a
@@ -117,7 +117,11 @@ if step step0 && gpu_need 300 "Step 0 on the VRAM tier"; then
     BACKEND=cuda MODEL=${STEP0_MODEL:-$S/big.gguf} N_PROMPT=${STEP0_PROMPT:-16384} N_GEN=257 FITS=classes TIERS=vram FP_REPS=6 FP_JOBS=4 \
         OUT=$O/step0 timeout $(( $(left) - 30 )) bench/step0/run.sh build 2>&1 | tail -25
     tail -n 5 $O/step0/vram-classes/trials/speed-worker.stderr 2>/dev/null
-    cp $O/step0/vram-classes/trials/*.stderr $O/step0/ 2>/dev/null
+    # the report on top, the rest as one archive: the device tool brings back a limited count of
+    # files, and a job of 2026-12-06 lost its report.md behind two dozen trial logs
+    cp $O/step0/vram-classes/report.md $O/step0-report.md 2>/dev/null
+    cp $O/step0/vram-classes/report.json $O/step0-report.json 2>/dev/null
+    tar czf $O/step0.tgz -C $O step0 && rm -rf $O/step0
 fi
 if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases and the ALT settings"; then
     wait_bg

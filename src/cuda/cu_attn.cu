@@ -169,6 +169,176 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
         if (di * AT_THREADS + tid < D) o[di * AT_THREADS + tid] = acc[di];
 }
 
+/* ---- prefill: the query heads of one KV head together ----------------------
+ *
+ * attn_kernel gives each (token, head) a block, so the GQA heads that share a
+ * KV head each read its K and V rows (8 times over for 32 heads on 4): at 512
+ * positions that kernel took ~580 us a layer of an A3B-width file on an H100,
+ * its loads waiting one after another.  attn_group_kernel gives a block GS
+ * heads of one KV head (GS | H / HKV, chosen so their scores fit the shared
+ * memory attn_kernel's one head had): a half-warp loads a K element once for
+ * the GS scores, a thread a V element once for GS sums.  Each score, max,
+ * double sum and p * v chain is attn_kernel's (cached form), in its order and
+ * with its roundings, so the output is attn_kernel's, bit for bit. */
+
+/* score_hw for GS heads' q rows (qs + j * D) against one K row. */
+template <typename KT, int GS>
+__device__ __forceinline__ void score_hw_g(const float *qs, const KT *kr, int D, int l, bool valid, float *out) {
+    float a0[GS], a1[GS], a2[GS], a3[GS];
+#pragma unroll
+    for (int j = 0; j < GS; j++) a0[j] = a1[j] = a2[j] = a3[j] = 0.0f;
+    if (valid) {
+        int i = 0;
+        for (; i + 64 <= D; i += 64) {
+            const float k0 = ld(kr, i + l), k1 = ld(kr, i + 16 + l), k2 = ld(kr, i + 32 + l), k3 = ld(kr, i + 48 + l);
+#pragma unroll
+            for (int j = 0; j < GS; j++) {
+                const float *qj = qs + j * D + i + l;
+                a0[j] = __fmaf_rn(k0, qj[0], a0[j]);
+                a1[j] = __fmaf_rn(k1, qj[16], a1[j]);
+                a2[j] = __fmaf_rn(k2, qj[32], a2[j]);
+                a3[j] = __fmaf_rn(k3, qj[48], a3[j]);
+            }
+        }
+        for (; i + 16 <= D; i += 16) {
+            const float k0 = ld(kr, i + l);
+#pragma unroll
+            for (int j = 0; j < GS; j++) a0[j] = __fmaf_rn(k0, qs[j * D + i + l], a0[j]);
+        }
+        if (i < D) {
+            const bool in = i + l < D;
+            const float k0 = in ? ld(kr, i + l) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < GS; j++) a1[j] = __fmaf_rn(k0, in ? qs[j * D + i + l] : 0.0f, a1[j]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < GS; j++) {
+        float v = __fadd_rn(__fadd_rn(a0[j], a1[j]), __fadd_rn(a2[j], a3[j]));
+#pragma unroll
+        for (int w = 8; w > 0; w >>= 1) v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, w, 16));
+        out[j] = __shfl_sync(0xffffffffu, v, 0, 16);
+    }
+}
+
+/* Dynamic shared memory: qs[GS][D] (q rows), then sc[GS][cap] (scores, then p). */
+template <typename KT, int GS>
+__global__ void __launch_bounds__(AT_THREADS) attn_group_kernel(const float *q, const KT *K, const KT *V, float *out,
+                                                                int pos0, int H, int HKV, int D, float scale, int cap) {
+    cu_pdl_enter();
+    const bool f16 = sizeof(KT) == 2;
+    extern __shared__ float shm[];
+    float *qs = shm, *sc = shm + GS * D;
+    __shared__ float redf[GS][AT_THREADS / 32];
+    __shared__ double redd[GS][AT_THREADS / 32];
+    const int G = H / HKV, subs = G / GS;
+    const int hkv = blockIdx.x / subs, h0 = hkv * G + (blockIdx.x % subs) * GS, t = blockIdx.y, tid = threadIdx.x;
+    const int g = tid >> 4, l = tid & 15, warp = tid >> 5;
+    const int npos = pos0 + t + 1;
+    const size_t kv_row = (size_t)HKV * D;
+    const KT *Kh = K + (size_t)hkv * D, *Vh = V + (size_t)hkv * D;
+    for (int i = tid; i < GS * D; i += AT_THREADS) {
+        const float x = q[((size_t)t * H + h0 + i / D) * D + i % D];
+        qs[i] = f16 ? __half2float(__float2half_rn(x)) : x;
+    }
+    __syncthreads();
+    /* pass 1: the scores and each head's max */
+    float mx[GS];
+#pragma unroll
+    for (int j = 0; j < GS; j++) mx[j] = -INFINITY;
+    for (int p0 = 0; p0 < npos; p0 += AT_GROUPS) {
+        const int p = p0 + g;
+        float d[GS];
+        score_hw_g<KT, GS>(qs, Kh + (size_t)p * kv_row, D, l, p < npos, d);
+        if (p < npos) {
+#pragma unroll
+            for (int j = 0; j < GS; j++) {
+                const float sv = __fmul_rn(d[j], scale);
+                mx[j] = fmaxf(mx[j], sv);
+                if (l == 0) sc[j * cap + p] = sv;
+            }
+        }
+    }
+    /* block_max's order, each head's */
+#pragma unroll
+    for (int j = 0; j < GS; j++) {
+        for (int o = 16; o > 0; o >>= 1) mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xffffffffu, mx[j], o));
+        if ((tid & 31) == 0) redf[j][warp] = mx[j];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < GS; j++) {
+        mx[j] = redf[j][0];
+        for (int i = 1; i < AT_THREADS / 32; i++) mx[j] = fmaxf(mx[j], redf[j][i]);
+    }
+    /* pass 2: each head's sum in double, block_sum's order */
+    float inv[GS];
+#pragma unroll
+    for (int j = 0; j < GS; j++) {
+        double sum = 0.0;
+        for (int p = tid; p < npos; p += AT_THREADS) sum += (double)cu_expf(sc[j * cap + p] - mx[j]);
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if ((tid & 31) == 0) redd[j][warp] = sum;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < GS; j++) {
+        double sum = 0.0;
+        for (int i = 0; i < AT_THREADS / 32; i++) sum += redd[j][i];
+        inv[j] = (float)(1.0 / sum);
+    }
+    /* pass 3: p (rounded as attn_kernel rounds it), then p times v per head, position by position */
+#pragma unroll
+    for (int j = 0; j < GS; j++)
+        for (int i = tid; i < npos; i += AT_THREADS) {
+            float pv = cu_expf(sc[j * cap + i] - mx[j]) * inv[j];
+            if (f16) pv = __half2float(__float2half_rn(pv));
+            sc[j * cap + i] = pv;
+        }
+    __syncthreads();
+    for (int d0 = 0; d0 < D; d0 += AT_THREADS) {
+        const int d = d0 + tid;
+        if (d >= D) break;
+        float a[GS];
+#pragma unroll
+        for (int j = 0; j < GS; j++) a[j] = 0.0f;
+        const KT *vr = Vh + d;
+#pragma unroll 4
+        for (int i = 0; i < npos; i++) {
+            const float v = ld(vr, (size_t)i * kv_row);
+#pragma unroll
+            for (int j = 0; j < GS; j++) a[j] = __fmaf_rn(sc[j * cap + i], v, a[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < GS; j++) out[((size_t)t * H + h0 + j) * D + d] = a[j];
+    }
+}
+
+#ifndef QW_AT_GROUP /* 0: attn_kernel for prefill too (to time against) */
+#define QW_AT_GROUP 1
+#endif
+/* The most heads (8, 4 or 2, dividing H / HKV) whose q rows and scores at
+ * `cap` positions fit 40 KB of shared memory; 1: none (attn_kernel). */
+static int attn_group_size(int H, int HKV, int D, int cap) {
+    if (!QW_AT_GROUP || HKV <= 0 || H % HKV) return 1;
+    for (int gs = 8; gs > 1; gs >>= 1)
+        if ((H / HKV) % gs == 0 && (int64_t)gs * (cap + D) <= AT_SMAX + 2048) return gs; /* <= 40 KB */
+    return 1;
+}
+template <typename KT>
+static bool attention_group(cudaStream_t s, const float *q, const KT *k, const KT *v, float *out, int n_tok, int pos0,
+                            int H, int HKV, int D, float scale) {
+    const int cap = pos0 + n_tok, gs = attn_group_size(H, HKV, D, cap);
+    const dim3 grid(H / gs, n_tok);
+    const size_t shm = (size_t)gs * (D + cap) * sizeof(float);
+    switch (gs) {
+    case 8: cu_launch(attn_group_kernel<KT, 8>, grid, AT_THREADS, shm, s, q, k, v, out, pos0, H, HKV, D, scale, cap); return true;
+    case 4: cu_launch(attn_group_kernel<KT, 4>, grid, AT_THREADS, shm, s, q, k, v, out, pos0, H, HKV, D, scale, cap); return true;
+    case 2: cu_launch(attn_group_kernel<KT, 2>, grid, AT_THREADS, shm, s, q, k, v, out, pos0, H, HKV, D, scale, cap); return true;
+    default: return false;
+    }
+}
+
 /* ---- one query token over a long cache: the work split over positions ----
  *
  * attn_kernel gives each (token, head) one block, so a decode step (one token)
@@ -391,6 +561,13 @@ void cu_attention(cudaStream_t s, const float *q, const void *k, const void *v, 
                                                                   head_dim, scale, split, max_pos);
         return;
     }
+    /* prefill (the position known here, not read at a graph's replay): the grouped heads */
+    if (!pos_dev && n_tok > 1 &&
+        (f32 ? attention_group<float>(s, q, (const float *)k, (const float *)v, out, n_tok, pos0, n_head, n_head_kv,
+                                      head_dim, scale)
+             : attention_group<__half>(s, q, (const __half *)k, (const __half *)v, out, n_tok, pos0, n_head,
+                                       n_head_kv, head_dim, scale)))
+        return;
     dim3 grid(n_head, n_tok);
     /* the decode graph reads the position at replay: room for AT_SMAX */
     const int smax = pos_dev ? AT_SMAX : min(pos0 + n_tok, (int)AT_SMAX);

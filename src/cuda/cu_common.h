@@ -151,6 +151,9 @@ void cu_q8_scratch_use(cu_q8_scratch *sc);
 enum { CU_MMA_OFF = 0, CU_MMA_AUTO = 1, CU_MMA_ALWAYS = 2 };
 void cu_mma_mode(int mode);
 bool cu_mma_wanted(const cu_tile *tiles, int n_tiles, int n_tok, int xdiv);
+/* A dense Q8_0/Q4_0 matmul of a few tokens (2..8: a lanes step) over so many
+ * rows (an LM head) that the staged MMA kernel's warps fill the GPU; auto mode. */
+bool cu_mma_q8_few(int type, const uint8_t *W, size_t row_bytes, int rows, int k, int n_tok);
 /* The tensor-core forms of mm_q8_kernel / mm_kq_kernel, same bits; false
  * (nothing launched) for other types. */
 bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,

@@ -397,7 +397,9 @@ static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, c
         const int nb = n_tok * (k / 32);
         if (!cu_q8_held(sc, reuse, x, (size_t)n_tok * k, CU_Q8_0))
             cu_launch(quant_q8_kernel, (nb + 3) / 4, 128, 0, s, x, nb, (int8_t *)sc->xq, sc->xd);
-        if (D.n == 1 && cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) &&
+        if (D.n == 1 &&
+            (cu_mma_wanted(tiles, n_tiles, n_tok, xdiv) ||
+             (!tiles && cu_mma_q8_few(w->type, D.W[0], D.row_bytes[0], D.rows[0], k, n_tok))) &&
             cu_matmul_mma_q8(s, w->type, D.W[0], D.mat_bytes[0], D.row_bytes[0], D.rows[0], k, (const int8_t *)sc->xq,
                              sc->xd, xdiv, tiles, n_tiles, n_tok, D.y[0], D.ldy[0], D.acc))
             return;

@@ -182,6 +182,173 @@ __global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
         if (t[u].n > 0) mma_store(t[u], r0 + g, rows, q, s[u], y, ldy, acc);
 }
 
+/* ---- Q8_0 / Q4_0 weights staged in shared memory ------------------------
+ * The kernel above has each lane load its fragment words straight from the
+ * weight: a 34- or 18-byte block leaves half of them 2-byte aligned, so a
+ * block costs a lane a dozen narrow loads, scattered over 16 rows, and the
+ * prefill's expert matmuls ran at ~570 GB/s on an H100.  Here each warp
+ * copies its 16 rows MMA_CH blocks at a time into shared memory with 16-byte
+ * cp.async copies (whole, coalesced, two rounds in flight) and reads its
+ * fragments from there; the sums and their order are the kernel above's. */
+#ifndef QW_MMA_Q8_SMEM /* 0: the kernel above for every shape (to time against) */
+#define QW_MMA_Q8_SMEM 1
+#endif
+enum { MMA_CH = 8 }; /* blocks of each row a round stages: 272 / 144 bytes, whole 16-byte words */
+template <int T> struct mma_q8_shape;
+template <> struct mma_q8_shape<QW_TYPE_Q8_0> { enum { BS = 34 }; };
+template <> struct mma_q8_shape<QW_TYPE_Q4_0> { enum { BS = 18 }; };
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* The 4 bytes at an even byte offset of staged words (o % 4 is a constant
+ * where it is used: the block loop is unrolled and lanes step by 4). */
+__device__ __forceinline__ uint32_t st_word(const uint32_t *st, int o) {
+    return (o & 3) ? __funnelshift_r(st[o >> 2], st[(o >> 2) + 1], 16) : st[o >> 2];
+}
+template <int T>
+__device__ __forceinline__ float q8w_st(const uint32_t *st, int jj, int o, uint32_t *lo, uint32_t *hi) {
+    const int b = jj * mma_q8_shape<T>::BS;
+    const float d = cu_h2f((uint16_t)(st[b >> 2] >> (8 * (b & 3))));
+    if (T == QW_TYPE_Q8_0) {
+        *lo = st_word(st, b + 2 + o), *hi = st_word(st, b + 18 + o);
+    } else {
+        const uint32_t w = st_word(st, b + 2 + o);
+        *lo = __vsub4(w & 0x0f0f0f0fu, 0x08080808u), *hi = __vsub4((w >> 4) & 0x0f0f0f0fu, 0x08080808u);
+    }
+    return d;
+}
+
+/* XSH: the block's tokens staged in shared memory too, with the weights'
+ * rounds (their MMA_CH blocks of int8 and scales), for its four warps to read
+ * there: the activations' global loads, four a token tile a block a warp,
+ * kept the L1 the kernel's bottleneck (81 % busy, DRAM 21 %, H100 ncu). */
+#ifndef QW_MMA_Q8_XSH
+#define QW_MMA_Q8_XSH 1
+#endif
+template <int T, int NTT, bool XSH>
+__global__ void __launch_bounds__(MMA_WARPS * 32)
+    mma_q8s_kernel(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k, const int8_t *xq,
+                   const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok, float *y, int ldy, int acc) {
+    enum { BS = mma_q8_shape<T>::BS, RW16 = MMA_CH * BS / 16, RWW = MMA_CH * BS / 4, WW = 16 * RWW };
+    /* a staged token's round: MMA_CH * 8 words padded to XW (lanes g, q read
+     * words 4g + q + const: no bank conflicts), its scales at a stride of XS
+     * floats (16-byte rows for cp.async; tokens 2q, 2q + 1 on distinct banks) */
+    enum { NT = NTT * CU_MM_NT, XW = MMA_CH * 8 + 4, XS = 12, XN = XSH ? 2 : 1 };
+    __shared__ __align__(16) uint32_t stage[MMA_WARPS][2][WW];
+    __shared__ __align__(16) uint32_t xst[XN][XSH ? NT * XW : 1];
+    __shared__ __align__(16) float xsc[XN][XSH ? NT * XS : 1];
+    cu_pdl_enter();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, tid = threadIdx.x;
+    const int r0 = (blockIdx.x * MMA_WARPS + warp) * 16;
+    /* a warp past the rows computes the last row's sums and stores nothing (mma_store):
+     * with XSH it takes part in the block's barriers */
+    if (!XSH && r0 >= rows) return;
+    mma_toks t[NTT];
+    const int8_t *xb[NTT];
+    const float *xd0[NTT], *xd1[NTT];
+    const int nsb = k >> 5;
+    /* XSH: the token rows this thread copies, NTT 16-byte pieces of the NT
+     * tokens' rounds (piece tid + 128 m: token (tid + 128 m) / 16), and with
+     * tid < 2 NT half of a token's round of scales */
+    struct {
+        const int8_t *p[XSH ? NTT : 1];
+    } xsrc = {}; /* (a struct, so the lambda below copies it into registers) */
+    const float *dsrc = NULL;
+#pragma unroll
+    for (int u = 0; u < NTT; u++) {
+        t[u] = mma_tile<NTT>(tiles, n_tiles, n_tok, u);
+        xb[u] = xq + (size_t)(mma_out_row(t[u], g) / xdiv) * k + 4 * q;
+        xd0[u] = xd + (size_t)(mma_out_row(t[u], 2 * q) / xdiv) * nsb;
+        xd1[u] = xd + (size_t)(mma_out_row(t[u], 2 * q + 1) / xdiv) * nsb;
+        if (XSH) {
+            /* an empty tile (a dense matmul's last, past n_tok) stages tile 0's first token: in bounds, never read */
+            const mma_toks &tu = t[u].n > 0 ? t[u] : t[0];
+#pragma unroll
+            for (int m = 0; m < NTT; m++) {
+                const int tt = (tid + MMA_WARPS * 32 * m) >> 4;
+                if (tt >> 3 == u) xsrc.p[m] = xq + (size_t)(mma_out_row(tu, tt & 7) / xdiv) * k + (tid & 15) * 16;
+            }
+            if (tid < 2 * NT && (tid >> 4) == u)
+                dsrc = xd + (size_t)(mma_out_row(tu, (tid >> 1) & 7) / xdiv) * nsb + (tid & 1) * 4;
+        }
+    }
+    if (t[0].n <= 0) return; /* the block's (t[0] is the block's tile) */
+    const uint8_t *wm = W + (size_t)t[0].e * mat_bytes;
+    uint32_t(*buf)[WW] = stage[warp];
+    /* round c of the warp's 16 rows (rows past the end repeat the last) into
+     * weight buffer b, with XSH the block's tokens' round into token buffer b */
+    auto issue = [&, xsrc, dsrc](int c, int b) {
+        for (int i = lane; i < 16 * RW16; i += 32) {
+            const int rr = i / RW16, cc = i - rr * RW16;
+            cp_async16(buf[b] + rr * RWW + cc * 4,
+                       wm + (size_t)min(r0 + rr, rows - 1) * row_bytes + (size_t)c * (MMA_CH * BS) + cc * 16);
+        }
+        if (XSH) {
+#pragma unroll
+            for (int m = 0; m < NTT; m++) {
+                const int tt = (tid + MMA_WARPS * 32 * m) >> 4;
+                cp_async16(&xst[b][tt * XW + (tid & 15) * 4], xsrc.p[m] + (size_t)c * (MMA_CH * 32));
+            }
+            if (dsrc) cp_async16(&xsc[b][(tid >> 1) * XS + (tid & 1) * 4], dsrc + (size_t)c * MMA_CH);
+        }
+        cp_async_commit();
+    };
+    float s[NTT][4];
+#pragma unroll
+    for (int u = 0; u < NTT; u++) s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.0f;
+    const int nch = nsb / MMA_CH;
+    issue(0, 0);
+    for (int c = 0; c < nch; c++) {
+        if (c + 1 < nch) {
+            issue(c + 1, (c + 1) & 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        if (XSH) __syncthreads(); else __syncwarp();
+        const uint32_t *sa = buf[c & 1] + g * RWW, *sb = sa + 8 * RWW;
+#pragma unroll
+        for (int jj = 0; jj < MMA_CH; jj++) {
+            const int j = c * MMA_CH + jj;
+            uint32_t a0, a1, a2, a3;
+            const float da = q8w_st<T>(sa, jj, 4 * q, &a0, &a2), db = q8w_st<T>(sb, jj, 4 * q, &a1, &a3);
+#pragma unroll
+            for (int u = 0; u < NTT; u++) {
+                if (t[u].n <= 0) break; /* warp-uniform */
+                uint32_t b0, b1;
+                float x0, x1;
+                if (XSH) {
+                    const uint32_t *xr = &xst[c & 1][(u * CU_MM_NT + g) * XW + jj * 8 + q];
+                    b0 = xr[0], b1 = xr[4];
+                    x0 = xsc[c & 1][(u * CU_MM_NT + 2 * q) * XS + jj], x1 = xsc[c & 1][(u * CU_MM_NT + 2 * q + 1) * XS + jj];
+                } else {
+                    b0 = *(const uint32_t *)(xb[u] + (size_t)j * 32);
+                    b1 = *(const uint32_t *)(xb[u] + (size_t)j * 32 + 16);
+                    x0 = xd0[u][j], x1 = xd1[u][j];
+                }
+                int cc[4] = {0, 0, 0, 0};
+                mma_k32(cc, a0, a1, a2, a3, b0, b1);
+                s[u][0] = __fadd_rn(s[u][0], __fmul_rn((float)cc[0], __fmul_rn(da, x0)));
+                s[u][1] = __fadd_rn(s[u][1], __fmul_rn((float)cc[1], __fmul_rn(da, x1)));
+                s[u][2] = __fadd_rn(s[u][2], __fmul_rn((float)cc[2], __fmul_rn(db, x0)));
+                s[u][3] = __fadd_rn(s[u][3], __fmul_rn((float)cc[3], __fmul_rn(db, x1)));
+            }
+        }
+        /* read before the round after next overwrites it */
+        if (XSH) __syncthreads(); else __syncwarp();
+    }
+    if (r0 >= rows) return;
+#pragma unroll
+    for (int u = 0; u < NTT; u++)
+        if (t[u].n > 0) mma_store(t[u], r0 + g, rows, q, s[u], y, ldy, acc);
+}
+
 /* The grid: 64 rows a block; a block per expert tile (the warps of all but
  * each run's every MMA_TILE_NTT-th return at once) or per MMA_DENSE_NTT * 8
  * dense tokens. */
@@ -190,24 +357,54 @@ static dim3 mma_grid(int rows, const cu_tile *tiles, int n_tiles, int n_tok) {
     return dim3((rows + 16 * MMA_WARPS - 1) / (16 * MMA_WARPS), tiles ? n_tiles : (n_tok + per - 1) / per);
 }
 
+/* Rows from which a dense matmul of 2..8 tokens takes the staged MMA kernel
+ * (0: never).  The dp4a kernel's warp makes a row's sums for each token in
+ * turn, so its time grows with the tokens (an LM head of 151936 rows took 317
+ * us at 8 tokens against 171 at one, H100); the MMA kernel reads the rows once
+ * for them all, but owns 16 rows a warp, so it needs many rows to fill the GPU. */
+#ifndef QW_MMA_Q8_FEW_ROWS
+#define QW_MMA_Q8_FEW_ROWS 32768
+#endif
+static bool mma_q8_stageable(const uint8_t *W, size_t mat_bytes, size_t row_bytes, int k) {
+    return QW_MMA_Q8_SMEM && (k >> 5) % MMA_CH == 0 && (((uintptr_t)W | mat_bytes | row_bytes) & 15) == 0;
+}
+bool cu_mma_q8_few(int type, const uint8_t *W, size_t row_bytes, int rows, int k, int n_tok) {
+    return QW_MMA_Q8_FEW_ROWS > 0 && g_mma_mode == CU_MMA_AUTO && (type == QW_TYPE_Q8_0 || type == QW_TYPE_Q4_0) &&
+           n_tok >= 2 && n_tok <= CU_MM_NT && rows >= QW_MMA_Q8_FEW_ROWS && mma_q8_stageable(W, 0, row_bytes, k);
+}
+
 bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_bytes, size_t row_bytes, int rows, int k,
                       const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles, int n_tiles, int n_tok,
                       float *y, int ldy, bool acc) {
     const dim3 grid = mma_grid(rows, tiles, n_tiles, n_tok);
+    /* staged: whole rounds of 16-byte words (k a multiple of 256, aligned rows) */
+    const bool staged = mma_q8_stageable(W, mat_bytes, row_bytes, k);
+    const int ntt = tiles ? MMA_TILE_NTT : MMA_DENSE_NTT;
+    /* the tokens staged too where there are many: a lanes step's few (the LM head of
+     * cu_mma_q8_few) measured faster without (H100, A3B-width Q8_0, B = 2: 2748 against 2330 tok/s) */
+    const bool xsh = QW_MMA_Q8_XSH && (tiles || n_tok > CU_MM_NT);
+#define Q8N(T, N)                                                                                                  \
+    if (ntt == N) {                                                                                                \
+        if (staged && xsh)                                                                                         \
+            cu_launch(mma_q8s_kernel<T, N, true>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
+                      xdiv, tiles, n_tiles, n_tok, y, ldy, acc);                                                  \
+        else if (staged)                                                                                           \
+            cu_launch(mma_q8s_kernel<T, N, false>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
+                      xdiv, tiles, n_tiles, n_tok, y, ldy, acc);                                                  \
+        else                                                                                                       \
+            cu_launch(mma_q8_kernel<T, N>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd,  \
+                      xdiv, tiles, n_tiles, n_tok, y, ldy, acc);                                                  \
+        return true;                                                                                               \
+    }
 #define Q8(T)                                                                                                      \
     if (type == T) {                                                                                               \
-        if (tiles)                                                                                                 \
-            cu_launch(mma_q8_kernel<T, MMA_TILE_NTT>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq, xd, \
-                                                                           xdiv, tiles, n_tiles, n_tok, y, ldy, acc); \
-        else                                                                                                       \
-            cu_launch(mma_q8_kernel<T, MMA_DENSE_NTT>, grid, MMA_WARPS * 32, 0, s, W, mat_bytes, row_bytes, rows, k, xq,   \
-                                                                            xd, xdiv, tiles, n_tiles, n_tok, y, ldy, \
-                                                                            acc);                                  \
-        return true;                                                                                               \
+        Q8N(T, MMA_TILE_NTT)                                                                                       \
+        Q8N(T, MMA_DENSE_NTT)                                                                                      \
     }
     Q8(QW_TYPE_Q8_0)
     Q8(QW_TYPE_Q4_0)
 #undef Q8
+#undef Q8N
     return false;
 }
 

@@ -40,5 +40,11 @@ for t in q8_0 q4_0; do
         { echo "FAIL: gen-model qwen3moe $t ff96"; continue; }
     list="$list:$m"
 done
+# eight query heads on one KV head: prefill attention takes them in one block (cu_attn.cu)
+m=$D/qwen3moe-q8_0-g8.gguf
+# shellcheck disable=SC2086
+[ -s "$m" ] || "$BIN" gen-model --preset tiny --tokenizer bytes --type q8_0 $K3 --n-head 16 --n-head-kv 2 --untied --seed 7 -o "$m" >/dev/null ||
+    { echo "FAIL: gen-model qwen3moe q8_0 g8"; }
+[ -s "$m" ] && list="$list:$m"
 export QWISP_GPU_MODELS=$list
 QWISP_TEST_FILTER='tests/gpu/' tests/run.sh "$BUILD"

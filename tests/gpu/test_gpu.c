@@ -565,6 +565,49 @@ static void test_pdl(void **state) {
     set_opt(QW_OPT_DEVICE_PDL, "1");
 }
 
+/* QWISP_DEVICE_MMA auto / off / always gives the same bits (docs/knobs.md):
+ * teacher-forced rows of a chunk of 128 tokens (grouped expert tiles: the
+ * generated models' 8 experts top-2 get 32 assignments each, so the MMA
+ * kernels take 4 tiles a warp) and of 5 tokens (a dense few-token matmul:
+ * MMA under always), and the decode steps (MMA a token under always). */
+static void test_mma_modes(void **state) {
+    (void)state;
+    if (!gpu_or_skip("tensor-core and dp4a matmuls give the same bits")) return;
+    static const char *modes[] = {"auto", "off", "always"};
+    enum { NF = 5 };
+    const char *const *list;
+    for (int i = 0, nm = gpu_models(&list); i < nm; i++) {
+        float *rows[3], *few[3], *steps[3];
+        int32_t ids[3][N_PROMPT + N_GEN];
+        for (int md = 0; md < 3; md++) {
+            set_opt(QW_OPT_DEVICE_MMA, modes[md]);
+            qw_model *m = load_on(list[i], "cuda", NULL);
+            assert_non_null(m->dev);
+            const int V = m->hp.n_vocab;
+            for (int j = 0; j < N_PROMPT; j++) ids[md][j] = (int32_t)((1000 + 7919 * j) % (V > 300 ? 300 : V));
+            steps[md] = malloc((size_t)N_GEN * V * sizeof(float));
+            greedy(m, ids[md], steps[md]);
+            rows[md] = forced(m, ids[0], N_PROMPT + N_GEN);
+            few[md] = forced(m, ids[0], NF);
+            if (md) {
+                if (memcmp(ids[0], ids[md], sizeof ids[0]) ||
+                    memcmp(steps[0], steps[md], (size_t)N_GEN * V * sizeof(float)))
+                    fail_msg("%s: decode logits differ between QWISP_DEVICE_MMA auto and %s", list[i], modes[md]);
+                if (memcmp(rows[0], rows[md], (size_t)(N_PROMPT + N_GEN) * V * sizeof(float)))
+                    fail_msg("%s: logits of a %d-token chunk differ between QWISP_DEVICE_MMA auto and %s", list[i],
+                             N_PROMPT + N_GEN, modes[md]);
+                if (memcmp(few[0], few[md], (size_t)NF * V * sizeof(float)))
+                    fail_msg("%s: logits of a %d-token chunk differ between QWISP_DEVICE_MMA auto and %s", list[i], NF,
+                             modes[md]);
+            }
+            qw_model_free(m);
+        }
+        printf("INFO: %s: logits equal with QWISP_DEVICE_MMA auto, off and always\n", list[i]);
+        for (int md = 0; md < 3; md++) free(rows[md]), free(few[md]), free(steps[md]);
+    }
+    set_opt(QW_OPT_DEVICE_MMA, "auto");
+}
+
 /* QWISP_DEVICE_HOST_EXPERTS = K/2 on the streaming tier (n_expert_used
  * slots): decode steps hand the last half of each token's picks to the host.
  * Those rows carry the CPU kernels' bits, so the check is the GPU-vs-CPU one
@@ -727,7 +770,7 @@ int main(void) {
     qw_error why = {{0}};
     g_ops = qw_backend_cuda(&why);
     snprintf(g_why, sizeof g_why, "no GPU: %s", why.msg);
-    struct CMUnitTest tests[11 + MAX_MODELS] = {
+    struct CMUnitTest tests[12 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
@@ -735,12 +778,13 @@ int main(void) {
         cmocka_unit_test(test_state_io),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_pdl),
+        cmocka_unit_test(test_mma_modes),
         cmocka_unit_test(test_host_experts),
         cmocka_unit_test(test_host_misses),
         {"test_long_decode(default)", test_long_decode, NULL, NULL, (void *)"models/default.gguf"},
         {"test_long_decode(qwen35moe)", test_long_decode, NULL, NULL, (void *)"models/qwen35moe.gguf"},
     };
-    size_t n = 11;
+    size_t n = 12;
     const char *const *list;
     for (int i = 0, nm = gpu_models(&list); i < nm; i++) {
         tests[n++] = (struct CMUnitTest){list[i], test_gpu_vs_cpu, NULL, NULL, (void *)list[i]};
