@@ -175,8 +175,8 @@ __global__ void attn_kernel(const float *q, const KT *K, const KT *V, float *out
  * KV head each read its K and V rows (8 times over for 32 heads on 4): at 512
  * positions that kernel took ~580 us a layer of an A3B-width file on an H100,
  * its loads waiting one after another.  attn_group_kernel gives a block GS
- * heads of one KV head (GS | H / HKV, chosen so their scores fit the shared
- * memory attn_kernel's one head had): a half-warp loads a K element once for
+ * heads of one KV head (GS | H / HKV, the most whose q rows and scores fit
+ * 40 KB of shared memory; past that, attn_kernel): a half-warp loads a K element once for
  * the GS scores, a thread a V element once for GS sums.  Each score, max,
  * double sum and p * v chain is attn_kernel's (cached form), in its order and
  * with its roundings, so the output is attn_kernel's, bit for bit. */

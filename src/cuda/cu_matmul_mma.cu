@@ -240,6 +240,9 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
      * words 4g + q + const: no bank conflicts), its scales at a stride of XS
      * floats (16-byte rows for cp.async; tokens 2q, 2q + 1 on distinct banks) */
     enum { NT = NTT * CU_MM_NT, XW = MMA_CH * 8 + 4, XS = 12, XN = XSH ? 2 : 1 };
+    /* the token copies below: a token's round is 16 pieces of 16 bytes, and the block's
+     * 128 threads take NTT pieces each, tid's m-th of token (tid >> 4) + 8 m */
+    static_assert(MMA_CH * 32 == 16 * 16 && MMA_WARPS * 32 == 16 * CU_MM_NT, "token staging layout");
     __shared__ __align__(16) uint32_t stage[MMA_WARPS][2][WW];
     __shared__ __align__(16) uint32_t xst[XN][XSH ? NT * XW : 1];
     __shared__ __align__(16) float xsc[XN][XSH ? NT * XS : 1];
@@ -381,7 +384,7 @@ bool cu_matmul_mma_q8(cudaStream_t s, int type, const uint8_t *W, size_t mat_byt
     const bool staged = mma_q8_stageable(W, mat_bytes, row_bytes, k);
     const int ntt = tiles ? MMA_TILE_NTT : MMA_DENSE_NTT;
     /* the tokens staged too where there are many: a lanes step's few (the LM head of
-     * cu_mma_q8_few) measured faster without (H100, A3B-width Q8_0, B = 2: 2748 against 2330 tok/s) */
+     * cu_mma_q8_few) measured faster without (H100, A3B-width Q8_0, B = 2: 2748 against 2304-2356 tok/s) */
     const bool xsh = QW_MMA_Q8_XSH && (tiles || n_tok > CU_MM_NT);
 #define Q8N(T, N)                                                                                                  \
     if (ntt == N) {                                                                                                \
