@@ -58,7 +58,9 @@ typedef enum {
         QW_TUNE_COUNT
 } qw_tune_id;
 
-typedef enum { QW_TUNE_SRC_DEFAULT = 0, QW_TUNE_SRC_CALIBRATED, QW_TUNE_SRC_KNOB } qw_tune_src;
+/* MEASURED: decode_gemv chosen by timing the running model's first decode
+ * tokens with each loop (src/model/decode_trial.c) */
+typedef enum { QW_TUNE_SRC_DEFAULT = 0, QW_TUNE_SRC_CALIBRATED, QW_TUNE_SRC_KNOB, QW_TUNE_SRC_MEASURED } qw_tune_src;
 
 /* The value in force (hot path: one load). */
 extern int64_t qw_tune_vals[QW_TUNE_COUNT];
@@ -128,5 +130,19 @@ typedef struct {
  * candidates.  Leaves the values in force as they were.  -1 + err when the
  * buffers cannot be allocated. */
 int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result *out, qw_error *err);
+
+/* ---- the decode-loop trial (src/model/decode_trial.c) ----------------------
+ * decode_gemv chosen on the running model's first CPU decode tokens.  Around
+ * one CPU one-token eval: begin returns a trial step's number (>= 0) after
+ * setting decode_gemv for it, or -1 (no trial now: finished, pinned by
+ * QWISP_DECODE_GEMV or QWISP_TUNE=off, or another thread's step in flight);
+ * end records that step's seconds, and after the last step keeps the faster
+ * loop (source QW_TUNE_SRC_MEASURED). */
+int qw_decode_trial_begin(void);
+void qw_decode_trial_end(int step, double seconds);
+/* One line on the finished trial ("" while none has finished). */
+void qw_decode_trial_report(char *buf, size_t n);
+/* Back to no trial run (tests). */
+void qw_decode_trial_reset(void);
 
 #endif

@@ -32,6 +32,7 @@
 #include "qwisp/place.h"
 #include "qwisp/model.h"
 #include "qwisp/threadpool.h"
+#include "qwisp/tune.h"
 
 #include <cjson/cJSON.h>
 #include <emmintrin.h>
@@ -416,6 +417,8 @@ int qw_cmd_bench(int argc, char **argv) {
     const long llc = llc_bytes();
     char note_buf[400];
     const char *note = roof > 0 && a.n > 0 ? roofline_note(active, llc, pct, note_buf, sizeof note_buf) : NULL;
+    char trial[200]; /* the decode-loop trial's pick, where this process ran one (docs/kernels.md) */
+    qw_decode_trial_report(trial, sizeof trial);
     if (a.json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "model", path);
@@ -445,6 +448,7 @@ int qw_cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "roofline_pct", pct);
         cJSON_AddNumberToObject(o, "llc_bytes", (double)llc);
         if (note) cJSON_AddStringToObject(o, "roofline_note", note);
+        if (trial[0]) cJSON_AddStringToObject(o, "decode_loop", trial);
         char *s = cJSON_PrintUnformatted(o);
         puts(s);
         free(s);
@@ -465,6 +469,7 @@ int qw_cmd_bench(int argc, char **argv) {
         if (a.n > 0 && roof > 0) printf("   reached: %.1f%%", pct);
         printf("\n");
         if (note) printf("note: %s\n", note);
+        if (trial[0]) printf("decode loop: %s\n", trial);
         qw_device_stats ds; /* on a device there are no host weight reads to name */
         const bool on_host = !qw_backend_active_stats(&ds);
         if (on_host && copied) printf("weights: an anonymous copy of %.2f GB (QWISP_WEIGHTS_COPY=1)\n", copied / 1e9);

@@ -53,8 +53,8 @@ int64_t qw_tune_default(qw_tune_id id) { return k_defs[id].def; }
 qw_tune_src qw_tune_source(qw_tune_id id) { return g_src[id]; }
 
 const char *qw_tune_src_name(qw_tune_src src) {
-    static const char *names[] = {"default", "calibrated", "knob"};
-    return (unsigned)src < 3 ? names[src] : "?";
+    static const char *names[] = {"default", "calibrated", "knob", "measured in decode"};
+    return (unsigned)src < 4 ? names[src] : "?";
 }
 
 static int64_t clamp(qw_tune_id id, int64_t v) {

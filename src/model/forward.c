@@ -18,6 +18,7 @@
 #include "qwisp/ops.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
+#include "qwisp/tune.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -232,7 +233,20 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
     return rc ? undo_pass(spans, n_seqs, past, stepped, err) : 0;
 }
 
+static int ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err);
+
+/* A CPU decode step (one token) may be a step of the decode-loop trial
+ * (decode_trial.c): timed here, the whole step, as the user sees it. */
 int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err) {
+    const int trial = n == 1 && !c->dev ? qw_decode_trial_begin() : -1;
+    if (trial < 0) return ctx_eval(c, tokens, n, mode, err);
+    const double t0 = qw_time_s();
+    const int rc = ctx_eval(c, tokens, n, mode, err);
+    qw_decode_trial_end(trial, qw_time_s() - t0);
+    return rc;
+}
+
+static int ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     if (n <= 0) return qw_fail(err, "nothing to evaluate (0 tokens)");
     if (c->n_past + n > c->n_ctx)
