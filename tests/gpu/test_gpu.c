@@ -81,6 +81,9 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
+/* The tests' token i: spread over the first 300 ids (or the vocabulary). */
+static int32_t test_token(int i, int V) { return (int32_t)((1000 + 7919 * i) % (V > 300 ? 300 : V)); }
+
 /* Greedy: N_PROMPT prompt ids then N_GEN decoded one at a time.  ids[] gets
  * the whole stream; last_logits (optional) the logits of every decode step. */
 static void greedy(qw_model *m, int32_t *ids, float *step_logits) {
@@ -198,7 +201,7 @@ static void compare_one(const char *path) {
     assert_non_null(mg->dev);
     const int V = mc->hp.n_vocab, N = N_PROMPT + N_GEN;
     int32_t ids_c[N_PROMPT + N_GEN], ids_g[N_PROMPT + N_GEN];
-    for (int i = 0; i < N_PROMPT; i++) ids_c[i] = ids_g[i] = (int32_t)((1000 + 7919 * i) % (V > 300 ? 300 : V));
+    for (int i = 0; i < N_PROMPT; i++) ids_c[i] = ids_g[i] = test_token(i, V);
     float *steps = malloc((size_t)N_GEN * V * sizeof(float));
     greedy(mc, ids_c, NULL);
     greedy(mg, ids_g, steps);
@@ -277,7 +280,7 @@ static void test_long_decode(void **state) {
     qw_error err = {{0}};
     const int V = mg->hp.n_vocab;
     int32_t ids[L + T];
-    for (int i = 0; i < L + T; i++) ids[i] = (int32_t)((1000 + 7919 * i) % (V > 300 ? 300 : V));
+    for (int i = 0; i < L + T; i++) ids[i] = test_token(i, V);
     qw_ctx *chunk = qw_ctx_new(mg, CTX, 2, &err), *dec = qw_ctx_new(mg, CTX, 2, &err), *cpu = qw_ctx_new(mc, CTX, 2, &err);
     assert_non_null(chunk), assert_non_null(dec), assert_non_null(cpu);
     assert_int_equal(qw_ctx_eval(chunk, ids, L + T, QW_LOGITS_ALL, &err), 0);
@@ -533,6 +536,21 @@ static void test_batch(void **state) {
             batch_one(list[i], NULL);
 }
 
+/* A model on the GPU under the settings in force: its greedy stream (ids,
+ * prompt made here) with every decode step's logits (*steps), and the
+ * teacher-forced logits of force[0..N_PROMPT + N_GEN) as one chunk (*rows;
+ * force may be ids itself).  The caller frees the model. */
+static qw_model *gpu_greedy_forced(const char *path, int32_t *ids, const int32_t *force, float **steps, float **rows) {
+    qw_model *m = load_on(path, "cuda", NULL);
+    assert_non_null(m->dev);
+    const int V = m->hp.n_vocab;
+    for (int j = 0; j < N_PROMPT; j++) ids[j] = test_token(j, V);
+    *steps = malloc((size_t)N_GEN * V * sizeof(float));
+    greedy(m, ids, *steps);
+    *rows = forced(m, force, N_PROMPT + N_GEN);
+    return m;
+}
+
 /* Programmatic dependent launch (QWISP_DEVICE_PDL) changes when kernels
  * start, never what they read: a greedy decode (the decode graph) and a
  * prefill chunk give the same logits bit for bit with it on and off. */
@@ -545,13 +563,8 @@ static void test_pdl(void **state) {
         int32_t ids[2][N_PROMPT + N_GEN];
         for (int on = 0; on < 2; on++) {
             set_opt(QW_OPT_DEVICE_PDL, on ? "1" : "0");
-            qw_model *m = load_on(models[i], "cuda", NULL);
-            assert_non_null(m->dev);
+            qw_model *m = gpu_greedy_forced(models[i], ids[on], ids[0], &steps[on], &rows[on]);
             const int V = m->hp.n_vocab;
-            for (int j = 0; j < N_PROMPT; j++) ids[on][j] = (int32_t)((1000 + 7919 * j) % (V > 300 ? 300 : V));
-            steps[on] = malloc((size_t)N_GEN * V * sizeof(float));
-            greedy(m, ids[on], steps[on]);
-            rows[on] = forced(m, ids[0], N_PROMPT + N_GEN);
             if (on) {
                 assert_memory_equal(ids[0], ids[1], sizeof ids[0]);
                 assert_memory_equal(steps[0], steps[1], (size_t)N_GEN * V * sizeof(float));
@@ -581,13 +594,8 @@ static void test_mma_modes(void **state) {
         int32_t ids[3][N_PROMPT + N_GEN];
         for (int md = 0; md < 3; md++) {
             set_opt(QW_OPT_DEVICE_MMA, modes[md]);
-            qw_model *m = load_on(list[i], "cuda", NULL);
-            assert_non_null(m->dev);
+            qw_model *m = gpu_greedy_forced(list[i], ids[md], ids[0], &steps[md], &rows[md]);
             const int V = m->hp.n_vocab;
-            for (int j = 0; j < N_PROMPT; j++) ids[md][j] = (int32_t)((1000 + 7919 * j) % (V > 300 ? 300 : V));
-            steps[md] = malloc((size_t)N_GEN * V * sizeof(float));
-            greedy(m, ids[md], steps[md]);
-            rows[md] = forced(m, ids[0], N_PROMPT + N_GEN);
             few[md] = forced(m, ids[0], NF);
             if (md) {
                 if (memcmp(ids[0], ids[md], sizeof ids[0]) ||
@@ -631,7 +639,7 @@ static void test_host_experts(void **state) {
         assert_non_null(mg->dev), assert_non_null(mh->dev);
         int32_t ids_c[N_PROMPT + N_GEN], ids_g[N_PROMPT + N_GEN], ids_h[2][N_PROMPT + N_GEN];
         for (int j = 0; j < N_PROMPT; j++)
-            ids_c[j] = ids_g[j] = ids_h[0][j] = ids_h[1][j] = (int32_t)((1000 + 7919 * j) % (V > 300 ? 300 : V));
+            ids_c[j] = ids_g[j] = ids_h[0][j] = ids_h[1][j] = test_token(j, V);
         float *sg = malloc((size_t)N_GEN * V * sizeof(float)), *sh[2];
         greedy(mc, ids_c, NULL);
         greedy(mg, ids_g, sg);
@@ -690,7 +698,7 @@ static void test_host_misses(void **state) {
         const uint64_t copies_at_load = qw_backend_stats(mh).expert_copies;
         int32_t ids_c[N_PROMPT + N_GEN], ids_h[2][N_PROMPT + N_GEN];
         for (int j = 0; j < N_PROMPT; j++)
-            ids_c[j] = ids_h[0][j] = ids_h[1][j] = (int32_t)((1000 + 7919 * j) % (V > 300 ? 300 : V));
+            ids_c[j] = ids_h[0][j] = ids_h[1][j] = test_token(j, V);
         float *sh[2] = {malloc((size_t)N_GEN * V * sizeof(float)), malloc((size_t)N_GEN * V * sizeof(float))};
         greedy(mc, ids_c, NULL);
         greedy(mh, ids_h[0], sh[0]);
