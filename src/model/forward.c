@@ -15,6 +15,7 @@
  */
 #include "layers.h"
 #include "qwisp/backend.h"
+#include "qwisp/experts.h"
 #include "qwisp/ops.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
@@ -235,10 +236,13 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
 
 static int ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err);
 
-/* A CPU decode step (one token) may be a step of the decode-loop trial
- * (decode_trial.c): timed here, the whole step, as the user sees it. */
+/* A CPU decode step (one token) with every weight in memory may be a step
+ * of the decode-loop trial (decode_trial.c): timed here, the whole step, as
+ * the user sees it.  (A streaming tier's steps wait on expert reads, which
+ * would decide the pick.) */
 int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err) {
-    const int trial = n == 1 && !c->dev ? qw_decode_trial_begin() : -1;
+    const bool resident = !c->m->experts || qw_experts_tier(c->m->experts) == QW_TIER_RESIDENT;
+    const int trial = n == 1 && !c->dev && resident ? qw_decode_trial_begin() : -1;
     if (trial < 0) return ctx_eval(c, tokens, n, mode, err);
     const double t0 = qw_time_s();
     const int rc = ctx_eval(c, tokens, n, mode, err);
