@@ -85,4 +85,13 @@ void qw_attention(qw_threadpool *tp, const float *q, const void *k, const void *
                   float *out, int64_t n_tok, int32_t pos0, int64_t n_head, int64_t n_head_kv,
                   int64_t head_dim, float scale, void *scratch);
 
+/* The decode-loop trial (src/kernels/decode_trial.c): decode_gemv chosen on
+ * the running model's first CPU decode tokens.  Around one CPU one-token
+ * eval: begin returns a trial step's number (>= 0) after setting the loop for
+ * it, or -1 (no trial now: finished, pinned by QWISP_DECODE_GEMV or
+ * QWISP_TUNE=off, or another thread's step in flight); end records that
+ * step's seconds, and after the last step keeps the faster loop. */
+int qw_decode_trial_begin(void);
+void qw_decode_trial_end(int step, double seconds);
+
 #endif

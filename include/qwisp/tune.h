@@ -59,7 +59,7 @@ typedef enum {
 } qw_tune_id;
 
 /* MEASURED: decode_gemv chosen by timing the running model's first decode
- * tokens with each loop (src/model/decode_trial.c) */
+ * tokens with each loop (src/kernels/decode_trial.c) */
 typedef enum { QW_TUNE_SRC_DEFAULT = 0, QW_TUNE_SRC_CALIBRATED, QW_TUNE_SRC_KNOB, QW_TUNE_SRC_MEASURED } qw_tune_src;
 
 /* The value in force (hot path: one load). */
@@ -131,15 +131,8 @@ typedef struct {
  * buffers cannot be allocated. */
 int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result *out, qw_error *err);
 
-/* ---- the decode-loop trial (src/model/decode_trial.c) ----------------------
- * decode_gemv chosen on the running model's first CPU decode tokens.  Around
- * one CPU one-token eval: begin returns a trial step's number (>= 0) after
- * setting decode_gemv for it, or -1 (no trial now: finished, pinned by
- * QWISP_DECODE_GEMV or QWISP_TUNE=off, or another thread's step in flight);
- * end records that step's seconds, and after the last step keeps the faster
- * loop (source QW_TUNE_SRC_MEASURED). */
-int qw_decode_trial_begin(void);
-void qw_decode_trial_end(int step, double seconds);
+/* ---- the decode-loop trial (src/kernels/decode_trial.c; its steps are
+ * qw_decode_trial_begin / _end in ops.h, which the forward pass calls) ----- */
 /* One line on the finished trial ("" while none has finished). */
 void qw_decode_trial_report(char *buf, size_t n);
 /* Back to no trial run (tests). */

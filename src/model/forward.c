@@ -19,7 +19,6 @@
 #include "qwisp/ops.h"
 #include "qwisp/options.h"
 #include "qwisp/pool.h"
-#include "qwisp/tune.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -237,7 +236,7 @@ int qw_batch_eval(qw_ctx *ws, const qw_batch_seq *seqs, int n_seqs, qw_error *er
 static int ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err);
 
 /* A CPU decode step (one token) with every weight in memory may be a step
- * of the decode-loop trial (decode_trial.c): timed here, the whole step, as
+ * of the decode-loop trial (kernels/decode_trial.c): timed here, the whole step, as
  * the user sees it.  (A streaming tier's steps wait on expert reads, which
  * would decide the pick.) */
 int qw_ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode mode, qw_error *err) {

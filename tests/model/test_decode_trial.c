@@ -1,4 +1,4 @@
-/* test_decode_trial.c — the decode-loop trial (src/model/decode_trial.c):
+/* test_decode_trial.c — the decode-loop trial (src/kernels/decode_trial.c):
  * it alternates the two loops, keeps the one whose steps were faster, leaves
  * a loop pinned by QWISP_DECODE_GEMV or QWISP_TUNE=off alone, and a real CPU
  * decode runs it with the logits of either loop pinned. */
@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "qwisp/model.h"
+#include "qwisp/ops.h"
 #include "qwisp/options.h"
 #include "qwisp/place.h"
 #include "qwisp/tune.h"

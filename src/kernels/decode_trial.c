@@ -16,8 +16,7 @@
  * built-in defaults, deterministic).  One step at a time: a thread that finds
  * another's step in flight just decodes with the value in place.
  */
-#include "qwisp/tune.h"
-
+#include "qwisp/ops.h"
 #include "qwisp/options.h"
 #include "qwisp/tune.h"
 
