@@ -7,7 +7,7 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite step0 gputime ncu ncudec nsysdec lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16
+#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime with this tree's object, alternated with the bases.
@@ -37,7 +37,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16}
+STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16}
 ALT=${ALT:-}
 LANESFILES=${LANESFILES:-bigq a3b-q8_0}
 NCUFILE=${NCUFILE:-l4}    # ncudec's files (/dev/shm, from the gen step)
@@ -174,6 +174,25 @@ if step nsysdec && gpu_need 60 "nsys decode timeline"; then
         timeout 60 $NSYS stats -r cuda_gpu_trace -f csv -o /tmp/nsd /tmp/nsd.nsys-rep > /dev/null 2>&1
         cp /tmp/nsd_cuda_gpu_trace.csv "$O/nsys_decode.csv" 2>/dev/null
         python3 scripts/decode_kernels.py /tmp/nsd_cuda_gpu_trace.csv 2>&1 | head -60
+    else
+        ts "no nsys on this machine"
+    fi
+fi
+if step nsyslanes && gpu_need 60 "nsys lanes timeline"; then
+    # where a lanes step's wall time goes beyond its kernels: the CUDA API calls (the
+    # host's side: copies, syncs, graph launches) and the device's copies, summed over a
+    # B = 8 run of the first LANESFILES file, beside its kernels
+    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+    f=${LANESFILES%% *}
+    if [ -n "$NSYS" ]; then
+        ts "nsys lanes ($f, B = 8, 64 tokens a sequence)"
+        timeout 150 $NSYS profile -t cuda,osrt --cuda-graph-trace=node -o /tmp/nsl -f true \
+            $Q bench -m $S/$f.gguf -p 0 -n 64 -r 1 --lanes 8 --bw-mb 0 > /tmp/nsl.log 2>&1; echo "nsys rc=$?"
+        grep -E '^tg' /tmp/nsl.log
+        for r in cuda_api_sum cuda_gpu_mem_time_sum cuda_gpu_kern_sum; do
+            timeout 60 $NSYS stats -r $r -f csv -o /tmp/nsl /tmp/nsl.nsys-rep > /dev/null 2>&1
+            ts "nsys $r (top 14)"; head -15 /tmp/nsl_$r.csv | cut -c1-220
+        done
     else
         ts "no nsys on this machine"
     fi

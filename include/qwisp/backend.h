@@ -25,7 +25,7 @@
 
 #include "qwisp/model.h"
 
-#define QW_BACKEND_ABI 12
+#define QW_BACKEND_ABI 13
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
 
 /* What the host tells the backend when it uploads a model: the policy knobs
@@ -176,6 +176,13 @@ typedef struct qw_backend_ops {
      * logits are the bits eval gives the same sequence alone.  The contexts
      * must be distinct.  0, or -1 + err. */
     int (*eval_batch)(void *ws, const qw_backend_seq *seqs, int n_seqs, qw_error *err);
+    /* Page-locks host buffer p[n], one that eval / eval_batch write logits
+     * into, so their copies go by DMA: into pageable memory the driver copies
+     * through its own staging, ~80 us for one row of a 152K vocabulary.  0, or
+     * -1 when it cannot (copies then stay pageable).  host_unpin undoes it;
+     * it must run before p goes back to the pool. */
+    int (*host_pin)(void *p, size_t n);
+    void (*host_unpin)(void *p);
 } qw_backend_ops;
 
 typedef enum { QW_BACKEND_CPU = 0, QW_BACKEND_CUDA = 1, QW_BACKEND_AUTO = 2 } qw_backend_kind;

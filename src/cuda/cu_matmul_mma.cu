@@ -130,6 +130,20 @@ template <> __device__ __forceinline__ float q8w<QW_TYPE_Q4_0>(const uint8_t *ro
     return cu_h2f(cu_ld16(b));
 }
 
+/* One Q8_0 / Q4_0 block of a 16-row x 8-token tile: the MMA's exact integer
+ * sums (rows g and g + 8: weights a0..a3, scales da, db; tokens 2q and 2q + 1:
+ * b0, b1, scales x0, x1), each added to the lane's four sums s as
+ * isum * (d_w * d_x), every operation rounded on its own. */
+__device__ __forceinline__ void mma_q8_block(float *s, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                             uint32_t b1, float da, float db, float x0, float x1) {
+    int c[4] = {0, 0, 0, 0};
+    mma_k32(c, a0, a1, a2, a3, b0, b1);
+    s[0] = __fadd_rn(s[0], __fmul_rn((float)c[0], __fmul_rn(da, x0)));
+    s[1] = __fadd_rn(s[1], __fmul_rn((float)c[1], __fmul_rn(da, x1)));
+    s[2] = __fadd_rn(s[2], __fmul_rn((float)c[2], __fmul_rn(db, x0)));
+    s[3] = __fadd_rn(s[3], __fmul_rn((float)c[3], __fmul_rn(db, x1)));
+}
+
 /* Per block: p = isum * (d_w * d_x), summed block by block — mm_q8_kernel's
  * expression and order, each operation rounded on its own.  NTT token tiles
  * a warp (dense matmuls: the weight fragment is read once for NTT * 8
@@ -168,13 +182,7 @@ __global__ void mma_q8_kernel(const uint8_t *W, size_t mat_bytes, size_t row_byt
             if (t[u].n <= 0) break; /* warp-uniform */
             const uint32_t b0 = *(const uint32_t *)(xb[u] + (size_t)j * 32);
             const uint32_t b1 = *(const uint32_t *)(xb[u] + (size_t)j * 32 + 16);
-            int c[4] = {0, 0, 0, 0};
-            mma_k32(c, a0, a1, a2, a3, b0, b1);
-            const float x0 = xd0[u][j], x1 = xd1[u][j];
-            s[u][0] = __fadd_rn(s[u][0], __fmul_rn((float)c[0], __fmul_rn(da, x0)));
-            s[u][1] = __fadd_rn(s[u][1], __fmul_rn((float)c[1], __fmul_rn(da, x1)));
-            s[u][2] = __fadd_rn(s[u][2], __fmul_rn((float)c[2], __fmul_rn(db, x0)));
-            s[u][3] = __fadd_rn(s[u][3], __fmul_rn((float)c[3], __fmul_rn(db, x1)));
+            mma_q8_block(s[u], a0, a1, a2, a3, b0, b1, da, db, xd0[u][j], xd1[u][j]);
         }
     }
 #pragma unroll
@@ -335,12 +343,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32)
                     b1 = *(const uint32_t *)(xb[u] + (size_t)j * 32 + 16);
                     x0 = xd0[u][j], x1 = xd1[u][j];
                 }
-                int cc[4] = {0, 0, 0, 0};
-                mma_k32(cc, a0, a1, a2, a3, b0, b1);
-                s[u][0] = __fadd_rn(s[u][0], __fmul_rn((float)cc[0], __fmul_rn(da, x0)));
-                s[u][1] = __fadd_rn(s[u][1], __fmul_rn((float)cc[1], __fmul_rn(da, x1)));
-                s[u][2] = __fadd_rn(s[u][2], __fmul_rn((float)cc[2], __fmul_rn(db, x0)));
-                s[u][3] = __fadd_rn(s[u][3], __fmul_rn((float)cc[3], __fmul_rn(db, x1)));
+                mma_q8_block(s[u], a0, a1, a2, a3, b0, b1, da, db, x0, x1);
             }
         }
         /* read before the round after next overwrites it */

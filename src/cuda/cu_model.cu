@@ -528,10 +528,29 @@ static int probe(char *dev, size_t n, qw_error *err) {
     return 0;
 }
 
+#ifndef QW_PIN_LOGITS /* 0: logits copied into pageable memory (to time the pinning against) */
+#define QW_PIN_LOGITS 1
+#endif
+
+/* backend.h host_pin / host_unpin: a context's logits buffer page-locked in
+ * place, so the copy that ends every step is a DMA into it (the driver copies
+ * into pageable memory through its own staging buffers, one chunk at a time). */
+static int host_pin(void *p, size_t n) {
+    if (!QW_PIN_LOGITS || cudaHostRegister(p, n, cudaHostRegisterPortable) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: the copies stay pageable */
+        return -1;
+    }
+    return 0;
+}
+static void host_unpin(void *p) {
+    if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+}
+
 static const qw_backend_ops k_ops = {
     QW_BACKEND_ABI, "cuda", probe, model_new, model_free, model_describe, model_stats,
     cu_ctx_new,     cu_ctx_free, cu_eval, cu_ctx_reset, cu_ctx_bytes,
     cu_ctx_state_io, cu_ctx_kv_io, cu_ctx_kv_copy, cu_snap_new, cu_snap_copy, cu_snap_free, cu_eval_batch,
+    host_pin,       host_unpin,
 };
 
 extern "C" __attribute__((visibility("default"))) const qw_backend_ops *qw_backend_cuda_ops(void) { return &k_ops; }

@@ -161,8 +161,17 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
     return c;
 }
 
+void qw_ctx_logits_drop(qw_ctx *c) {
+    if (c->logits_pinned) c->m->backend->host_unpin(c->logits);
+    c->logits_pinned = false;
+    qw_pool_free(c->logits);
+    c->logits = NULL;
+    c->logits_rows = c->logits_cap = 0;
+}
+
 void qw_ctx_free(qw_ctx *c) {
     if (!c) return;
+    qw_ctx_logits_drop(c); /* while the backend that pinned it is still there */
     if (c->dev) c->m->backend->ctx_free(c->dev);
     if (c->k)
         for (int il = 0; il < c->m->hp.n_layer; il++) {
@@ -180,7 +189,7 @@ void qw_ctx_free(qw_ctx *c) {
     free(c->delta);
     void *bufs[] = {c->x,    c->xn,   c->q,    c->kc,     c->vc,      c->attn,  c->proj,
                     c->router, c->sel, c->selw, c->eout,  c->gate,    c->up,    c->down,
-                    c->tok_of, c->slot_of, c->count, c->xq, c->attn_scratch, c->logits,
+                    c->tok_of, c->slot_of, c->count, c->xq, c->attn_scratch,
                     c->qg,   c->mix,  c->cv,   c->z,      c->beta,    c->alpha, c->o,
                     c->sg,   c->su,   c->sd,   c->sgate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qw_pool_free(bufs[i]);

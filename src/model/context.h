@@ -70,6 +70,7 @@ struct qw_ctx {
 
     float *logits;   /* [rows][n_vocab] */
     int32_t logits_rows, logits_cap;
+    bool logits_pinned; /* page-locked by the backend (backend.h host_pin) */
 
     qw_chunk_cb chunk_cb;
     void *chunk_user;
@@ -90,6 +91,9 @@ typedef struct {
     int32_t row0, n;
 } seq_span;
 
+/* Gives c->logits back to the pool (unpinned first where the backend pinned
+ * it), leaving no rows. */
+void qw_ctx_logits_drop(qw_ctx *c);
 /* Grows a pool buffer to at least need bytes (contents kept). */
 int qw_fwd_grow(void **p, size_t *cap, size_t need, qw_error *err);
 /* y[n][rows] = x[n][k] W^T for a 2-D weight, through c's activation buffer. */

@@ -28,7 +28,7 @@ static int output_logits(qw_ctx *c, int32_t n, int32_t first_row, qw_error *err)
     const int32_t E = m->hp.n_embd, V = m->hp.n_vocab;
     const int32_t rows = n - first_row;
     if (rows > c->logits_cap) {
-        qw_pool_free(c->logits);
+        qw_ctx_logits_drop(c);
         c->logits = qw_pool_alloc((size_t)rows * V * sizeof(float));
         if (!c->logits) {
             c->logits_cap = 0;
@@ -102,13 +102,18 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
     return 0;
 }
 
-/* c->logits holding at least `rows` rows (the device writes into it). */
+/* c->logits holding at least `rows` rows (the device writes into it),
+ * page-locked where the backend can: a decode step's copy of its logits
+ * then goes by DMA (backend.h host_pin). */
 static int logits_rows_dev(qw_ctx *c, int32_t rows, qw_error *err) {
     if (rows <= c->logits_cap) return 0;
-    qw_pool_free(c->logits);
-    c->logits = qw_pool_alloc((size_t)rows * c->m->hp.n_vocab * sizeof(float));
-    c->logits_cap = c->logits ? rows : 0;
-    return c->logits ? 0 : qw_fail(err, "out of memory for %d rows of logits", rows);
+    qw_ctx_logits_drop(c);
+    const size_t bytes = (size_t)rows * c->m->hp.n_vocab * sizeof(float);
+    c->logits = qw_pool_alloc(bytes);
+    if (!c->logits) return qw_fail(err, "out of memory for %d rows of logits", rows);
+    c->logits_cap = rows;
+    c->logits_pinned = c->m->backend->host_pin && c->m->backend->host_pin(c->logits, bytes) == 0;
+    return 0;
 }
 
 /* The device path (backend.h): the whole chunk runs on the GPU; only the
@@ -281,7 +286,7 @@ static int ctx_eval(qw_ctx *c, const int32_t *tokens, int32_t n, qw_logits_mode 
         if (c->chunk_cb) c->chunk_cb(c->chunk_user, c, i0 + m, n);
     }
     if (all) {
-        qw_pool_free(c->logits);
+        qw_ctx_logits_drop(c);
         c->logits = all;
         c->logits_rows = c->logits_cap = n;
     }
