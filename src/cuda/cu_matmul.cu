@@ -52,6 +52,13 @@ template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *
 #ifndef QW_MM_Q8_STAGE /* 0: every lane loads its own block (to time the staging against) */
 #define QW_MM_Q8_STAGE 1
 #endif
+/* 1: a staged row's rounds are copied with cp.async, the next round in flight
+ * while this one is summed, so a warp has two rounds of its row on the way
+ * instead of one (a one-token expert tile's warp owns one 2 KB row and was
+ * latency-bound); 0: register loads, one round at a time */
+#ifndef QW_MM_Q8_ASYNC
+#define QW_MM_Q8_ASYNC 1
+#endif
 
 /* Block bytes and the 32-bit words one lane reads of a staged round
  * (cu_w8_staged): a block starts 0 or 2 bytes into its first word. */
@@ -115,29 +122,49 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
      * a token a round; one token keeps that way.) */
     __shared__ float prod[MM_WARPS][CU_MM_NT][33]; /* 33: lane i reading its row is conflict-free */
     float(*pw)[33] = prod[threadIdx.x >> 5];
-    enum { BS = cu_w8_shape<T>::BS, RW = 32 * BS / 4 }; /* a round's words */
-    __shared__ uint32_t stage[MM_WARPS][RW];
-    uint32_t *st = stage[threadIdx.x >> 5];
+    enum { BS = cu_w8_shape<T>::BS, RW = 32 * BS / 4, NBUF = QW_MM_Q8_ASYNC ? 2 : 1 }; /* a round's words */
+    __shared__ uint32_t stage[MM_WARPS][NBUF][RW];
+    uint32_t(*stw)[RW] = stage[threadIdx.x >> 5];
     /* a row of whole words (an even block count) from a 4-byte aligned start: staged; else each lane loads its block */
     const bool staged = QW_MM_Q8_STAGE && (nsb & 1) == 0 && ((uintptr_t)wr & 3) == 0;
+    /* the words of the round from block j0 into buffer b (QW_MM_Q8_ASYNC) */
+    auto issue = [&](int j0, int b) {
+        const uint32_t *src = (const uint32_t *)(wr + (size_t)j0 * BS);
+        const int nw = min(32, nsb - j0) * BS / 4;
+#pragma unroll
+        for (int c = 0; c < (RW + 31) / 32; c++)
+            if (lane + 32 * c < nw) cp_async4(&stw[b][lane + 32 * c], src + lane + 32 * c);
+        cp_async_commit();
+    };
+    if (QW_MM_Q8_ASYNC && staged) issue(0, 0);
     float s = 0.0f; /* lane i < nt: token i's sum */
     for (int j0 = 0; j0 < nsb; j0 += 32) {
         const int j = j0 + lane, nb = min(32, nsb - j0);
         int32_t w[8];
         float dw = 0.0f;
         if (staged) {
-            const uint32_t *src = (const uint32_t *)(wr + (size_t)j0 * BS);
-            const int nw = nb * BS / 4;
-            uint32_t v[(RW + 31) / 32]; /* every load issued before the first store */
+            uint32_t *st = stw[QW_MM_Q8_ASYNC ? (j0 >> 5) & 1 : 0];
+            if (QW_MM_Q8_ASYNC) {
+                if (j0 + 32 < nsb) {
+                    issue(j0 + 32, ((j0 >> 5) + 1) & 1);
+                    cp_async_wait<1>();
+                } else {
+                    cp_async_wait<0>();
+                }
+            } else {
+                const uint32_t *src = (const uint32_t *)(wr + (size_t)j0 * BS);
+                const int nw = nb * BS / 4;
+                uint32_t v[(RW + 31) / 32]; /* every load issued before the first store */
 #pragma unroll
-            for (int c = 0; c < (RW + 31) / 32; c++)
-                if (lane + 32 * c < nw) v[c] = src[lane + 32 * c];
+                for (int c = 0; c < (RW + 31) / 32; c++)
+                    if (lane + 32 * c < nw) v[c] = src[lane + 32 * c];
 #pragma unroll
-            for (int c = 0; c < (RW + 31) / 32; c++)
-                if (lane + 32 * c < nw) st[lane + 32 * c] = v[c];
+                for (int c = 0; c < (RW + 31) / 32; c++)
+                    if (lane + 32 * c < nw) st[lane + 32 * c] = v[c];
+            }
             __syncwarp();
             if (j < nsb) dw = cu_w8_staged<T>(st, lane, w);
-            __syncwarp(); /* read before the next round stages */
+            __syncwarp(); /* read before a later round stages into it */
         } else if (j < nsb) {
             dw = cu_w8<T>(wr, j, w);
         }

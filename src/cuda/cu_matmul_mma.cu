@@ -206,14 +206,6 @@ template <int T> struct mma_q8_shape;
 template <> struct mma_q8_shape<QW_TYPE_Q8_0> { enum { BS = 34 }; };
 template <> struct mma_q8_shape<QW_TYPE_Q4_0> { enum { BS = 18 }; };
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait(void) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 /* The 4 bytes at an even byte offset of staged words (o % 4 is a constant
  * where it is used: the block loop is unrolled and lanes step by 4). */
 __device__ __forceinline__ uint32_t st_word(const uint32_t *st, int o) {
