@@ -87,6 +87,11 @@ uint16_t qw_f32_to_fp16(float f);
 float qw_bf16_to_f32(uint16_t h);
 uint16_t qw_f32_to_bf16(float f);
 
+/* v[0..n) sorted ascending (qsort; NaNs compare equal to everything), and
+ * the median of values already sorted (the mean of the middle two for even n). */
+void qw_sort_doubles(double *v, size_t n);
+double qw_median_sorted(const double *v, size_t n);
+
 /* FNV-1a 64-bit, for logits hashes and summary lines. */
 uint64_t qw_hash64(const void *data, size_t n, uint64_t seed);
 

@@ -21,11 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The largest k with P(T <= k-1) <= (1-level)/2, T the signed-rank statistic
  * of n pairs under symmetry; 0 = no interval at this level. */
 int qw_ab_signrank_k(int n, double level) {
@@ -73,7 +68,7 @@ qw_ab_interval qw_ab_signrank(const double *x, int n, double level) {
     long m = 0;
     for (int i = 0; i < n; i++)
         for (int j = i; j < n; j++) w[m++] = (x[i] + x[j]) / 2;
-    qsort(w, (size_t)N, sizeof *w, cmp_double);
+    qw_sort_doubles(w, (size_t)N);
     iv.est = N % 2 ? w[N / 2] : (w[N / 2 - 1] + w[N / 2]) / 2;
     int k = qw_ab_signrank_k(n, level);
     if (k > 0 && k <= N) {

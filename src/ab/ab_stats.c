@@ -43,16 +43,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double qw_ab_quantile(const double *x, int n, double q) {
     if (n <= 0) return NAN;
     double *s = qw_xmalloc((size_t)n * sizeof *s);
     memcpy(s, x, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    qw_sort_doubles(s, (size_t)n);
     double h = (n - 1) * q;
     int i = (int)floor(h);
     double v = i + 1 < n ? s[i] + (h - i) * (s[i + 1] - s[i]) : s[n - 1];
@@ -98,7 +93,7 @@ qw_ab_interval qw_ab_bootstrap_median(const double *x, int n, int resamples, dou
     } else {
         double *s = qw_xmalloc((size_t)n * sizeof *s);
         memcpy(s, x, (size_t)n * sizeof *s);
-        qsort(s, (size_t)n, sizeof *s, cmp_double);
+        qw_sort_doubles(s, (size_t)n);
         iv.lo = fmin(iv.lo, s[k - 1]);
         iv.hi = fmax(iv.hi, s[n - k]);
         free(s);
@@ -140,7 +135,7 @@ double qw_ab_trimmed_mean(const double *x, int n, double trim) {
     if (trim >= 0.5) return qw_ab_median(x, n);
     double *s = qw_xmalloc((size_t)n * sizeof *s);
     memcpy(s, x, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    qw_sort_doubles(s, (size_t)n);
     int cut = trim > 0 ? (int)floor(trim * n) : 0;
     double sum = 0;
     for (int i = cut; i < n - cut; i++) sum += s[i];

@@ -175,6 +175,15 @@ void qw_atomic_abort(qw_atomic_file *w) {
     if (w->tmp[0]) unlink(w->tmp);
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+void qw_sort_doubles(double *v, size_t n) { qsort(v, n, sizeof *v, cmp_double); }
+double qw_median_sorted(const double *v, size_t n) {
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 uint64_t qw_hash64(const void *data, size_t n, uint64_t seed) {
     const unsigned char *p = data;
     uint64_t h = 1469598103934665603ULL ^ seed;

@@ -216,11 +216,6 @@ static double measure_read_bw(qw_threadpool *tp, long mb, int passes, bw_probe *
 
 /* ---- tests ---- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct {
     double min, median, max;
     const double *runs; /* every repetition's figure, in run order (the spread's shape: --json's "samples") */
@@ -230,8 +225,8 @@ typedef struct {
 static stats3 summarize(const double *v, long n) {
     double *sorted = qw_xmalloc((size_t)n * sizeof *sorted);
     memcpy(sorted, v, (size_t)n * sizeof *sorted);
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-    stats3 s = {sorted[0], n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]), sorted[n - 1], v, n};
+    qw_sort_doubles(sorted, (size_t)n);
+    stats3 s = {sorted[0], qw_median_sorted(sorted, (size_t)n), sorted[n - 1], v, n};
     free(sorted);
     return s;
 }

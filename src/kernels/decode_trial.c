@@ -53,13 +53,9 @@ int qw_decode_trial_begin(void) {
     return step; /* g_busy stays set until qw_decode_trial_end */
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    qw_sort_doubles(v, (size_t)n);
+    return qw_median_sorted(v, (size_t)n);
 }
 
 void qw_decode_trial_end(int step, double seconds) {
