@@ -51,9 +51,13 @@ grep -o 'amx[a-z0-9_]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 git log --oneline -1 2>/dev/null || true
 echo "sources: $(find src include Makefile -type f | sort | xargs cat | sha1sum | cut -c1-12)"
 # llama-bench (CPU) built in the background, niced, on 8 cores (kept in /tmp/qc while the machine stays warm)
-mkdir -p /tmp/llsrc && tar xJf .devjob/llama-src.tar.xz -C /tmp/llsrc
-( JOBS=8 LLAMA_SRC=/tmp/llsrc QWISP_CACHE=/tmp/qc bench/llama_bench_build.sh > /tmp/llb.log 2>&1; echo "llb rc=$?" >> /tmp/llb.log ) &
-LLB=$!
+# (only for the steps that run it)
+LLB=0
+if step amx || step vsllama || step bigvsllama || step spread; then
+    mkdir -p /tmp/llsrc && tar xJf .devjob/llama-src.tar.xz -C /tmp/llsrc
+    ( JOBS=8 LLAMA_SRC=/tmp/llsrc QWISP_CACHE=/tmp/qc bench/llama_bench_build.sh > /tmp/llb.log 2>&1; echo "llb rc=$?" >> /tmp/llb.log ) &
+    LLB=$!
+fi
 # waits for the background steps other than the llama-bench build; with none left it
 # returns at once (a bare `wait` would wait for the log's tee too, which never ends:
 # a job of 2026-12-06 hung there for its whole limit)
@@ -89,7 +93,8 @@ S=/dev/shm
 A3B="--n-embd 2048 --n-layer 4 --n-head 32 --n-head-kv 4 --head-dim 128 --n-expert 128 --n-expert-used 8 --n-ff-exp 768"
 # gen NAME ARGS...: /dev/shm/NAME.gguf in the background, kept when a warm machine already has it
 # (written under another name first, so a job cut mid-write leaves no partial file to keep)
-gen() { local n=$1; shift; [ -s $S/$n.gguf ] || { $Q gen-model "$@" --fast-weights --progress 0 -o $S/$n.part.gguf > /dev/null &&
+# (GEN: the names to make, default all of them; e.g. GEN="a3b-q8_0" for a short job)
+gen() { local n=$1; shift; case " ${GEN:-$n} " in *" $n "*) ;; *) return 0 ;; esac; [ -s $S/$n.gguf ] || { $Q gen-model "$@" --fast-weights --progress 0 -o $S/$n.part.gguf > /dev/null &&
     mv $S/$n.part.gguf $S/$n.gguf; } & }
 gen a3b-q4_K --preset bench --type q4_K --embd-type q8_0 $A3B
 gen a3b-q6_K --preset bench --type q6_K --embd-type q8_0 $A3B
@@ -271,7 +276,7 @@ if step hostexp && [ -f bench/host_experts_speed.c ] && need 60 "host experts' s
     done; done
 fi
 # ---- CPU: AMX vs AVX-512, and llama-bench ----
-if step amx || step vsllama || step bigvsllama; then ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log; fi
+if [ "$LLB" != 0 ]; then ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log; fi
 LB=/tmp/qc/llama-bench/build/bin/llama-bench
 if step amx && need 180 "AMX vs avx512 pp512 / tg64"; then
     # the levels alternated: avx512, avx512-amx (Q4_K/Q6_K on AVX-512), avx512-amx + QWISP_AMX_KQUANT=1
