@@ -44,6 +44,7 @@
 #include "qwisp/place.h"
 #include "qwisp/pool.h"
 #include "qwisp/quant.h"
+#include "model/context.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -551,6 +552,41 @@ static qw_model *gpu_greedy_forced(const char *path, int32_t *ids, const int32_t
     return m;
 }
 
+/* A device context's logits buffer is page-locked (backend.h host_pin), and
+ * stays right as it is replaced: one LAST row into the pinned buffer, then
+ * ALL rows over several chunks (the gather buffer takes its place, the pinned
+ * one unpinned and freed), then LAST again; every row equals the same
+ * position's row of one ALL eval on another context, bit for bit. */
+static void test_logits_pinned(void **state) {
+    if (!gpu_or_skip("page-locked logits")) return;
+    enum { A = 8, B = 40, N = A + B + 1 };
+    qw_model *m = load_on("models/default.gguf", "cuda", NULL);
+    assert_non_null(m->dev);
+    qw_error err = {{0}};
+    const int V = m->hp.n_vocab;
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = test_token(i, V);
+    qw_ctx *ref = qw_ctx_new(m, N_CTX, 2, &err);
+    assert_non_null(ref);
+    assert_int_equal(qw_ctx_eval(ref, ids, N, QW_LOGITS_ALL, &err), 0);
+    const float *want = qw_ctx_logits(ref);
+    set_opt(QW_OPT_CHUNK, "16"); /* B rows in three chunks: qw_ctx_eval gathers them */
+    qw_ctx *c = qw_ctx_new(m, N_CTX, 2, &err);
+    set_opt(QW_OPT_CHUNK, "512");
+    assert_non_null(c);
+    assert_int_equal(qw_ctx_eval(c, ids, A, QW_LOGITS_LAST, &err), 0);
+    assert_true(c->logits_pinned);
+    assert_memory_equal(qw_ctx_logits(c), want + (size_t)(A - 1) * V, (size_t)V * sizeof(float));
+    assert_int_equal(qw_ctx_eval(c, ids + A, B, QW_LOGITS_ALL, &err), 0);
+    assert_false(c->logits_pinned); /* the gather buffer */
+    assert_memory_equal(qw_ctx_logits(c), want + (size_t)A * V, (size_t)B * V * sizeof(float));
+    assert_int_equal(qw_ctx_eval(c, ids + A + B, 1, QW_LOGITS_LAST, &err), 0);
+    assert_memory_equal(qw_ctx_logits(c), want + (size_t)(N - 1) * V, (size_t)V * sizeof(float));
+    printf("INFO: logits page-locked for LAST rows; LAST, ALL over 3 chunks, LAST on one context equal one ALL eval\n");
+    qw_ctx_free(c), qw_ctx_free(ref);
+    qw_model_free(m);
+}
+
 /* Programmatic dependent launch (QWISP_DEVICE_PDL) changes when kernels
  * start, never what they read: a greedy decode (the decode graph) and a
  * prefill chunk give the same logits bit for bit with it on and off. */
@@ -778,7 +814,7 @@ int main(void) {
     qw_error why = {{0}};
     g_ops = qw_backend_cuda(&why);
     snprintf(g_why, sizeof g_why, "no GPU: %s", why.msg);
-    struct CMUnitTest tests[12 + MAX_MODELS] = {
+    struct CMUnitTest tests[13 + MAX_MODELS] = {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
@@ -786,13 +822,14 @@ int main(void) {
         cmocka_unit_test(test_state_io),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_pdl),
+        cmocka_unit_test(test_logits_pinned),
         cmocka_unit_test(test_mma_modes),
         cmocka_unit_test(test_host_experts),
         cmocka_unit_test(test_host_misses),
         {"test_long_decode(default)", test_long_decode, NULL, NULL, (void *)"models/default.gguf"},
         {"test_long_decode(qwen35moe)", test_long_decode, NULL, NULL, (void *)"models/qwen35moe.gguf"},
     };
-    size_t n = 12;
+    size_t n = 13;
     const char *const *list;
     for (int i = 0, nm = gpu_models(&list); i < nm; i++) {
         tests[n++] = (struct CMUnitTest){list[i], test_gpu_vs_cpu, NULL, NULL, (void *)list[i]};
