@@ -177,10 +177,10 @@ typedef struct qw_backend_ops {
      * must be distinct.  0, or -1 + err. */
     int (*eval_batch)(void *ws, const qw_backend_seq *seqs, int n_seqs, qw_error *err);
     /* Page-locks host buffer p[n], one that eval / eval_batch write logits
-     * into, so their copies go by DMA: into pageable memory the driver copies
-     * through its own staging, ~80 us for one row of a 152K vocabulary.  0, or
-     * -1 when it cannot (copies then stay pageable).  host_unpin undoes it;
-     * it must run before p goes back to the pool. */
+     * into, so their copies go by DMA (into pageable memory the driver copies
+     * through its own staging, the host waiting).  0, or -1 when it cannot
+     * (copies then stay pageable).  host_unpin undoes it; it must run before
+     * p goes back to the pool.  Either may be NULL. */
     int (*host_pin)(void *p, size_t n);
     void (*host_unpin)(void *p);
 } qw_backend_ops;

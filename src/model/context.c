@@ -162,7 +162,7 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
 }
 
 void qw_ctx_logits_drop(qw_ctx *c) {
-    if (c->logits_pinned) c->m->backend->host_unpin(c->logits);
+    if (c->logits_pinned && c->m->backend->host_unpin) c->m->backend->host_unpin(c->logits);
     c->logits_pinned = false;
     qw_pool_free(c->logits);
     c->logits = NULL;
