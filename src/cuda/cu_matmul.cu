@@ -54,11 +54,11 @@ template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *
 #endif
 /* 1: a staged row's rounds are copied with cp.async, the next round in flight
  * while this one is summed, so a warp has two rounds of its row on the way
- * instead of one (a one-token expert tile's warp owns one 2 KB row, and a
- * lanes step's expert GEMVs ran at ~1.35 TB/s on an H100); 0: register
- * loads, one round at a time.  Off until it has run on a GPU: written in
- * session 21 when no device machine could be started (`make
- * NVDEFS=-DQW_MM_Q8_ASYNC=1`, or NVVAR in scripts/device_job.sh, builds it). */
+ * instead of one (a one-token expert tile's warp owns one 2 KB row; this
+ * kernel was 1265 of 1497 us of an 8-lane step's kernels, bench/RESULTS.md);
+ * 0: register loads, one round at a time.  Off until it has been run and
+ * timed on a GPU (`make NVDEFS=-DQW_MM_Q8_ASYNC=1`, or NVVAR in
+ * scripts/device_job.sh, builds it). */
 #ifndef QW_MM_Q8_ASYNC
 #define QW_MM_Q8_ASYNC 0
 #endif
