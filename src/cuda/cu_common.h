@@ -331,18 +331,15 @@ void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int 
  * past the last with n = 0.  work: cu_group_work_ints ints of device memory.
  * Within an expert the assignments' order is the atomics' (each output row
  * is computed alone: the order changes no bits). */
-/* How a batched step of 2..CU_MM_NT tokens (lanes) gives the experts their
- * tokens (build-time, off until it has been timed on a GPU):
- * 0: one tile per (token, slot), made by the routing, so an expert several
- *    tokens picked is read once for each of them;
- * 1: grouped by expert on the device (cu_group_tiles), each expert read
- *    once, with the matmul's usual kernel choice (the tensor cores);
- * 2: grouped, and the dp4a kernels for the experts of at most 64
- *    assignments (8 tokens at top-8).
- * Every dot is computed alone whatever its tile, so all three give the same bits. */
-#ifndef QW_LANES_GROUP
-#define QW_LANES_GROUP 0
-#endif
+/* QWISP_DEVICE_LANES_GROUP (cu_model.cu sets it): how a batched step of
+ * 2..CU_MM_NT tokens (lanes) gives the experts their tokens.  0: a tile per
+ * (token, pick), made by the routing, so an expert several tokens picked is
+ * read once for each of them; 1: grouped by expert on the device
+ * (cu_group_tiles), each expert read once, the matmul's usual kernel choice
+ * (the tensor cores, as in prefill); 2: grouped, the dp4a kernels for sets
+ * of at most 64 assignments (8 tokens at top-8).  Every dot is computed alone
+ * whatever its tile, so all three give the same bits. */
+extern int cu_lanes_group;
 static inline int cu_group_bound(int n_assign, int n_expert) { return n_assign / CU_MM_NT + n_expert; }
 static inline size_t cu_group_work_ints(int n_expert) { return 3 * (size_t)n_expert; }
 void cu_group_tiles(cudaStream_t s, const int32_t *sel, int n_assign, int n_expert, int32_t *work, cu_tile *tiles);

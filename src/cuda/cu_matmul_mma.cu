@@ -44,7 +44,7 @@ bool cu_mma_wanted(const cu_tile *tiles, int n_tiles, int n_tok, int xdiv) {
      * (measured on an H100, full-size qwen36-a3b Q4_K: MMA from 2 tokens on
      * took lanes B = 2 / 4 / 8 from 391 / 501 / 572 tok/s to 179 / 305 / 474) */
     bool multi = tiles ? (int64_t)n_tok * xdiv != n_tiles : n_tok > CU_MM_NT;
-    if (QW_LANES_GROUP == 2 && tiles && (int64_t)n_tok * xdiv <= 64) multi = false; /* a lanes step's grouped experts */
+    if (cu_lanes_group == 2 && tiles && (int64_t)n_tok * xdiv <= 64) multi = false; /* a lanes step's grouped experts */
     return g_mma_mode == CU_MMA_ALWAYS || (g_mma_mode == CU_MMA_AUTO && multi);
 }
 

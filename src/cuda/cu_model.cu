@@ -28,6 +28,7 @@
 #include <sys/vfs.h>
 
 int cu_pdl_on; /* cu_common.h: cu_launch */
+int cu_lanes_group; /* cu_common.h */
 
 static size_t tensor_bytes(const qw_tensor *t) {
     size_t n = t->row_bytes;
@@ -309,6 +310,7 @@ static void *model_new(const qw_model *m, const qw_backend_cfg *cfg, qw_error *e
     int cc_major = 0;
     cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0);
     cu_pdl_on = cfg->pdl && cc_major >= 9;
+    cu_lanes_group = cfg->lanes_group;
     cu_model *dm = (cu_model *)calloc(1, sizeof *dm);
     if (!dm) {
         cu_fail(err, "out of host memory for the device model");

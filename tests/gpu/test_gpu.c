@@ -442,11 +442,6 @@ static void test_state_io(void **state) {
     qw_model_free(m);
 }
 
-/* The lanes path's batched step (cu_eval_batch) on one model and tier: four
- * sequences' prompts of different lengths in one step (host-grouped
- * routing), then steps of one token each (routing on the device), one of
- * them giving a sequence three tokens: each sequence's logits after every
- * step equal those of the same tokens run through its own context alone. */
 /* The models of QWISP_GPU_MODELS (':'-separated; default the two shipped
  * models), split once into a static list that lives for the program. */
 enum { MAX_MODELS = 64 };
@@ -465,6 +460,12 @@ static int gpu_models(const char *const **out) {
     return n;
 }
 
+/* The lanes path's batched step (cu_eval_batch) on one model and tier: eight
+ * sequences' prompts of different lengths in one step (host-grouped
+ * routing), then steps of one token each (routing on the device: a tile per
+ * pick, or grouped by expert under QWISP_DEVICE_LANES_GROUP), one of them
+ * giving a sequence three tokens: each sequence's logits after every step
+ * equal those of the same tokens run through its own context alone. */
 static void batch_one(const char *path, const char *slots) {
     /* eight sequences: a step of one token each is the batched graph's and the
      * all-sequence kernels' largest case (CU_SEQS_MAX); step 3 mixes in three tokens */
@@ -520,7 +521,14 @@ static void test_batch(void **state) {
     if (!gpu_or_skip("batched lanes step")) return;
     const char *models[] = {"models/default.gguf", "models/qwen35moe.gguf"};
     for (int i = 0; i < 2; i++) {
-        batch_one(models[i], NULL);
+        /* QWISP_DEVICE_LANES_GROUP: the one-token steps' experts a tile per
+         * pick (0), grouped by expert on the tensor cores (1) or on dp4a (2) */
+        for (int g = 2; g >= 0; g--) {
+            char v[2] = {(char)('0' + g), 0};
+            set_opt(QW_OPT_DEVICE_LANES_GROUP, v);
+            batch_one(models[i], NULL);
+            printf("INFO: (that with QWISP_DEVICE_LANES_GROUP=%d)\n", g);
+        }
         qw_error err = {{0}};
         qw_model *probe_m = qw_model_load(models[i], &err);
         assert_non_null(probe_m);
