@@ -10,7 +10,7 @@
 #   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
-#   gputime with this tree's object, alternated with the bases.
+#   gputime and lanes with this tree's object, alternated with the bases (and by llamalanes).
 # GPUFILES: the files gputime times (default big: the full-size qwen36-a3b Q4_K; bigq: the
 #   same with the Qwen3 tokenizer), ROUNDS of them (default 3).
 # LLAMA8: with llamacuda, settings timed under QWISP_DEVICE_VRAM=8 against llama.cpp's
@@ -69,6 +69,8 @@ qbench() { $Q bench -m $S/$1.gguf -p 512 -n 128 -r $2 --bw-mb 0 2>&1 | grep -E '
 qlanes() { $Q bench -m $S/$1.gguf -p 0 -n $2 -r 2 --lanes 1,2,4,8 --bw-mb 0 2>&1 | awk '/^tg/ { printf "%s %s  ", $1, $3 }'; }
 # the CUDA object of `this`, a base (base-REV) or an NVVAR build (nv-DEFINE)
 lib_of() { case $1 in base-*) echo /tmp/$1/build/libqwisp_cuda.so ;; nv-*) echo /tmp/$1/libqwisp_cuda.so ;; *) echo build/libqwisp_cuda.so ;; esac; }
+# the settings that run variant $1 (this, base-REV, nv-DEFINE or an ALT setting): its object, and an ALT's knobs
+set_of() { local set=QWISP_CUDA_LIB=$(lib_of $1); case $1 in nv-*) ;; *=*) set="$set ${1//,/ }" ;; esac; echo "$set"; }
 ts "build"
 make -s -j12 all tests-bin > /tmp/make.log 2>&1 || { tail -30 /tmp/make.log; exit 1; }
 ts "built"; ls -la build/libqwisp_cuda.so
@@ -134,7 +136,7 @@ if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases an
     for v in $NVVAR; do ts "$(tail -1 /tmp/nv-$v.log)"; done
     for round in $(seq ${ROUNDS:-3}); do
         for v in $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
-            set=QWISP_CUDA_LIB=$(lib_of $v); case $v in nv-*) ;; *=*) set="$set ${v//,/ }" ;; esac
+            set=$(set_of $v)
             for f in $GPUFILES; do
                 ts "GPU $f $v: $(export $set; qbench $f 3)"
             done
@@ -203,12 +205,12 @@ if step nsyslanes && gpu_need 60 "nsys lanes timeline"; then
     fi
 fi
 if step lanes && gpu_need 120 "GPU lanes"; then
-    # aggregate decode of B sequences: this tree's object against each base's and variant's, alternated
+    # aggregate decode of B sequences: this tree's object against each base's, ALT setting's and variant's, alternated
     wait_bg
     for f in $LANESFILES; do
         for round in 1 2; do
-            for v in $BASES this $(for n in $NVVAR; do echo nv-$n; done); do
-                ts "lanes $f $v: $(export QWISP_CUDA_LIB=$(lib_of $v); qlanes $f 64)"
+            for v in $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
+                ts "lanes $f $v: $(export $(set_of $v); qlanes $f 64)"
             done
         done
     done
@@ -227,7 +229,7 @@ if step llamalanes && gpu_need 120 "lanes against llama-batched-bench" && [ -s .
         for round in 1 2; do
             ts "llama-batched-bench CUDA $f S_TG: $(llama_batched $f -npp 1 -ntg 128 -npl 1,2,4,8 |
                 awk -F'|' '$4 + 0 > 0 { printf "B=%d %s  ", $4, $9 }' | tr -s ' ')"
-            ts "qwisp CUDA $f lanes: $(qlanes $f 128)"
+            for v in this $ALT; do ts "qwisp CUDA $f lanes $v: $(export $(set_of $v); qlanes $f 128)"; done
             # and one sequence's 512-token prompt (S_PP), beside qwisp's pp512
             ts "llama-batched-bench CUDA $f pp512 S_PP: $(llama_batched $f -npp 512 -ntg 1 -npl 1 | awk -F'|' '$4 + 0 > 0 { print $7 }' | tr -s ' ')"
             ts "qwisp CUDA $f: $(qbench $f 2)"
