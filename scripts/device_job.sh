@@ -134,6 +134,12 @@ if step gputime && gpu_need 100 "GPU pp512/tg128, this tree against the bases an
     wait_bg
     for v in $BASES; do ts "$(tail -1 /tmp/$v.log)"; done
     for v in $NVVAR; do ts "$(tail -1 /tmp/nv-$v.log)"; done
+    # each object's greedy stream on the shipped Q8_0 model, as a digest: a variant whose
+    # digest differs from the CPU's changed the tokens, and its timing does not count
+    for v in cpu $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
+        case $v in cpu) set=QWISP_BACKEND=cpu ;; *) set=$(set_of $v) ;; esac
+        ts "greedy digest $v: $(export $set; $Q run -m models/default.gguf -p 'The quick brown fox' -n 48 --ignore-eos 2>/dev/null | md5sum | cut -c1-12)"
+    done
     for round in $(seq ${ROUNDS:-3}); do
         for v in $BASES this $ALT $(for n in $NVVAR; do echo nv-$n; done); do
             set=$(set_of $v)

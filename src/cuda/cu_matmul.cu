@@ -62,6 +62,14 @@ template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *
 #ifndef QW_MM_Q8_ASYNC
 #define QW_MM_Q8_ASYNC 0
 #endif
+/* 1: where a row starts on 16 bytes and has a multiple of 8 blocks (every
+ * round then a whole number of 16-byte words: k % 256 == 0 with the usual
+ * row strides), the staged rounds are copied in 16-byte words, a quarter of
+ * the load instructions; 0: 4-byte words always.  The bytes staged and the
+ * sums do not change.  Off until it has been run and timed on a GPU. */
+#ifndef QW_MM_Q8_V16
+#define QW_MM_Q8_V16 0
+#endif
 
 /* Block bytes and the 32-bit words one lane reads of a staged round
  * (cu_w8_staged): a block starts 0 or 2 bytes into its first word. */
@@ -126,17 +134,25 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
     __shared__ float prod[MM_WARPS][CU_MM_NT][33]; /* 33: lane i reading its row is conflict-free */
     float(*pw)[33] = prod[threadIdx.x >> 5];
     enum { BS = cu_w8_shape<T>::BS, RW = 32 * BS / 4, NBUF = QW_MM_Q8_ASYNC ? 2 : 1 }; /* a round's words */
-    __shared__ uint32_t stage[MM_WARPS][NBUF][RW];
+    __shared__ __align__(16) uint32_t stage[MM_WARPS][NBUF][RW]; /* RW * 4: a multiple of 16 bytes */
     uint32_t(*stw)[RW] = stage[threadIdx.x >> 5];
     /* a row of whole words (an even block count) from a 4-byte aligned start: staged; else each lane loads its block */
     const bool staged = QW_MM_Q8_STAGE && (nsb & 1) == 0 && ((uintptr_t)wr & 3) == 0;
+    /* ... and in 16-byte words (QW_MM_Q8_V16) */
+    const bool v16 = QW_MM_Q8_V16 && staged && (nsb & 7) == 0 && ((uintptr_t)wr & 15) == 0;
     /* the words of the round from block j0 into buffer b (QW_MM_Q8_ASYNC) */
     auto issue = [&](int j0, int b) {
         const uint32_t *src = (const uint32_t *)(wr + (size_t)j0 * BS);
         const int nw = min(32, nsb - j0) * BS / 4;
+        if (v16) {
 #pragma unroll
-        for (int c = 0; c < (RW + 31) / 32; c++)
-            if (lane + 32 * c < nw) cp_async4(&stw[b][lane + 32 * c], src + lane + 32 * c);
+            for (int c = 0; c < (RW / 4 + 31) / 32; c++)
+                if (4 * (lane + 32 * c) < nw) cp_async16(&stw[b][4 * (lane + 32 * c)], src + 4 * (lane + 32 * c));
+        } else {
+#pragma unroll
+            for (int c = 0; c < (RW + 31) / 32; c++)
+                if (lane + 32 * c < nw) cp_async4(&stw[b][lane + 32 * c], src + lane + 32 * c);
+        }
         cp_async_commit();
     };
     if (QW_MM_Q8_ASYNC && staged) issue(0, 0);
@@ -154,6 +170,16 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
                 } else {
                     cp_async_wait<0>();
                 }
+            } else if (v16) {
+                const uint4 *src = (const uint4 *)(wr + (size_t)j0 * BS);
+                const int nq = nb * BS / 16;
+                uint4 v[(RW / 4 + 31) / 32]; /* every load issued before the first store */
+#pragma unroll
+                for (int c = 0; c < (RW / 4 + 31) / 32; c++)
+                    if (lane + 32 * c < nq) v[c] = src[lane + 32 * c];
+#pragma unroll
+                for (int c = 0; c < (RW / 4 + 31) / 32; c++)
+                    if (lane + 32 * c < nq) ((uint4 *)st)[lane + 32 * c] = v[c];
             } else {
                 const uint32_t *src = (const uint32_t *)(wr + (size_t)j0 * BS);
                 const int nw = nb * BS / 4;
