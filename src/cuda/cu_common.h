@@ -325,12 +325,6 @@ void cu_get_rows(cudaStream_t s, const cu_tensor *w, const int32_t *tokens, int 
 /* tiles (may be NULL): also one expert tile per assignment (decode's grouping). */
 void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int k, bool norm, float scale,
               int32_t *sel, float *selw, cu_tile *tiles);
-/* Prefill's grouping on the device: the n_assign assignments of sel sorted
- * by expert into tiles of <= CU_MM_NT (each expert's run of tiles in expert
- * order, cu_tile.run numbered), tiles[cu_group_bound(..)] written, those
- * past the last with n = 0.  work: cu_group_work_ints ints of device memory.
- * Within an expert the assignments' order is the atomics' (each output row
- * is computed alone: the order changes no bits). */
 /* QWISP_DEVICE_LANES_GROUP (cu_model.cu sets it): how a batched step of
  * 2..CU_MM_NT tokens (lanes) gives the experts their tokens.  0: a tile per
  * (token, pick), made by the routing, so an expert several tokens picked is
@@ -340,6 +334,13 @@ void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int 
  * of at most 64 assignments (8 tokens at top-8).  Every dot is computed alone
  * whatever its tile, so all three give the same bits. */
 extern int cu_lanes_group;
+/* The grouping on the device (prefill's; lanes steps' under QWISP_DEVICE_LANES_GROUP):
+ * the n_assign assignments of sel sorted
+ * by expert into tiles of <= CU_MM_NT (each expert's run of tiles in expert
+ * order, cu_tile.run numbered), tiles[cu_group_bound(..)] written, those
+ * past the last with n = 0.  work: cu_group_work_ints ints of device memory.
+ * Within an expert the assignments' order is the atomics' (each output row
+ * is computed alone: the order changes no bits). */
 static inline int cu_group_bound(int n_assign, int n_expert) { return n_assign / CU_MM_NT + n_expert; }
 static inline size_t cu_group_work_ints(int n_expert) { return 3 * (size_t)n_expert; }
 void cu_group_tiles(cudaStream_t s, const int32_t *sel, int n_assign, int n_expert, int32_t *work, cu_tile *tiles);
