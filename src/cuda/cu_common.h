@@ -334,9 +334,9 @@ void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int 
  * of at most 64 assignments (8 tokens at top-8).  Every dot is computed alone
  * whatever its tile, so all three give the same bits. */
 extern int cu_lanes_group;
-/* The grouping on the device (prefill's; lanes steps' under QWISP_DEVICE_LANES_GROUP):
- * the n_assign assignments of sel sorted
- * by expert into tiles of <= CU_MM_NT (each expert's run of tiles in expert
+/* The grouping on the device (prefill's, and lanes steps' under
+ * QWISP_DEVICE_LANES_GROUP): the n_assign assignments of sel sorted by
+ * expert into tiles of <= CU_MM_NT (each expert's run of tiles in expert
  * order, cu_tile.run numbered), tiles[cu_group_bound(..)] written, those
  * past the last with n = 0.  work: cu_group_work_ints ints of device memory.
  * Within an expert the assignments' order is the atomics' (each output row
