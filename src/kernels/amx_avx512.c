@@ -3,24 +3,34 @@
  * allow AMX.
  *
  * One TDPBSSD multiplies a 16-row × 32-byte int8 tile A (block b of 16 weight
- * rows) with a 32 × N tile B (block b of N tokens' Q8_0 activations) into 16
- * × N exact int32: each is the whole block sum isum[row][token][b].  A comes
- * straight from the file's Q8_0 rows (tile rows at stride = row bytes, 2
- * bytes past each block's scale), or, for Q4_0, from the 16 rows widened to
- * int8 (nibble - 8) once per call into a stack buffer.  B is laid out once per
- * call the way the instruction reads it (4 consecutive k of a token per
- * dword).  Then, per block, in the scalar reference's order (see
- * blockorder_avx512.c, which holds the level's dots and row loops):
+ * rows) with a 32 × N tile B (block b of N ≤ 16 tokens' Q8_0 activations)
+ * into 16 × N exact int32: each is the whole block sum isum[row][token][b].
+ * A comes straight from the file's Q8_0 rows (tile rows at stride = row
+ * bytes, 2 bytes past each block's scale), or, for Q4_0, from the strip's 16
+ * rows widened to int8 (nibble - 8).  Then, per block, in the scalar
+ * reference's order (see blockorder_avx512.c, which holds the level's dots
+ * and row loops):
  *     acc[row][token] = acc + (float)isum * (d_w * d_x)
  * one f32 lane per token, one accumulator per row of the strip — so the tile
  * gives the level's dot bits exactly (the tile contract, quant.h), and those
  * are the scalar reference's bits.  Two blocks are in flight per step (two C,
- * two A, two B tiles).  Rows left over (n_rows % 16) take the level's dot.
+ * two A, two B tiles).  Rows left over (n_rows % 16) take the level's row
+ * loop.
  *
- * Entry points: 4 tokens (qw_gemm_fn, QW_GEMM_TOKS) and 16 tokens
- * (QW_GEMM_WIDE_TOKS, the width one TDPBSSD holds).  The tile configuration
- * is loaded per call and released at its end, so a thread never holds AMX
- * state between calls.
+ * What a call lays out once serves as much as it can: the tokens, up to
+ * QW_GEMM_N_TOKS of them in groups of 16 (B as the instruction reads it, 4
+ * consecutive k of a token per dword, and their scales), and, per strip of
+ * 16 rows, the rows' scales as floats and — Q4_0 — their widened blocks,
+ * which every group of the call then multiplies.  So a call should carry all
+ * of a task's tokens (gemm_n; matmul.c gives it them): before, each 16 tokens
+ * widened the strip again, and Q4_0's prefill ran slower on AMX than on
+ * AVX-512 (bench/RESULTS.md, 2026-12-06 session 17).
+ *
+ * The tile body is written over amx_tiles_avx512.h's tile operations, so the
+ * same code runs AMX or, in qw_amx_emulated_q8_0 / _q4_0, a software model of
+ * the tiles byte for byte: a CPU without AMX still checks the layout and the
+ * bits (tests/kernels/test_amx.c).  The tile configuration is loaded per call
+ * and released at its end, so a thread never holds AMX state between calls.
  *
  * Permission: Linux hands out the AMX tile data state only on request
  * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, once per process);
@@ -28,65 +38,75 @@
  * tile state in XCR0, and that request.  Without all three, the level is not
  * offered and the AVX-512 tables run.
  */
-#include <immintrin.h>
-#include <string.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cpuid.h>
 
+#include "kernels/amx_tiles_avx512.h"
 #include "kernels/quant_impl.h"
 #include "kernels/simd_x86.h"
 
-#define AMX __attribute__((target("amx-tile,amx-int8")))
+enum {
+    BLK = 32,                    /* elements of a block: one tile multiply's depth */
+    B_ROWS = BLK / 4,            /* rows of a token tile: a block's dwords */
+    MAX_NB = QW_GEMM_K_MAX / BLK /* blocks of a row at most */
+};
 
-enum { M = 16, BLK = 32, MAX_NB = QW_GEMM_K_MAX / QW_QK8_0, B_STRIDE = 64 };
-
+/* A group of up to 16 tokens as the tiles read it. */
 typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((aligned(64))) tilecfg;
+    alignas(64) uint8_t b[MAX_NB][B_ROWS * 64]; /* block b's B tile: row kk = dword kk of the 16 tokens */
+    alignas(64) float dx[MAX_NB][M];            /* the tokens' scales (0 past the group's tokens) */
+} q8_tokens;
 
-/* tmm0, tmm1: C (16 × nt int32); tmm2, tmm3: A (16 × 32 int8); tmm4, tmm5: B (8 × nt dwords). */
-AMX static void config(int nt) {
-    tilecfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 2; t++) c.rows[t] = M, c.colsb[t] = (uint16_t)(nt * 4);
-    for (int t = 2; t < 4; t++) c.rows[t] = M, c.colsb[t] = BLK;
-    for (int t = 4; t < 6; t++) c.rows[t] = BLK / 4, c.colsb[t] = (uint16_t)(nt * 4);
-    /* the intrinsic tells the compiler it reads 8 bytes only: keep every store */
-    __asm__ volatile("" : : "r"(&c) : "memory");
-    _tile_loadconfig(&c);
+/* A strip of 16 rows: the scales, block by block; Q4_0's blocks widened. */
+typedef struct {
+    alignas(64) float dw[MAX_NB][M];
+    alignas(64) int8_t a[M * QW_GEMM_K_MAX]; /* Q4_0 only: row r at r * nb * 32 */
+} q8_strip;
+
+/* The B tiles and scales of nt (1..16) tokens: two blocks of a token are one
+ * row of 16 dwords, transposed into the two blocks' 8 tile rows each. */
+static void prep_tokens(int64_t nb, const void *const *xv, int nt, q8_tokens *tk) {
+    memset(tk->dx, 0, sizeof(float) * M * (size_t)nb);
+    for (int64_t b = 0; b < nb; b += 2) { /* nb is even: n % QW_GEMM_K == 0 */
+        __m512i r[16];
+        for (int t = 0; t < M; t++) {
+            const qw_block_q8_0 *x = (const qw_block_q8_0 *)xv[t < nt ? t : 0] + b;
+            r[t] = t < nt ? _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[0].qs)),
+                                               _mm256_loadu_si256((const __m256i *)x[1].qs), 1)
+                          : _mm512_setzero_si512();
+        }
+        transpose16(r);
+        uint8_t *d = &tk->b[b][0]; /* blocks b and b + 1: 16 rows of 64 bytes in a row */
+        for (int kk = 0; kk < M; kk++) _mm512_store_si512((void *)(d + kk * 64), r[kk]);
+    }
+    for (int t = 0; t < nt; t++)
+        for (int64_t b = 0; b < nb; b++) tk->dx[b][t] = _cvtsh_ss(((const qw_block_q8_0 *)xv[t])[b].d);
 }
 
-/* B for every block: bp[b][kk][t*4 + i] = x_t[b].qs[4kk + i]; scales dx[b][t]. */
-static void prep_b(int64_t nb, const void *const *xv, int nt, uint8_t *bp, float *dx) {
-    for (int t = 0; t < nt; t++) {
-        const qw_block_q8_0 *x = xv[t];
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *d = bp + (size_t)b * (BLK / 4) * B_STRIDE + (size_t)t * 4;
-            for (int kk = 0; kk < BLK / 4; kk++) memcpy(d + kk * B_STRIDE, x[b].qs + 4 * kk, 4);
-            dx[b * M + t] = _cvtsh_ss(x[b].d);
-        }
+/* Block b of a Q4_0 row as 32 int8 (nibble - 8). */
+INLINE __m256i widen_block(const uint8_t *row, int64_t b) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(qw_block_q4_0) + 2));
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
+}
+
+/* The strip of 16 rows at ws: scales, and (q4) the widened blocks. */
+static void prep_strip(int64_t nb, const uint8_t *ws, size_t rb, bool q4, q8_strip *st) {
+    const size_t bw = q4 ? sizeof(qw_block_q4_0) : sizeof(qw_block_q8_0);
+    for (int r = 0; r < M; r++) {
+        const uint8_t *row = ws + (size_t)r * rb;
+        for (int64_t b = 0; b < nb; b++) st->dw[b][r] = _cvtsh_ss(load_u16(row + (size_t)b * bw));
+        if (q4)
+            for (int64_t b = 0; b < nb; b++)
+                _mm256_storeu_si256((__m256i *)(st->a + ((size_t)r * nb + b) * BLK), widen_block(row, b));
     }
 }
 
-/* 16 rows of Q4_0 widened to int8 (nibble - 8), row stride nb * 32 bytes. */
-static void widen_q4(int64_t nb, const uint8_t *w, size_t rb, int8_t *a) {
-    const __m256i m = _mm256_set1_epi8(0x0f), k8 = _mm256_set1_epi8(8);
-    for (int r = 0; r < M; r++)
-        for (int64_t b = 0; b < nb; b++) {
-            const __m128i q = _mm_loadu_si128((const __m128i *)(w + (size_t)r * rb + b * (int64_t)sizeof(qw_block_q4_0) + 2));
-            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-            _mm256_storeu_si256((__m256i *)(a + ((size_t)r * nb + b) * BLK), _mm256_sub_epi8(_mm256_and_si256(v, m), k8));
-        }
-}
-
 /* acc[r] += (float)C[r][t] * (dw[r] * dx[t]) over the nt lanes, rows in order. */
-static inline __attribute__((always_inline)) void scale_add(__m512 *acc, const int32_t *c, const float *dw,
-                                                            __m512 dx, __mmask16 mk) {
+INLINE void scale_add(__m512 *acc, const int32_t *c, const float *dw, __m512 dx, __mmask16 mk) {
     for (int r = 0; r < M; r++) {
         const __m512 d = _mm512_mul_ps(_mm512_set1_ps(dw[r]), dx);
         const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(mk, c + r * M)), d);
@@ -94,82 +114,123 @@ static inline __attribute__((always_inline)) void scale_add(__m512 *acc, const i
     }
 }
 
-/* Rows [0, n_rows) × nt tokens; q4 selects the weight type. */
-AMX static void amx_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, const void *const *xv,
-                          float *const *y, int nt, bool q4) {
-    const int64_t nb = n / QW_QK8_0;
-    const size_t bw = q4 ? sizeof(qw_block_q4_0) : sizeof(qw_block_q8_0);
-    uint8_t bp[MAX_NB * (BLK / 4) * B_STRIDE] __attribute__((aligned(64))); /* 128 KiB at k = 8192 */
-    int8_t a4[q4 ? M * QW_GEMM_K_MAX : 1] __attribute__((aligned(64)));     /* the same, Q4_0 only */
-    float dx[MAX_NB * M];
-    memset(dx, 0, sizeof(float) * (size_t)nb * M); /* lanes past nt stay 0 */
-    int32_t c[2][M * M] __attribute__((aligned(64)));
-    float dw[2][M];
-    prep_b(nb, xv, nt, bp, dx);
+/* One strip (rows r0..r0+15) × one group of nt (1..16) tokens: block b of
+ * the strip's A at a + b * ablk, rows astride apart. */
+AMX INLINE void strip_group(int64_t nb, const int8_t *a, size_t astride, size_t ablk, const q8_strip *st,
+                            const q8_tokens *tk, int nt, tile_model *e, float *const *y, int64_t r0) {
     const __mmask16 mk = (__mmask16)((1u << nt) - 1);
+    alignas(64) int32_t c[2][M * M];
+    __m512 acc[M];
+    for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        T_ZERO(e, 0);
+        T_ZERO(e, 1);
+        T_LOAD(e, 2, a + (size_t)b * ablk, astride);
+        T_LOAD(e, 4, tk->b[b], 64);
+        T_DPBSSD(e, 0, 2, 4);
+        T_LOAD(e, 3, a + (size_t)(b + 1) * ablk, astride);
+        T_LOAD(e, 5, tk->b[b + 1], 64);
+        T_DPBSSD(e, 1, 3, 5);
+        T_STORE(e, 0, c[0], M * 4);
+        T_STORE(e, 1, c[1], M * 4);
+        __asm__ volatile("" : : "r"(c) : "memory");
+        scale_add(acc, c[0], st->dw[b], _mm512_load_ps(tk->dx[b]), mk);
+        scale_add(acc, c[1], st->dw[b + 1], _mm512_load_ps(tk->dx[b + 1]), mk);
+    }
+    /* acc[r] lane t -> y[t][r0 + r] */
+    for (int r = 0; r < M; r++) {
+        float o[M];
+        _mm512_storeu_ps(o, acc[r]);
+        for (int t = 0; t < nt; t++) y[t][r0 + r] = o[t];
+    }
+}
+
+/* Rows [0, n_rows) × n_tok tokens, up to GROUPS groups of 16 a round; q4
+ * selects the weight type.  e: the software model, or NULL for AMX; tk:
+ * GROUPS token layouts; st: one strip's. */
+AMX INLINE void q8_tiles(int64_t n, const void *wv, size_t rb, int64_t n_rows, const void *const *xv, float *const *y,
+                         int64_t n_tok, bool q4, tile_model *e, q8_tokens *tk, q8_strip *st) {
+    const int64_t nb = n / BLK;
     const uint8_t *w = wv;
     const int64_t main_rows = n_rows / M * M;
-    config(nt);
-    /* TILELOADD's asm names its address, not the memory behind it: a barrier
-     * keeps the compiler from dropping or sinking the stores into bp / a4 */
-    __asm__ volatile("" : : "r"(bp) : "memory");
-    for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
-        const uint8_t *ws = w + (size_t)r0 * rb;
-        const int8_t *abase;
-        size_t astride, ablk;
-        if (q4) {
-            widen_q4(nb, ws, rb, a4);
-            __asm__ volatile("" : : "r"(a4) : "memory");
-            abase = a4, astride = (size_t)nb * BLK, ablk = BLK;
-        } else {
-            abase = (const int8_t *)ws + 2, astride = rb, ablk = sizeof(qw_block_q8_0);
+    const qw_gemm_fn rows_left = q4 ? qw_blockorder_avx512.gemv_q4_0 : qw_blockorder_avx512.gemv_q8_0;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUPS * M) {
+        const int nt = (int)(n_tok - t0 < GROUPS * M ? n_tok - t0 : GROUPS * M), ng = (nt + M - 1) / M;
+        for (int g = 0; g < ng; g++) prep_tokens(nb, xv + t0 + g * M, amx_group_toks(nt, g), &tk[g]);
+        amx_configure_tiles(e, nt < M ? nt : M, 2, 2, BLK, 2, B_ROWS);
+        for (int64_t r0 = 0; r0 < main_rows; r0 += M) {
+            const uint8_t *ws = w + (size_t)r0 * rb;
+            prep_strip(nb, ws, rb, q4, st);
+            /* TILELOADD's asm names its address, not the memory behind it: keep
+             * the stores into st and tk before the loads */
+            __asm__ volatile("" : : "r"(st), "r"(tk) : "memory");
+            const int8_t *a = q4 ? st->a : (const int8_t *)ws + 2;
+            const size_t astride = q4 ? (size_t)nb * BLK : rb, ablk = q4 ? BLK : sizeof(qw_block_q8_0);
+            for (int g = 0; g < ng; g++)
+                strip_group(nb, a, astride, ablk, st, &tk[g], amx_group_toks(nt, g), e, y + t0 + g * M, r0);
         }
-        __m512 acc[M];
-        for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b += 2) { /* nb is a multiple of 4 (n % QW_GEMM_K == 0) */
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_loadd(2, abase + b * ablk, astride);
-            _tile_loadd(4, bp + (size_t)b * (BLK / 4) * B_STRIDE, B_STRIDE);
-            _tile_dpbssd(0, 2, 4);
-            _tile_loadd(3, abase + (b + 1) * ablk, astride);
-            _tile_loadd(5, bp + (size_t)(b + 1) * (BLK / 4) * B_STRIDE, B_STRIDE);
-            _tile_dpbssd(1, 3, 5);
-            for (int r = 0; r < M; r++) {
-                dw[0][r] = _cvtsh_ss(load_u16(ws + (size_t)r * rb + (size_t)b * bw));
-                dw[1][r] = _cvtsh_ss(load_u16(ws + (size_t)r * rb + (size_t)(b + 1) * bw));
+        if (!e) _tile_release();
+        /* the rows past the last strip: the row loop, each token prepared once for them all (the dot's bits) */
+        if (main_rows < n_rows)
+            for (int t = 0; t < nt; t++) {
+                float *yr = y[t0 + t] + main_rows;
+                rows_left(n, w + (size_t)main_rows * rb, rb, n_rows - main_rows, xv + t0 + t, &yr);
             }
-            _tile_stored(0, c[0], M * 4);
-            _tile_stored(1, c[1], M * 4);
-            scale_add(acc, c[0], dw[0], _mm512_loadu_ps(dx + b * M), mk);
-            scale_add(acc, c[1], dw[1], _mm512_loadu_ps(dx + (b + 1) * M), mk);
-        }
-        /* acc[r] lane t -> y[t][r0 + r] */
-        for (int r = 0; r < M; r++) {
-            float o[M];
-            _mm512_storeu_ps(o, acc[r]);
-            for (int t = 0; t < nt; t++) y[t][r0 + r] = o[t];
-        }
     }
-    _tile_release();
-    const qw_vec_dot_fn dot = q4 ? qw_blockorder_avx512.dot_q4_0 : qw_blockorder_avx512.dot_q8_0;
-    for (int64_t r = main_rows; r < n_rows; r++)
-        for (int t = 0; t < nt; t++) dot(n, &y[t][r], w + (size_t)r * rb, xv[t]);
+}
+
+AMX static void amx_q8(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                       int64_t n_tok, bool q4) {
+    /* on the stack, ~0.7 MiB at k = 8192 (the pages of a shorter row untouched) */
+    q8_tokens tk[GROUPS];
+    q8_strip st;
+    q8_tiles(n, w, rb, n_rows, x, y, n_tok, q4, NULL, tk, &st);
 }
 
 void qw_amx_gemm_q8_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
-    amx_tiles(n, w, rb, n_rows, x, y, QW_GEMM_TOKS, false);
+    amx_q8(n, w, rb, n_rows, x, y, QW_GEMM_TOKS, false);
 }
 void qw_amx_gemm_q4_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {
-    amx_tiles(n, w, rb, n_rows, x, y, QW_GEMM_TOKS, true);
+    amx_q8(n, w, rb, n_rows, x, y, QW_GEMM_TOKS, true);
 }
 void qw_amx_gemm_wide_q8_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                            float *const *y) {
-    amx_tiles(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS, false);
+    amx_q8(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS, false);
 }
 void qw_amx_gemm_wide_q4_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                            float *const *y) {
-    amx_tiles(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS, true);
+    amx_q8(n, w, rb, n_rows, x, y, QW_GEMM_WIDE_TOKS, true);
+}
+void qw_amx_gemm_n_q8_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                        int64_t n_tok) {
+    amx_q8(n, w, rb, n_rows, x, y, n_tok, false);
+}
+void qw_amx_gemm_n_q4_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                        int64_t n_tok) {
+    amx_q8(n, w, rb, n_rows, x, y, n_tok, true);
+}
+
+/* The same tiles through the software model: any AVX-512 VNNI CPU (tests). */
+AMX static bool emulated(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                         int nt, bool q4) {
+    if (nt < 1 || nt > QW_GEMM_N_TOKS || n <= 0 || n % QW_GEMM_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
+    tile_model *e = aligned_alloc(64, sizeof *e);
+    q8_tokens *tk = aligned_alloc(64, sizeof *tk * GROUPS);
+    q8_strip *st = aligned_alloc(64, sizeof *st);
+    const bool ok = e && tk && st;
+    if (ok) q8_tiles(n, w, rb, n_rows, x, y, nt, q4, e, tk, st);
+    free(e);
+    free(tk);
+    free(st);
+    return ok;
+}
+bool qw_amx_emulated_q8_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                          int nt) {
+    return emulated(n, w, rb, n_rows, x, y, nt, false);
+}
+bool qw_amx_emulated_q4_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
+                          int nt) {
+    return emulated(n, w, rb, n_rows, x, y, nt, true);
 }
 
 /* ---- may this process use AMX? ---- */

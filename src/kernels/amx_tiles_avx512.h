@@ -1,6 +1,6 @@
-/* amx_tiles_avx512.h — private to the AMX K-quant tiles (amx_kquant_avx512.c
- * for Q4_K, amx_q6k_avx512.c for Q6_K): what both need around their own
- * weight layout.
+/* amx_tiles_avx512.h — private to the AMX tiles (amx_avx512.c for Q8_0 and
+ * Q4_0, amx_kquant_avx512.c for Q4_K, amx_q6k_avx512.c for Q6_K): what they
+ * need around their own weight layout.
  *
  *   - The five tile operations (load, store, zero, and the two int8 dot
  *     products TDPBUSD / TDPBSSD) as macros that issue the AMX instruction,
@@ -8,7 +8,7 @@
  *     for byte: a tile body is written once and a CPU without AMX still
  *     checks its layout and its bits (tests/kernels/test_amx.c).
  *   - The tile configuration: n_c accumulators (16 rows × nt int32), n_a
- *     weight tiles (16 rows × 64 bytes), then one token tile.
+ *     weight tiles (16 rows × 64 bytes, or a_bytes), then the token tiles.
  *   - The tokens' side, laid out once per call: every 64-element step of
  *     every Q8_K super-block as the B tile (dword kk of the 16 tokens in row
  *     kk), and the tokens' Q8_K scales, one lane a token.
@@ -101,15 +101,16 @@ typedef struct {
 } __attribute__((aligned(64))) tilecfg;
 
 /* tmm0 .. n_c-1: accumulators (16 rows × nt int32); the next n_a: weights
- * (16 rows × 64 bytes); then tile n_c + n_a: the tokens (16 dwords of 4
- * elements × nt tokens). */
-AMX static inline void amx_configure(tile_model *e, int nt, int n_c, int n_a) {
+ * (16 rows × a_bytes); then n_b token tiles (b_rows dwords of 4 elements ×
+ * nt tokens). */
+AMX static inline void amx_configure_tiles(tile_model *e, int nt, int n_c, int n_a, int a_bytes, int n_b, int b_rows) {
     tilecfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int t = 0; t <= n_c + n_a; t++) {
-        c.rows[t] = M;
-        c.colsb[t] = (uint16_t)(t >= n_c && t < n_c + n_a ? 64 : nt * 4);
+    for (int t = 0; t < n_c + n_a + n_b; t++) {
+        const bool a = t >= n_c && t < n_c + n_a, b = t >= n_c + n_a;
+        c.rows[t] = (uint8_t)(b ? b_rows : M);
+        c.colsb[t] = (uint16_t)(a ? a_bytes : nt * 4);
     }
     if (e) {
         for (int t = 0; t < 8; t++) e->rows[t] = c.rows[t], e->colsb[t] = c.colsb[t];
@@ -118,6 +119,11 @@ AMX static inline void amx_configure(tile_model *e, int nt, int n_c, int n_a) {
     /* the intrinsic tells the compiler it reads 8 bytes only: keep every store */
     __asm__ volatile("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
+}
+
+/* The K-quants' shape: n_a weight tiles of 64 bytes a row, one token tile of 16 dwords. */
+AMX static inline void amx_configure(tile_model *e, int nt, int n_c, int n_a) {
+    amx_configure_tiles(e, nt, n_c, n_a, 64, 1, M);
 }
 
 /* Tokens of group g (16 a group) in a round of nt. */

@@ -181,6 +181,7 @@ static void build_amx(qw_kernel_table *t) {
     t->gemv_q8_0 = qw_blockorder_avx512.gemv_q8_0;
     t->gemm_q8_0 = qw_amx_gemm_q8_0;
     t->gemm_wide_q8_0 = qw_amx_gemm_wide_q8_0;
+    t->gemm_n_q8_0 = qw_amx_gemm_n_q8_0;
     t->wide_toks_q8 = QW_GEMM_WIDE_TOKS;
     t->kq = &g_kq_amx_all;
     /* Q4_0: the AVX-512 level's kernels unless qw_simd_amx_q4_0(true) */
@@ -198,6 +199,7 @@ static void set_amx_q4_0(qw_kernel_table *t, bool on) {
     __atomic_store_n(&t->gemv_q4_0, on ? qw_blockorder_avx512.gemv_q4_0 : qw_kernels_avx512.gemv_q4_0, __ATOMIC_RELEASE);
     __atomic_store_n(&t->gemm_q4_0, on ? qw_amx_gemm_q4_0 : qw_kernels_avx512.gemm_q4_0, __ATOMIC_RELEASE);
     __atomic_store_n(&t->gemm_wide_q4_0, on ? qw_amx_gemm_wide_q4_0 : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->gemm_n_q4_0, on ? qw_amx_gemm_n_q4_0 : NULL, __ATOMIC_RELEASE);
 }
 
 static void detect_cpu(void) {
@@ -314,7 +316,10 @@ qw_gemm_fn qw_gemm_wide_get(qw_type type) {
 }
 
 qw_gemm_n_fn qw_gemm_n_get(qw_type type) {
-    const qw_kq_dots *kq = active()->kq;
+    const qw_kernel_table *t = active();
+    if (type == QW_TYPE_Q8_0) return t->gemm_n_q8_0;
+    if (type == QW_TYPE_Q4_0) return t->gemm_n_q4_0;
+    const qw_kq_dots *kq = t->kq;
     if (type == QW_TYPE_Q4_K) return kq->gemm_n_q4_K;
     if (type == QW_TYPE_Q5_K) return kq->gemm_n_q5_K;
     if (type == QW_TYPE_Q6_K) return kq->gemm_n_q6_K;

@@ -59,6 +59,10 @@ typedef struct qw_kernel_table {
     qw_gemm_fn gemm_wide_q8_0;
     qw_gemm_fn gemm_wide_q4_0;
     int wide_toks_q8;
+    /* any number of tokens a call (QW_GEMM_N_TOKS at most), same contract;
+     * NULL where the level has none: avx512-amx only (Q4_0 as above) */
+    qw_gemm_n_fn gemm_n_q8_0;
+    qw_gemm_n_fn gemm_n_q4_0;
     /* y[i] += a * f16(x[i]), as mul then add (two roundings, like the reference). */
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
     /* Q2_K..Q6_K (+ Q8_K) dots and the Q4_K/Q6_K tiles of this level (complete:
@@ -137,6 +141,18 @@ void qw_amx_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t
                            float *const *y);
 void qw_amx_gemm_wide_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                            float *const *y);
+/* the tiles for any number of tokens, each strip's weights laid out once a call (qw_gemm_n_get) */
+void qw_amx_gemm_n_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                        float *const *y, int64_t n_tok);
+void qw_amx_gemm_n_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                        float *const *y, int64_t n_tok);
+/* The same tiles through a software model of the tile instructions, on any
+ * AVX-512 VNNI CPU: for tests; false when out of memory or outside the
+ * tiles' limits (nt 1..QW_GEMM_N_TOKS, n % QW_GEMM_K == 0, n <= QW_GEMM_K_MAX). */
+bool qw_amx_emulated_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y, int nt);
+bool qw_amx_emulated_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                          float *const *y, int nt);
 
 /* The avx512-amx level's K-quants on AMX (Q4_K, Q5_K: amx_kquant_avx512.c;
  * Q6_K: amx_q6k_avx512.c): each a dot in the K-quant reference order, the

@@ -12,8 +12,9 @@
  * last test states that difference.)
  *
  *  - test_blockorder: the AVX-512 half (blockorder_avx512.c) on any CPU with
- *    AVX-512 VNNI, called straight from the private table, so a machine
- *    without AMX still checks it;
+ *    AVX-512 VNNI, called straight from the private table, and the Q8_0 and
+ *    Q4_0 tiles through the software model of the tile instructions, so a
+ *    machine without AMX still checks them;
  *  - test_amx_tiles / test_amx_matmul: the AMX tiles and matmul; skipped with
  *    one "SKIP:" line where the CPU or the kernel does not allow AMX.
  */
@@ -100,6 +101,44 @@ static void check_blockorder(qw_type wt) {
     }
 }
 
+/* The AMX tiles through the software model of the tile instructions
+ * (qw_amx_emulated_*): the reference's bits for one group of 1..16 tokens and
+ * for several (each strip laid out once for all), two strips of 16 rows and 8
+ * rows left over; and the limits refused. */
+static void check_modelled_tiles(qw_type wt) {
+    const bool q4 = wt == QW_TYPE_Q4_0;
+    bool (*const emulated)(int64_t, const void *, size_t, int64_t, const void *const *, float *const *, int) =
+        q4 ? qw_amx_emulated_q4_0 : qw_amx_emulated_q8_0;
+    for (size_t ki = 0; ki < sizeof k_ks / sizeof k_ks[0]; ki++) {
+        const int64_t k = k_ks[ki];
+        const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(QW_TYPE_Q8_0, k);
+        char *w = rand_rows(wt, ROWS, k), *x = rand_rows(QW_TYPE_Q8_0, QW_GEMM_N_TOKS, k);
+        /* the model multiplies bytes one by one: the longest rows with two token counts only */
+        static const int nts[] = {17, 1, 2, 3, 4, 7, 16, 35, QW_GEMM_N_TOKS};
+        const size_t n_nts = k < QW_GEMM_K_MAX ? sizeof nts / sizeof nts[0] : 2;
+        for (size_t i = 0; i < n_nts; i++) {
+            const int nt = nts[i];
+            static float out[QW_GEMM_N_TOKS][ROWS];
+            const void *xp[QW_GEMM_N_TOKS];
+            float *yp[QW_GEMM_N_TOKS];
+            for (int t = 0; t < nt; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
+            memset(out, 0xff, sizeof out);
+            assert_true(emulated(k, w, rb, ROWS, xp, yp, nt));
+            for (int t = 0; t < nt; t++)
+                for (int64_t r = 0; r < ROWS; r++) assert_ref_bits(wt, k, w, rb, r, xp[t], out[t][r], "modelled AMX tile");
+            for (int t = nt; t < QW_GEMM_N_TOKS; t++) assert_true(isnan(out[t][0])); /* not written */
+        }
+        const void *xp[1] = {x};
+        float y0[ROWS], *yp[1] = {y0};
+        assert_false(emulated(k, w, rb, ROWS, xp, yp, 0)); /* outside the limits: refused */
+        assert_false(emulated(k, w, rb, ROWS, xp, yp, QW_GEMM_N_TOKS + 1));
+        assert_false(emulated(k + 32, w, rb, ROWS, xp, yp, 1));
+        assert_false(emulated(QW_GEMM_K_MAX + QW_GEMM_K, w, rb, ROWS, xp, yp, 1));
+        free(w);
+        free(x);
+    }
+}
+
 static void test_blockorder(void **s) {
     (void)s;
     __builtin_cpu_init();
@@ -110,6 +149,8 @@ static void test_blockorder(void **s) {
     }
     check_blockorder(QW_TYPE_Q8_0);
     check_blockorder(QW_TYPE_Q4_0);
+    check_modelled_tiles(QW_TYPE_Q8_0);
+    check_modelled_tiles(QW_TYPE_Q4_0);
 }
 
 /* ---- Q4_K, Q5_K and Q6_K: the level's dots in the K-quant reference order ---- */
