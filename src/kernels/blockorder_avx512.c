@@ -15,21 +15,26 @@
  * (The level's Q4_0 takes these only with QWISP_AMX_Q4_0=1: by default it
  * runs the AVX-512 level's Q4_0 kernels, faster on the Xeon measured; quant.c.)
  *
- * Decode (one token): 16 rows at a time, one f32 lane per row, so the
- * serial float chain of each row runs 16-wide.  Per block, the 16 rows' int8
- * weights are multiplied with VPDPBUSD two rows per zmm (x + 128 unsigned,
- * corrected by -128 * sum4(w)), the 8 lanes of each row summed by an unpack
- * tree into one zmm of 16 block sums, the 16 fp16 scales fetched with one
- * gather.  Rows left over (n_rows % 16) go through the dot.  Q4_0 blocks are
- * widened to int8 (nibble - 8) first; from there both types share the code.
+ * Decode (one token): each row is read front to back as one stream, 16
+ * blocks a chunk (this file's first loop, 16 rows at once with a row a
+ * lane, read 16 streams of 18 or 34 bytes a step and ran at half the
+ * AVX-512 loops' speed: 6.6 against 11.7 GB/s on the Xeon, bench/RESULTS.md).
+ * Per chunk the 16 blocks' exact sums come out in the 16 lanes of one zmm
+ * (VPDPBUSD against the token prepared once a call: Q8_0 weights made
+ * unsigned by one XOR with the token's -128 * sum4(x) as the start, Q4_0's
+ * nibbles against the token's two halves with -8 * sum(x) as the start, then
+ * an unpack tree), the 16 scales come with one gather, and the 16 products
+ * (float)isum * (d_w * d_x) are made at once.  Four rows go side by side and
+ * their products are turned so that one 4-lane add takes block j of all
+ * four: each row's sum still adds its products one by one in block order.
+ * Rows left over (n_rows % 4) go alone; a row that is not whole groups of 4
+ * blocks (the matmul never sends one) takes the dot.
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "kernels/quant_impl.h"
 #include "kernels/simd_x86.h"
-
-enum { STRIP = 16 };
 
 /* Block b of a row as 32 signed bytes, and its fp16 scale's byte offset. */
 static inline __attribute__((always_inline)) __m256i w8_q8(const uint8_t *row, int64_t b) {
@@ -71,67 +76,198 @@ static void dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
     *s = dot_row(n / QW_QK8_0, w, x, true);
 }
 
-/* 16 rows × one token: acc lane r = row r's reference-order chain. */
-static inline __attribute__((always_inline)) void strip16(int64_t nb, const uint8_t *w, size_t rb, const __m256i *xu,
-                                                          const float *dx, float *y, const bool q4) {
-    const int64_t bw = q4 ? (int64_t)sizeof(qw_block_q4_0) : (int64_t)sizeof(qw_block_q8_0);
-    /* the unpack tree below leaves row r's sum in element perm[r]; this puts it back */
-    const __m512i unperm = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-    const __m512i rowoff = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                              _mm512_set1_epi32((int)rb));
-    const __m512i k80 = _mm512_set1_epi8((char)0x80), zero = _mm512_setzero_si512();
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const __m512i x2 = _mm512_broadcast_i64x4(xu[b]);
-        __m512i z[8];
-        for (int i = 0; i < 8; i++) {
-            const uint8_t *r0 = w + (size_t)(2 * i) * rb, *r1 = r0 + rb;
-            const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(q4 ? w8_q4(r0, b) : w8_q8(r0, b)),
-                                                  q4 ? w8_q4(r1, b) : w8_q8(r1, b), 1);
-            const __m512i nw = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, wv));
-            z[i] = _mm512_dpbusd_epi32(nw, x2, wv);
+/* ---- the decode row loop ------------------------------------------------
+ * A row is read front to back, 16 blocks a chunk: the chunk's 16 exact block
+ * sums in the lanes of one zmm, their 16 products (float)isum * (d_w * d_x)
+ * at once, then the row's sum takes them one by one, in block order — the
+ * reference's chain.  ROWS_AT_ONCE rows go side by side so their chains
+ * overlap; each is still read as one front-to-back stream. */
+
+enum { CHUNK = 16, ROWS_AT_ONCE = 4, MAX_GROUPS = QW_GEMM_K_MAX / (4 * QW_QK8_0) };
+
+/* The token's group g (blocks 4g..4g+3) as the row loop meets it, made once a
+ * call.  Q8_0: x0, x1 = blocks 4g, 4g+1 and 4g+2, 4g+3 (one per 256-bit
+ * half), b0, b1 = -128 · the sum of each lane's four x (the weights are read
+ * as w + 128).  Q4_0: x0 = elements 0..15, x1 = 16..31 of each block (16
+ * bytes a block), b0 = -8 · the sum of the eight x each lane meets; b1 unused. */
+typedef struct {
+    __m512i x0, x1, b0, b1;
+} bo_group;
+
+typedef struct {
+    bo_group g[MAX_GROUPS];
+    float dx[QW_GEMM_K_MAX / QW_QK8_0];
+} bo_token;
+
+static inline __attribute__((always_inline)) __m512i load_2x256(const void *lo, const void *hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
+                              _mm256_loadu_si256((const __m256i *)hi), 1);
+}
+/* the 16 bytes at each of p, p + s, p + 2s, p + 3s */
+static inline __attribute__((always_inline)) __m512i load_4x128(const uint8_t *p, size_t s) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + s)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 2 * s)), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * s)), 3);
+}
+
+static void token_prep(int64_t nb, const qw_block_q8_0 *x, bo_token *tk, const bool q4) {
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t g = 0; g < nb / 4; g++) {
+        const qw_block_q8_0 *xb = x + 4 * g;
+        bo_group *o = &tk->g[g];
+        if (q4) {
+            o->x0 = load_4x128((const uint8_t *)xb[0].qs, sizeof(qw_block_q8_0));
+            o->x1 = load_4x128((const uint8_t *)xb[0].qs + 16, sizeof(qw_block_q8_0));
+            const __m512i k8 = _mm512_set1_epi8(8);
+            o->b0 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, k8, o->x0), k8, o->x1));
+            o->b1 = zero;
+        } else {
+            const __m512i k80 = _mm512_set1_epi8((char)0x80);
+            o->x0 = load_2x256(xb[0].qs, xb[1].qs);
+            o->x1 = load_2x256(xb[2].qs, xb[3].qs);
+            o->b0 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, o->x0));
+            o->b1 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, o->x1));
         }
-        /* 8 rows-pairs of 8 lanes -> 16 sums: pairwise unpack-adds, then across 128-bit lanes */
-        __m512i u[4], s[2];
-        for (int i = 0; i < 4; i++)
-            u[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]),
-                                    _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]));
-        for (int i = 0; i < 2; i++)
-            s[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * i], u[2 * i + 1]),
-                                    _mm512_unpackhi_epi64(u[2 * i], u[2 * i + 1]));
-        const __m512i t = _mm512_add_epi32(_mm512_shuffle_i32x4(s[0], s[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                           _mm512_shuffle_i32x4(s[0], s[1], _MM_SHUFFLE(3, 1, 3, 1)));
-        const __m512i isum = _mm512_permutexvar_epi32(unperm, t);
-        /* the 16 rows' scales: 4 bytes at each block start, the low 2 are d */
-        const __m512i d32 = _mm512_i32gather_epi32(rowoff, (const void *)(w + b * bw), 1);
-        const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
-        const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dx[b]));
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d));
     }
-    _mm512_storeu_ps(y, acc);
+    for (int64_t b = 0; b < nb; b++) tk->dx[b] = _cvtsh_ss(x[b].d);
+}
+
+/* The exact sums of blocks 16c .. 16c + 4 ng - 1 of a row, lane j block 16c + j
+ * (lanes past them 0). */
+static inline __attribute__((always_inline)) __m512i chunk_sums(const uint8_t *row, int64_t c, int ng,
+                                                                const bo_token *tk, const bool q4) {
+    const int64_t bw = q4 ? (int64_t)sizeof(qw_block_q4_0) : (int64_t)sizeof(qw_block_q8_0);
+    const __m512i zero = _mm512_setzero_si512();
+    if (q4) {
+        /* group g: lanes 4b..4b+3 hold block b's sum in four parts */
+        __m512i z[4];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            if (g >= ng) {
+                z[g] = zero;
+                continue;
+            }
+            const bo_group *x = &tk->g[4 * c + g];
+            const __m512i q = load_4x128(row + (16 * c + 4 * g) * bw + 2, (size_t)bw);
+            const __m512i m = _mm512_set1_epi8(0x0f);
+            z[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(x->b0, _mm512_and_si512(q, m), x->x0),
+                                       _mm512_and_si512(_mm512_srli_epi16(q, 4), m), x->x1);
+        }
+        /* four parts -> one: lane 4b + g = group g's block b, then back to lane 4g + b */
+        const __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+        const __m512i u23 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
+        const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi64(u01, u23), _mm512_unpackhi_epi64(u01, u23));
+        return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), t);
+    }
+    /* pair i: blocks 2i, 2i + 1 of the chunk, eight lanes each */
+    const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    __m512i z[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        if (i >= 2 * ng) {
+            z[i] = zero;
+            continue;
+        }
+        const bo_group *x = &tk->g[4 * c + i / 2];
+        const uint8_t *b0 = row + (16 * c + 2 * i) * bw + 2;
+        const __m512i wu = _mm512_xor_si512(load_2x256(b0, b0 + bw), k80);
+        z[i] = _mm512_dpbusd_epi32(i & 1 ? x->b1 : x->b0, wu, i & 1 ? x->x1 : x->x0);
+    }
+    /* 8 pairs of 8 lanes -> 16 sums: pairwise unpack-adds, then across 128-bit lanes */
+    __m512i u[4], s2[2];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]), _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]));
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++)
+        s2[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2 * i], u[2 * i + 1]), _mm512_unpackhi_epi64(u[2 * i], u[2 * i + 1]));
+    const __m512i t = _mm512_add_epi32(_mm512_shuffle_i32x4(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i32x4(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* the tree leaves block j's sum in element perm[j]; this puts it back */
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), t);
+}
+
+/* The chunk's products (float)isum * (d_w * d_x), lane j block 16c + j (0 past the chunk's blocks). */
+static inline __attribute__((always_inline)) __m512 chunk_products(const uint8_t *row, int64_t c, int ng,
+                                                                   const bo_token *tk, const bool q4) {
+    const int64_t bw = q4 ? (int64_t)sizeof(qw_block_q4_0) : (int64_t)sizeof(qw_block_q8_0);
+    const __m512i isum = chunk_sums(row, c, ng, tk, q4);
+    /* the blocks' scales: 4 bytes at each block start, the low 2 are d */
+    const __mmask16 mk = (__mmask16)((1u << (4 * ng)) - 1);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)bw));
+    const __m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, off, (const void *)(row + 16 * c * bw), 1);
+    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32)), _mm512_maskz_loadu_ps(mk, tk->dx + 16 * c));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d);
+}
+
+/* Four rows' chains: acc lane i = row i's sum; p[i] = row i's chunk of
+ * products, of which the first m are added, in block order.  The 4 × 16
+ * products are turned so that one 4-lane add takes block j of all four rows. */
+static inline __attribute__((always_inline)) __m128 add_chunk4(__m128 acc, const __m512 p[4], const int m) {
+    const __m512 a = _mm512_unpacklo_ps(p[0], p[1]), b = _mm512_unpackhi_ps(p[0], p[1]);
+    const __m512 c = _mm512_unpacklo_ps(p[2], p[3]), d = _mm512_unpackhi_ps(p[2], p[3]);
+    /* t[k]'s 128-bit lane L = block 4L + k of rows 0..3 */
+    __m512 t[4];
+    t[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(c)));
+    t[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(c)));
+    t[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(b), _mm512_castps_pd(d)));
+    t[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(b), _mm512_castps_pd(d)));
+#pragma GCC unroll 16
+    for (int j = 0; j < m; j++) {
+        const __m512 v = t[j & 3];
+        const __m128 q = (j >> 2) == 0 ? _mm512_castps512_ps128(v)
+                         : (j >> 2) == 1 ? _mm512_extractf32x4_ps(v, 1)
+                         : (j >> 2) == 2 ? _mm512_extractf32x4_ps(v, 2)
+                                         : _mm512_extractf32x4_ps(v, 3);
+        acc = _mm_add_ps(acc, q);
+    }
+    return acc;
+}
+
+/* R rows (1 or ROWS_AT_ONCE) of nb blocks from w, rb bytes apart: y[i] = row i's dot. */
+static inline __attribute__((always_inline)) void rows_dots(int64_t nb, const uint8_t *w, size_t rb, const bo_token *tk,
+                                                            float *y, const int R, const bool q4) {
+    __m128 acc = _mm_setzero_ps();
+    __m512 p[ROWS_AT_ONCE] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const int64_t full = nb / CHUNK;
+    for (int64_t c = 0; c < full; c++) {
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) p[i] = chunk_products(w + (size_t)i * rb, c, 4, tk, q4);
+        acc = add_chunk4(acc, p, CHUNK);
+    }
+    const int ng = (int)(nb % CHUNK) / 4; /* nb % 4 == 0 */
+    if (ng) {
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) p[i] = chunk_products(w + (size_t)i * rb, full, ng, tk, q4);
+        acc = ng == 1 ? add_chunk4(acc, p, 4) : ng == 2 ? add_chunk4(acc, p, 8) : add_chunk4(acc, p, 12);
+    }
+    float o[4];
+    _mm_storeu_ps(o, acc);
+    for (int i = 0; i < R; i++) y[i] = o[i];
 }
 
 static inline __attribute__((always_inline)) void gemv_rows(int64_t n, const void *wv, size_t rb, int64_t n_rows,
                                                             const void *const *xv, float *const *yv, const bool q4) {
     const int64_t nb = n / QW_QK8_0;
-    const qw_block_q8_0 *x = xv[0];
-    __m256i xu[QW_GEMM_K_MAX / QW_QK8_0];
-    float dx[QW_GEMM_K_MAX / QW_QK8_0];
-    for (int64_t b = 0; b < nb; b++) {
-        xu[b] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[b].qs), _mm256_set1_epi8((char)0x80));
-        dx[b] = _cvtsh_ss(x[b].d);
-    }
     const uint8_t *w = wv;
     float *y = yv[0];
-    const int64_t ahead = qw_decode_ahead_rows(rb);
-    qw_prefetch_decode(w, (size_t)(n_rows < ahead + STRIP ? n_rows : ahead + STRIP) * rb);
-    int64_t r = 0;
-    for (; r + STRIP <= n_rows; r += STRIP) {
-        const int64_t pf0 = r + STRIP + ahead, pf1 = pf0 + STRIP < n_rows ? pf0 + STRIP : n_rows;
-        if (pf0 < pf1) qw_prefetch_decode(w + (size_t)pf0 * rb, (size_t)(pf1 - pf0) * rb);
-        strip16(nb, w + (size_t)r * rb, rb, xu, dx, y + r, q4);
+    if (nb % 4) { /* not a whole number of groups: the dot (matmul's row loop needs n % 128 == 0) */
+        for (int64_t r = 0; r < n_rows; r++) y[r] = dot_row(nb, w + (size_t)r * rb, xv[0], q4);
+        return;
     }
-    for (; r < n_rows; r++) y[r] = dot_row(nb, w + (size_t)r * rb, x, q4);
+    bo_token tk;
+    token_prep(nb, xv[0], &tk, q4);
+    const int64_t ahead = qw_decode_ahead_rows(rb);
+    qw_prefetch_decode(w, (size_t)(n_rows < ahead + ROWS_AT_ONCE ? n_rows : ahead + ROWS_AT_ONCE) * rb);
+    int64_t r = 0;
+    for (; r + ROWS_AT_ONCE <= n_rows; r += ROWS_AT_ONCE) {
+        const int64_t pf0 = r + ROWS_AT_ONCE + ahead, pf1 = pf0 + ROWS_AT_ONCE < n_rows ? pf0 + ROWS_AT_ONCE : n_rows;
+        if (pf0 < pf1) qw_prefetch_decode(w + (size_t)pf0 * rb, (size_t)(pf1 - pf0) * rb);
+        rows_dots(nb, w + (size_t)r * rb, rb, &tk, y + r, ROWS_AT_ONCE, q4);
+    }
+    for (; r < n_rows; r++) rows_dots(nb, w + (size_t)r * rb, rb, &tk, y + r, 1, q4);
 }
 
 static void gemv_q8_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {

@@ -63,7 +63,7 @@ static void assert_ref_bits(qw_type wt, int64_t k, const char *w, size_t rb, int
                  got, ref);
 }
 
-static const int64_t k_ks[] = {128, 256, 2048, QW_GEMM_K_MAX};
+static const int64_t k_ks[] = {128, 256, 384, 640, 2048, QW_GEMM_K_MAX}; /* the row loop's chunks of 16 blocks: 4, 8, 12, 16 + 4, whole */
 enum { ROWS = 40 }; /* two 16-row strips and 8 left over */
 
 static void check_blockorder(qw_type wt) {
@@ -78,9 +78,14 @@ static void check_blockorder(qw_type wt) {
         float y[ROWS];
         const void *xp[1] = {x};
         float *yp[1] = {y};
-        gemv(k, w, rb, ROWS, xp, yp);
+        /* four rows side by side, and the rows past the last four alone */
+        for (int64_t n_rows = ROWS; n_rows >= ROWS - 3; n_rows -= 1) {
+            memset(y, 0xff, sizeof y);
+            gemv(k, w, rb, n_rows, xp, yp);
+            for (int64_t r = 0; r < n_rows; r++) assert_ref_bits(wt, k, w, rb, r, x, y[r], "row loop");
+            for (int64_t r = n_rows; r < ROWS; r++) assert_true(isnan(y[r])); /* not written */
+        }
         for (int64_t r = 0; r < ROWS; r++) {
-            assert_ref_bits(wt, k, w, rb, r, x, y[r], "row loop");
             float d;
             dot(k, &d, w + (size_t)r * rb, x);
             assert_ref_bits(wt, k, w, rb, r, x, d, "dot");
@@ -88,13 +93,18 @@ static void check_blockorder(qw_type wt) {
         free(w);
         free(x);
     }
-    /* the dot alone also takes rows that are not whole 128-element groups */
+    /* the dot (and the row loop, through it) also takes rows that are not whole 128-element groups */
     for (int64_t k = 32; k <= 224; k += 64) {
         char *w = rand_rows(wt, 3, k), *x = rand_rows(QW_TYPE_Q8_0, 1, k);
+        float y[3];
+        const void *xp[1] = {x};
+        float *yp[1] = {y};
+        gemv(k, w, qw_row_bytes(wt, k), 3, xp, yp);
         for (int64_t r = 0; r < 3; r++) {
             float d;
             dot(k, &d, w + (size_t)r * qw_row_bytes(wt, k), x);
             assert_ref_bits(wt, k, w, qw_row_bytes(wt, k), r, x, d, "dot");
+            assert_ref_bits(wt, k, w, qw_row_bytes(wt, k), r, x, y[r], "row loop");
         }
         free(w);
         free(x);
