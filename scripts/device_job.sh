@@ -7,7 +7,7 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16
+#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx amxq8 vsllama spread bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime and lanes with this tree's object, alternated with the bases (and by llamalanes).
@@ -18,6 +18,7 @@
 #   (e.g. "0 4 QWISP_DEVICE_MISSES=host"; unset = not timed).
 # LANESFILES: the lanes and llamalanes steps' files (default "bigq a3b-q8_0"); VSFILES: vsllama's (default
 #   "bench-q4_K a3b-q4_K bench-q8_0"; also bench-q4_0, a3b-q4_0, a3b-q6_K, a3b-q8_0).
+# AMXQ8FILES: the amxq8 step's files (default "a3b-q4_0 a3b-q8_0").
 # NCUFILE: the files ncudec profiles (default l4: the qwen36-a3b Q4_K at 4 layers; e.g. "l4 a3b-q8_0").
 # NVVAR: space-separated build-time defines (e.g. "QW_MV_KQ_LANES=16"), each
 #   built into its own object from this tree (make NVDEFS=-D...) and timed too.
@@ -37,7 +38,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx vsllama spread bigvsllama big16}
+STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx amxq8 vsllama spread bigvsllama big16}
 ALT=${ALT:-}
 LANESFILES=${LANESFILES:-bigq a3b-q8_0}
 NCUFILE=${NCUFILE:-l4}    # ncudec's files (/dev/shm, from the gen step)
@@ -301,6 +302,24 @@ if step amx && need 180 "AMX vs avx512 pp512 / tg64"; then
     gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread -o build/micro_gemm &&
     for t in q4_K q6_K q5_K; do for k in 2048 512; do for cfg in "avx512 0" "avx512-amx 1"; do
         set -- $cfg; QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
+    done; done; done
+fi
+if step amxq8 && need 150 "AMX Q8_0/Q4_0 vs avx512"; then
+    # the Q8_0/Q4_0 tiles and reference-order row loops of the avx512-amx level against avx512,
+    # 2 threads on cores 2-3 as issue 16's table: avx512, avx512-amx (Q4_0 on AVX-512), + QWISP_AMX_Q4_0=1
+    for round in 1 2; do
+        for cfg in "avx512 0" "avx512-amx 0" "avx512-amx 1"; do
+            set -- $cfg
+            for f in ${AMXQ8FILES:-a3b-q4_0 a3b-q8_0}; do
+                pp=$(QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 QWISP_AMX_Q4_0=$2 taskset -c 2,3 $Q bench -m $S/$f.gguf -p 512 -n 0 -r 2 --threads 2 --bw-mb 0 | grep pp512)
+                tg=$(QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 QWISP_AMX_Q4_0=$2 taskset -c 2,3 $Q bench -m $S/$f.gguf -p 0 -n 64 -r 2 --threads 2 --bw-mb 0 | grep tg64)
+                ts "$f $1 q4amx=$2 | $pp | $tg"
+            done
+        done
+    done
+    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread -o build/micro_gemm &&
+    for t in q4_0 q8_0; do for k in 2048 768; do for cfg in "avx512 0" "avx512-amx 1"; do
+        set -- $cfg; QWISP_SIMD=$1 QWISP_AMX_Q4_0=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
     done; done; done
 fi
 if step vsllama && [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
