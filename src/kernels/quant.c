@@ -190,10 +190,12 @@ static void build_amx(qw_kernel_table *t) {
 /* The AMX level's Q4_0: on = the reference order with AMX tiles (dot, row
  * loop and tiles together: the tiles give the dot's bits); off = the AVX-512
  * level's kernels.  On the device host's Intel Xeon (bench/RESULTS.md,
- * 2026-12-06 session 17) the AMX Q4_0 tile widens its 16 rows' nibbles on
- * every call, so prefill was 12-30 % slower than AVX-512's at 2 threads, and
- * the reference-order row loop streamed 6.6 GB/s from DRAM on a core where
- * AVX-512's streams 11.7. */
+ * 2026-12-06 session 17) the AMX Q4_0 tile widened its 16 rows' nibbles on
+ * every call of 16 tokens, so prefill was 12-30 % slower than AVX-512's at 2
+ * threads, and the reference-order row loop (16 rows a zmm then) streamed 6.6
+ * GB/s from DRAM on a core where AVX-512's streams 11.7.  Both have changed
+ * since (a strip widened once a call for up to 64 tokens; one stream a row):
+ * the default waits for the Xeon's measurement. */
 static void set_amx_q4_0(qw_kernel_table *t, bool on) {
     __atomic_store_n(&t->dot_q4_0, on ? qw_blockorder_avx512.dot_q4_0 : qw_kernels_avx512.dot_q4_0, __ATOMIC_RELEASE);
     __atomic_store_n(&t->gemv_q4_0, on ? qw_blockorder_avx512.gemv_q4_0 : qw_kernels_avx512.gemv_q4_0, __ATOMIC_RELEASE);
