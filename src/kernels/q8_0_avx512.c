@@ -25,7 +25,11 @@
  * Decode turns the trick around: the one token's correction -128*sum4(x) is
  * prepared once and the weights are made unsigned (one XOR), and a zmm holds
  * two ROWS of the same block, one per half, each its own 8-lane chain: half
- * the instructions a (row, block) of one ymm chain per row, same bits.
+ * the instructions a (row, block) of one ymm chain per row, same bits.  The
+ * scales come 16 blocks at a time (one gather a row), so a block costs nine
+ * instructions for two rows, not fourteen: decode streams DRAM at the rate
+ * the core keeps misses in flight, and fewer instructions a byte let it run
+ * further ahead (bench/RESULTS.md, 2026-12-07: one thread 18 -> 26 GB/s).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -131,32 +135,45 @@ static void q8_row1(int64_t nb, const qw_block_q8_0 *w, const prep_tok *pt, floa
     *y = hsum8(acc);
 }
 
-/* The f16 scales of two rows' blocks, each in one 256-bit half. */
-static inline __m512 row_pair_scales(const qw_block_q8_0 *a, const qw_block_q8_0 *b) {
-    const __m256i h = _mm256_mask_set1_epi16(_mm256_set1_epi16((short)load_u16(&a->d)), 0xFF00, (short)load_u16(&b->d));
-    return _mm512_cvtph_ps(h);
-}
-
-/* R rows from `r` on, two rows a zmm (one per 256-bit half), blocks outer:
- * each half is its row's own 8-lane chain of the dot, so every row gets the
- * dot's bits.  R reads in flight at once (tune.h's decode_rows: an Intel
- * server core needs more misses outstanding than a Zen core to stream DRAM). */
+/* R rows from `r` on, two rows a zmm (one per 256-bit half), 16 blocks a
+ * chunk: each half is its row's own 8-lane chain of the dot, so every row
+ * gets the dot's bits.  A chunk's 16 scales of a row come with one gather and
+ * are multiplied by the token's 16 at once (the dot's d_w * d_x products);
+ * a block's pair of them is then one VPERMT2PS.  Fewer instructions a block
+ * than fetching and converting each block's two scales let the core run
+ * further ahead of its DRAM reads.  R reads in flight at once (tune.h's
+ * decode_rows: an Intel server core needs more misses outstanding than a Zen
+ * core to stream DRAM). */
 static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char *wv, size_t w_row_bytes, int64_t r,
-                                                          const prep_tok *pt, float *y, const int R) {
+                                                          const prep_tok *pt, const float *dx, float *y, const int R) {
     const __m512i k80 = _mm512_set1_epi8((char)0x80);
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)sizeof(qw_block_q8_0)));
     const qw_block_q8_0 *w[8];
     __m512 acc[4];
     for (int i = 0; i < R; i++) w[i] = (const qw_block_q8_0 *)(wv + (size_t)(r + i) * w_row_bytes);
     for (int i = 0; i < R / 2; i++) acc[i] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < nb; k++) {
-        const __m512i x = _mm512_broadcast_i64x4(pt[k].x), nx = _mm512_broadcast_i64x4(pt[k].nx);
-        const __m512 dx = _mm512_broadcast_f32x8(pt[k].d);
-        _Pragma("GCC unroll 4") for (int i = 0; i < R / 2; i++) {
-            const qw_block_q8_0 *a = &w[2 * i][k], *b = &w[2 * i + 1][k];
-            const __m512i u = _mm512_xor_si512(q8_two(a, b), k80);
-            const __m512i p = _mm512_dpbusd_epi32(nx, u, x);
-            const __m512 d = _mm512_mul_ps(row_pair_scales(a, b), dx);
-            acc[i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[i]);
+    for (int64_t k0 = 0; k0 < nb; k0 += 16) {
+        const int m = nb - k0 < 16 ? (int)(nb - k0) : 16;
+        const __mmask16 mk = (__mmask16)((1u << m) - 1);
+        const __m512 dx16 = _mm512_maskz_loadu_ps(mk, dx + k0);
+        __m512 ds[8]; /* row i's d_w * d_x of the chunk's blocks, one a lane */
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {
+            const __m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, off, (const void *)&w[i][k0], 1);
+            ds[i] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32)), dx16);
+        }
+        /* lanes 0..7 take lane j of the pair's first row, 8..15 of its second */
+        __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+        for (int j = 0; j < m; j++) {
+            const int64_t k = k0 + j;
+            const __m512i x = _mm512_broadcast_i64x4(pt[k].x), nx = _mm512_broadcast_i64x4(pt[k].nx);
+            _Pragma("GCC unroll 4") for (int i = 0; i < R / 2; i++) {
+                const __m512i u = _mm512_xor_si512(q8_two(&w[2 * i][k], &w[2 * i + 1][k]), k80);
+                const __m512i p = _mm512_dpbusd_epi32(nx, u, x);
+                const __m512 d = _mm512_permutex2var_ps(ds[2 * i], pick, ds[2 * i + 1]);
+                acc[i] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[i]);
+            }
+            pick = _mm512_add_epi32(pick, _mm512_set1_epi32(1));
         }
     }
     for (int i = 0; i < R / 2; i++) {
@@ -169,9 +186,10 @@ static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char
  * time (q8_rows), so every row gets the dot's bits whatever R is.  The rows
  * qw_decode_ahead_rows ahead are prefetched whole (tune.h). */
 static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
-                         float *const *y, prep_tok *pt) {
+                         float *const *y, prep_tok *pt, float *dx) {
     const int64_t nb = n / QW_QK8_0;
     q8_prep_token(xv[0], nb, pt);
+    for (int64_t k = 0; k < nb; k++) dx[k] = _cvtsh_ss(load_u16(&((const qw_block_q8_0 *)xv[0])[k].d));
     const int64_t R = qw_tune_get(QW_TUNE_DECODE_ROWS);
     const int64_t ahead = (qw_decode_ahead_rows(w_row_bytes) + R - 1) / R * R;
     const char *w = wv;
@@ -180,11 +198,11 @@ static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t 
     for (; r + R <= n_rows; r += R) {
         const int64_t p0 = r + ahead, p1 = p0 + R < n_rows ? p0 + R : n_rows;
         if (p0 < p1) qw_prefetch_decode(w + (size_t)p0 * w_row_bytes, (size_t)(p1 - p0) * w_row_bytes);
-        if (R == 8) q8_rows(nb, w, w_row_bytes, r, pt, y[0], 8);
-        else if (R == 4) q8_rows(nb, w, w_row_bytes, r, pt, y[0], 4);
-        else q8_rows(nb, w, w_row_bytes, r, pt, y[0], 2);
+        if (R == 8) q8_rows(nb, w, w_row_bytes, r, pt, dx, y[0], 8);
+        else if (R == 4) q8_rows(nb, w, w_row_bytes, r, pt, dx, y[0], 4);
+        else q8_rows(nb, w, w_row_bytes, r, pt, dx, y[0], 2);
     }
-    for (; r + 2 <= n_rows; r += 2) q8_rows(nb, w, w_row_bytes, r, pt, y[0], 2);
+    for (; r + 2 <= n_rows; r += 2) q8_rows(nb, w, w_row_bytes, r, pt, dx, y[0], 2);
     if (r < n_rows) q8_row1(nb, (const qw_block_q8_0 *)(w + (size_t)r * w_row_bytes), pt, y[0] + r);
 }
 
@@ -209,5 +227,6 @@ void qw_avx512_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int6
 void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
     prep_tok pt[QW_GEMM_K_MAX / QW_QK8_0];
-    q8_gemv_rows(n, w, w_row_bytes, n_rows, x, y, pt);
+    float dx[QW_GEMM_K_MAX / QW_QK8_0];
+    q8_gemv_rows(n, w, w_row_bytes, n_rows, x, y, pt, dx);
 }

@@ -108,7 +108,8 @@ static void randomize_blocks(qw_type t, char *w, int64_t n_rows, int64_t k) {
 
 static void check_gemv(qw_type wt) {
     if (!qw_gemv_get(wt)) return;
-    const int64_t ks[] = {128, 256, 512, 1024, QW_GEMM_K_MAX};
+    /* whole and partial chunks of 16 blocks (the Q8_0 loops' scale gathers): 4, 8, 12, 16, 16 + 8, 32, 256 */
+    const int64_t ks[] = {128, 256, 384, 512, 768, 1024, QW_GEMM_K_MAX};
     const qw_type xt = qw_vec_dot_type(wt);
     for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
         for (int raw = 0; raw <= has_d_dmin_first(wt); raw++) {
