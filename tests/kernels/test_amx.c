@@ -111,39 +111,45 @@ static void check_blockorder(qw_type wt) {
     }
 }
 
-/* The AMX tiles through the software model of the tile instructions
- * (qw_amx_emulated_*): the reference's bits for one group of 1..16 tokens and
- * for several (each strip laid out once for all), two strips of 16 rows and 8
- * rows left over; and the limits refused. */
+/* Tiles run through the software model of the tile instructions: nt tokens
+ * (each of nts) of x, xrb bytes apart, against ROWS rows of w (two strips of
+ * 16 and 8 rows left over) give the scalar reference's bits, and nothing
+ * past the nt tokens is written; calls outside the tiles' limits are refused. */
+typedef bool (*emulated_fn)(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+                            float *const *y, int nt);
+static void check_emulated(qw_type wt, emulated_fn emulated, int64_t k, const char *w, size_t rb, const char *x,
+                           size_t xrb, const int *nts, size_t n_nts) {
+    static float out[QW_GEMM_N_TOKS][ROWS];
+    const void *xp[QW_GEMM_N_TOKS];
+    float *yp[QW_GEMM_N_TOKS];
+    for (size_t i = 0; i < n_nts; i++) {
+        const int nt = nts[i];
+        for (int t = 0; t < nt; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
+        memset(out, 0xff, sizeof out);
+        assert_true(emulated(k, w, rb, ROWS, xp, yp, nt));
+        for (int t = 0; t < nt; t++)
+            for (int64_t r = 0; r < ROWS; r++) assert_ref_bits(wt, k, w, rb, r, xp[t], out[t][r], "modelled AMX tile");
+        for (int t = nt; t < QW_GEMM_N_TOKS; t++) assert_true(isnan(out[t][0])); /* not written */
+    }
+    xp[0] = x, yp[0] = out[0];
+    assert_false(emulated(k, w, rb, ROWS, xp, yp, 0)); /* outside the limits: refused */
+    assert_false(emulated(k, w, rb, ROWS, xp, yp, QW_GEMM_N_TOKS + 1));
+    assert_false(emulated(k + 32, w, rb, ROWS, xp, yp, 1));
+    assert_false(emulated(QW_GEMM_K_MAX + QW_GEMM_K, w, rb, ROWS, xp, yp, 1));
+}
+
+/* One group of 1..16 tokens and several (each strip laid out once for all). */
+static const int k_nts[] = {17, 1, 2, 3, 4, 7, 16, 35, QW_GEMM_N_TOKS};
+
+/* The Q8_0 and Q4_0 AMX tiles through the software model (qw_amx_emulated_*). */
 static void check_modelled_tiles(qw_type wt) {
-    const bool q4 = wt == QW_TYPE_Q4_0;
-    bool (*const emulated)(int64_t, const void *, size_t, int64_t, const void *const *, float *const *, int) =
-        q4 ? qw_amx_emulated_q4_0 : qw_amx_emulated_q8_0;
+    const emulated_fn emulated = wt == QW_TYPE_Q4_0 ? qw_amx_emulated_q4_0 : qw_amx_emulated_q8_0;
     for (size_t ki = 0; ki < sizeof k_ks / sizeof k_ks[0]; ki++) {
         const int64_t k = k_ks[ki];
-        const size_t rb = qw_row_bytes(wt, k), xrb = qw_row_bytes(QW_TYPE_Q8_0, k);
         char *w = rand_rows(wt, ROWS, k), *x = rand_rows(QW_TYPE_Q8_0, QW_GEMM_N_TOKS, k);
         /* the model multiplies bytes one by one: the longest rows with two token counts only */
-        static const int nts[] = {17, 1, 2, 3, 4, 7, 16, 35, QW_GEMM_N_TOKS};
-        const size_t n_nts = k < QW_GEMM_K_MAX ? sizeof nts / sizeof nts[0] : 2;
-        for (size_t i = 0; i < n_nts; i++) {
-            const int nt = nts[i];
-            static float out[QW_GEMM_N_TOKS][ROWS];
-            const void *xp[QW_GEMM_N_TOKS];
-            float *yp[QW_GEMM_N_TOKS];
-            for (int t = 0; t < nt; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
-            memset(out, 0xff, sizeof out);
-            assert_true(emulated(k, w, rb, ROWS, xp, yp, nt));
-            for (int t = 0; t < nt; t++)
-                for (int64_t r = 0; r < ROWS; r++) assert_ref_bits(wt, k, w, rb, r, xp[t], out[t][r], "modelled AMX tile");
-            for (int t = nt; t < QW_GEMM_N_TOKS; t++) assert_true(isnan(out[t][0])); /* not written */
-        }
-        const void *xp[1] = {x};
-        float y0[ROWS], *yp[1] = {y0};
-        assert_false(emulated(k, w, rb, ROWS, xp, yp, 0)); /* outside the limits: refused */
-        assert_false(emulated(k, w, rb, ROWS, xp, yp, QW_GEMM_N_TOKS + 1));
-        assert_false(emulated(k + 32, w, rb, ROWS, xp, yp, 1));
-        assert_false(emulated(QW_GEMM_K_MAX + QW_GEMM_K, w, rb, ROWS, xp, yp, 1));
+        const size_t n_nts = k < QW_GEMM_K_MAX ? sizeof k_nts / sizeof k_nts[0] : 2;
+        check_emulated(wt, emulated, k, w, qw_row_bytes(wt, k), x, qw_row_bytes(QW_TYPE_Q8_0, k), k_nts, n_nts);
         free(w);
         free(x);
     }
@@ -238,25 +244,8 @@ static void check_reference_order(qw_type wt, const qw_amx_kq_kernels *kk) {
                 }
             qw_tune_reset();
         }
-        if (k <= 2048) { /* the model multiplies bytes one by one: keep it short */
-            /* one group of 1..16 tokens, and several (the weights laid out once for all) */
-            static const int nts[] = {1, 2, 3, 4, 7, 16, 17, 35, QW_GEMM_N_TOKS};
-            for (size_t i = 0; i < sizeof nts / sizeof nts[0]; i++) {
-                const int nt = nts[i];
-                static float out[QW_GEMM_N_TOKS][ROWS];
-                const void *xp[QW_GEMM_N_TOKS];
-                float *yp[QW_GEMM_N_TOKS];
-                for (int t = 0; t < nt; t++) xp[t] = x + (size_t)t * xrb, yp[t] = out[t];
-                memset(out, 0xff, sizeof out);
-                assert_true(kk->emulated(k, w, rb, ROWS, xp, yp, nt));
-                assert_false(kk->emulated(k, w, rb, ROWS, xp, yp, 0)); /* outside the limits: refused */
-                assert_false(kk->emulated(k, w, rb, ROWS, xp, yp, QW_GEMM_N_TOKS + 1));
-                assert_false(kk->emulated(k + 128, w, rb, ROWS, xp, yp, nt));
-                for (int t = 0; t < nt; t++)
-                    for (int64_t r = 0; r < ROWS; r++)
-                        assert_ref_bits(wt, k, w, rb, r, xp[t], out[t][r], "modelled AMX tile");
-            }
-        }
+        if (k <= 2048) /* the model multiplies bytes one by one: keep it short */
+            check_emulated(wt, kk->emulated, k, w, rb, x, xrb, k_nts, sizeof k_nts / sizeof k_nts[0]);
         free(w);
         free(x);
     }
