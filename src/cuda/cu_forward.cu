@@ -857,7 +857,7 @@ static void bgraph_key_of(const cu_ctx *c, const cu_span *spans, int n_spans, ui
  * positions from bpos) into c->bgraph. */
 static bool capture_batch(cu_ctx *c, const cu_span *spans, int n_spans, qw_error *err) {
     const bool begun = capture_begin(c, &c->bgraph);
-    const int rc = begun ? enqueue_layers(c, n_spans, spans, n_spans, n_spans == 1 || !cu_lanes_group, err) : 0;
+    const int rc = begun ? enqueue_layers(c, n_spans, spans, n_spans, n_spans == 1 || !cu_lanes_grouped(n_spans), err) : 0;
     if (!capture_end(c, begun, rc, &c->bgraph, &c->bgraph_off, err)) return false;
     c->bgraph_n = n_spans;
     bgraph_key_of(c, spans, n_spans, c->bgraph_key);
@@ -941,7 +941,7 @@ int cu_eval_batch(void *p, const qw_backend_seq *seqs, int n_seqs, qw_error *err
     {
         bool ran = false;
         if (n <= CU_MM_NT && batch_graph(c, spans, n_seqs, n, &ran, err)) goto out;
-        if (!ran && enqueue_layers(c, n, spans, n_seqs, n == 1 || (!cu_lanes_group && n <= CU_MM_NT), err)) goto out;
+        if (!ran && enqueue_layers(c, n, spans, n_seqs, n == 1 || (!cu_lanes_grouped(n) && n <= CU_MM_NT), err)) goto out;
     }
     if (n_logits) {
         /* each wanted sequence's last row gathered (into `down`, free after the

@@ -522,12 +522,15 @@ static void test_batch(void **state) {
     const char *models[] = {"models/default.gguf", "models/qwen35moe.gguf"};
     for (int i = 0; i < 2; i++) {
         /* QWISP_DEVICE_LANES_GROUP: the one-token steps' experts a tile per
-         * pick (0), grouped by expert on the tensor cores (1) or on dp4a (2) */
-        for (int g = 2; g >= 0; g--) {
+         * pick (0), grouped by expert on the tensor cores (1) or on dp4a (2),
+         * and unset (-1 here: grouped from 8 tokens) */
+        for (int g = 2; g >= -1; g--) {
             char v[2] = {(char)('0' + g), 0};
-            set_opt(QW_OPT_DEVICE_LANES_GROUP, v);
+            if (g >= 0) set_opt(QW_OPT_DEVICE_LANES_GROUP, v);
+            else qw_opt_reset(QW_OPT_DEVICE_LANES_GROUP);
             batch_one(models[i], NULL);
-            printf("INFO: (that with QWISP_DEVICE_LANES_GROUP=%d)\n", g);
+            if (g >= 0) printf("INFO: (that with QWISP_DEVICE_LANES_GROUP=%d)\n", g);
+            else printf("INFO: (that with QWISP_DEVICE_LANES_GROUP unset)\n");
         }
         qw_error err = {{0}};
         qw_model *probe_m = qw_model_load(models[i], &err);
