@@ -131,6 +131,11 @@ fuzz:
 bench: $(BUILD)/qwisp
 	bench/vs_llamacpp.sh
 
+# The kernel micro-benchmarks that link the library, rebuilt when it changes
+# (bench/micro_isa.c and micro_mapread.c build alone: their headers say how).
+$(BUILD)/micro_gemm $(BUILD)/micro_dot: $(BUILD)/%: bench/%.c $(BUILD)/libqwisp.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libqwisp.a $(LDFLAGS) $(LDLIBS) -o $@
+
 # models/default.gguf is the trained model, committed (models/README.md); this
 # rule never rebuilds it, it only complains when the file is missing.
 # The synthetic model that used to sit there: make models/synthetic.gguf

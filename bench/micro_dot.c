@@ -8,10 +8,8 @@
  * several passes is kept.  A second column repeats the run on a 1 MB matrix
  * (cache resident), which shows the kernel's compute ceiling.
  *
- * Not built by the Makefile:
- *   make BUILD=build-kern build-kern/libqwisp.a
- *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_dot.c build-kern/libqwisp.a -lm -pthread \
- *       -o build-kern/micro_dot && build-kern/micro_dot [MB]
+ * Built on request (the Makefile's rule rebuilds it when the library changes):
+ *   make build/micro_dot && build/micro_dot [MB]
  */
 #include <stdint.h>
 #include <stdio.h>

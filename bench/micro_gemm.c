@@ -12,9 +12,8 @@
  *     whatever the level does with them (its tiles, or the AMX K-quants'
  *     call that serves all 64 tokens from one weight layout).
  *
- * Not built by the Makefile:
- *   make && gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread \
- *       -o build/micro_gemm && build/micro_gemm q4_0     # or q8_0, q4_K, q6_K, ...; [k] after the type
+ * Built on request (the Makefile's rule rebuilds it when the library changes):
+ *   make build/micro_gemm && build/micro_gemm q4_0     # or q8_0, q4_K, q6_K, ...; [k] after the type
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -299,7 +299,7 @@ if step amx && need 180 "AMX vs avx512 pp512 / tg64"; then
             done
         done
     done
-    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread -o build/micro_gemm &&
+    make -s build/micro_gemm &&
     for t in q4_K q6_K q5_K; do for k in 2048 512; do for cfg in "avx512 0" "avx512-amx 1"; do
         set -- $cfg; QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
     done; done; done
@@ -317,7 +317,7 @@ if step amxq8 && need 150 "AMX Q8_0/Q4_0 vs avx512"; then
             done
         done
     done
-    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/micro_gemm.c build/libqwisp.a -lm -pthread -o build/micro_gemm &&
+    make -s build/micro_gemm &&
     for t in q4_0 q8_0; do for k in 2048 768; do for cfg in "avx512 0" "avx512-amx 1"; do
         set -- $cfg; QWISP_SIMD=$1 QWISP_AMX_Q4_0=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
     done; done; done
