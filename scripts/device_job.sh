@@ -287,41 +287,34 @@ fi
 # ---- CPU: AMX vs AVX-512, and llama-bench ----
 if [ "$LLB" != 0 ]; then ts "waiting for llama-bench build"; wait $LLB; tail -2 /tmp/llb.log; fi
 LB=/tmp/qc/llama-bench/build/bin/llama-bench
-if step amx && need 180 "AMX vs avx512 pp512 / tg64"; then
-    # the levels alternated: avx512, avx512-amx (Q4_K/Q6_K on AVX-512), avx512-amx + QWISP_AMX_KQUANT=1
+# AMX against AVX-512 on the host CPU: two rounds of the levels alternated (avx512,
+# avx512-amx with the knob $1 at 0, then at 1), pp512 on $2 threads (pinned to cores 2-3 when
+# 2) and tg64 on 2 threads (cores 2-3) of each file of $3; then micro_gemm of the types $4 at
+# the k's $5, avx512 against avx512-amx with the knob at 1.
+amx_vs_avx512() {
+    local knob=$1 ppthreads=$2 files=$3 types=$4 ks=$5 pin= round cfg f t k pp tg
+    [ "$ppthreads" = 2 ] && pin="taskset -c 2,3"
     for round in 1 2; do
         for cfg in "avx512 0" "avx512-amx 0" "avx512-amx 1"; do
             set -- $cfg
-            for f in a3b-q4_K a3b-q6_K; do
-                pp=$(QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 $Q bench -m $S/$f.gguf -p 512 -n 0 -r 2 --threads 16 --bw-mb 0 | grep pp512)
-                tg=$(QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 taskset -c 2,3 $Q bench -m $S/$f.gguf -p 0 -n 64 -r 2 --threads 2 --bw-mb 0 | grep tg64)
-                ts "$f $1 kq=$2 | $pp | $tg"
+            for f in $files; do
+                pp=$(env QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 $knob=$2 $pin $Q bench -m $S/$f.gguf -p 512 -n 0 -r 2 --threads $ppthreads --bw-mb 0 | grep pp512)
+                tg=$(env QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 $knob=$2 taskset -c 2,3 $Q bench -m $S/$f.gguf -p 0 -n 64 -r 2 --threads 2 --bw-mb 0 | grep tg64)
+                ts "$f $1 $knob=$2 | $pp | $tg"
             done
         done
     done
     make -s build/micro_gemm &&
-    for t in q4_K q6_K q5_K; do for k in 2048 512; do for cfg in "avx512 0" "avx512-amx 1"; do
-        set -- $cfg; QWISP_SIMD=$1 QWISP_AMX_KQUANT=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
+    for t in $types; do for k in $ks; do for cfg in "avx512 0" "avx512-amx 1"; do
+        set -- $cfg; env QWISP_SIMD=$1 $knob=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
     done; done; done
-fi
-if step amxq8 && need 150 "AMX Q8_0/Q4_0 vs avx512"; then
-    # the Q8_0/Q4_0 tiles and reference-order row loops of the avx512-amx level against avx512,
-    # 2 threads on cores 2-3 as issue 16's table: avx512, avx512-amx (Q4_0 on AVX-512), + QWISP_AMX_Q4_0=1
-    for round in 1 2; do
-        for cfg in "avx512 0" "avx512-amx 0" "avx512-amx 1"; do
-            set -- $cfg
-            for f in ${AMXQ8FILES:-a3b-q4_0 a3b-q8_0}; do
-                pp=$(QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 QWISP_AMX_Q4_0=$2 taskset -c 2,3 $Q bench -m $S/$f.gguf -p 512 -n 0 -r 2 --threads 2 --bw-mb 0 | grep pp512)
-                tg=$(QWISP_BACKEND=cpu QWISP_TUNE=off QWISP_SIMD=$1 QWISP_AMX_Q4_0=$2 taskset -c 2,3 $Q bench -m $S/$f.gguf -p 0 -n 64 -r 2 --threads 2 --bw-mb 0 | grep tg64)
-                ts "$f $1 q4amx=$2 | $pp | $tg"
-            done
-        done
-    done
-    make -s build/micro_gemm &&
-    for t in q4_0 q8_0; do for k in 2048 768; do for cfg in "avx512 0" "avx512-amx 1"; do
-        set -- $cfg; QWISP_SIMD=$1 QWISP_AMX_Q4_0=$2 QWISP_TUNE=off taskset -c 3 build/micro_gemm $t $k
-    done; done; done
-fi
+}
+# the K-quants' AMX tiles and reference-order row loops (QWISP_AMX_KQUANT), prefill on 16 threads
+step amx && need 180 "AMX vs avx512 pp512 / tg64" &&
+    amx_vs_avx512 QWISP_AMX_KQUANT 16 "a3b-q4_K a3b-q6_K" "q4_K q6_K q5_K" "2048 512"
+# Q8_0/Q4_0's (QWISP_AMX_Q4_0; Q8_0 is on AMX at avx512-amx either way), 2 threads as issue 16's table
+step amxq8 && need 150 "AMX Q8_0/Q4_0 vs avx512" &&
+    amx_vs_avx512 QWISP_AMX_Q4_0 2 "${AMXQ8FILES:-a3b-q4_0 a3b-q8_0}" "q4_0 q8_0" "2048 768"
 if step vsllama && [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
     QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \
         $(for f in ${VSFILES:-bench-q4_K a3b-q4_K bench-q8_0}; do echo $S/$f.gguf; done) 2>&1 | grep -v "^$"
