@@ -86,13 +86,6 @@ static void prep_tokens(int64_t nb, const void *const *xv, int nt, q8_tokens *tk
         for (int64_t b = 0; b < nb; b++) tk->dx[b][t] = _cvtsh_ss(((const qw_block_q8_0 *)xv[t])[b].d);
 }
 
-/* Block b of a Q4_0 row as 32 int8 (nibble - 8). */
-INLINE __m256i widen_block(const uint8_t *row, int64_t b) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(qw_block_q4_0) + 2));
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-    return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
-}
-
 /* The strip of 16 rows at ws: scales, and (q4) the widened blocks. */
 static void prep_strip(int64_t nb, const uint8_t *ws, size_t rb, bool q4, q8_strip *st) {
     const size_t bw = q4 ? sizeof(qw_block_q4_0) : sizeof(qw_block_q8_0);
@@ -101,7 +94,8 @@ static void prep_strip(int64_t nb, const uint8_t *ws, size_t rb, bool q4, q8_str
         for (int64_t b = 0; b < nb; b++) st->dw[b][r] = _cvtsh_ss(load_u16(row + (size_t)b * bw));
         if (q4)
             for (int64_t b = 0; b < nb; b++)
-                _mm256_storeu_si256((__m256i *)(st->a + ((size_t)r * nb + b) * BLK), widen_block(row, b));
+                _mm256_storeu_si256((__m256i *)(st->a + ((size_t)r * nb + b) * BLK),
+                                    q4_0_i8(row + (size_t)b * sizeof(qw_block_q4_0) + 2));
     }
 }
 

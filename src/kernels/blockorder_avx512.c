@@ -41,9 +41,7 @@ static inline __attribute__((always_inline)) __m256i w8_q8(const uint8_t *row, i
     return _mm256_loadu_si256((const __m256i *)(row + b * (int64_t)sizeof(qw_block_q8_0) + 2));
 }
 static inline __attribute__((always_inline)) __m256i w8_q4(const uint8_t *row, int64_t b) {
-    const __m128i q = _mm_loadu_si128((const __m128i *)(row + b * (int64_t)sizeof(qw_block_q4_0) + 2));
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-    return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
+    return q4_0_i8(row + b * (int64_t)sizeof(qw_block_q4_0) + 2);
 }
 
 /* The exact int32 sum of 32 products w[i] * x[i] (xu = x ^ 0x80), as 8 lanes. */

@@ -6,7 +6,8 @@
  *             then the last two), the order llama.cpp's AVX2 dots reduce in, so
  *             every level that ends a chain with it gives the same bits;
  *   load_u16  an unaligned 16-bit load (a block's f16 scale);
- *   sum8_epi32  the sum of 8 int32 lanes (exact in any order).
+ *   sum8_epi32  the sum of 8 int32 lanes (exact in any order);
+ *   q4_0_i8   a Q4_0 block's 32 quants as int8 (nibble - 8), in element order.
  */
 #ifndef QWISP_KERNELS_SIMD_X86_H
 #define QWISP_KERNELS_SIMD_X86_H
@@ -26,6 +27,13 @@ static inline uint16_t load_u16(const void *p) {
     uint16_t v;
     memcpy(&v, p, sizeof v);
     return v;
+}
+
+/* qs: a Q4_0 block's 16 bytes; element i < 16 is byte i's low nibble, 16 + i its high one. */
+static inline __m256i q4_0_i8(const void *qs) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
 }
 
 static inline int32_t sum8_epi32(__m256i v) {
