@@ -27,6 +27,8 @@
 
 #define QW_BACKEND_ABI 15
 #define QW_BACKEND_ENTRY "qw_backend_cuda_ops"
+/* qw_backend_cfg.lanes_group when QWISP_DEVICE_LANES_GROUP is unset */
+#define QW_LANES_GROUP_AUTO 3
 
 /* What the host tells the backend when it uploads a model: the policy knobs
  * (already parsed from the options table) and the host pool's size-class
@@ -46,7 +48,7 @@ typedef struct qw_backend_cfg {
     int32_t chunk;               /* QWISP_CHUNK: tokens per prefill chunk (the activations the tier reserves) */
     uint64_t stage_bytes;        /* QWISP_DEVICE_STAGE_MB in bytes: page-locked staging for pageable expert copies (0 = the driver's) */
     int pdl;                     /* QWISP_DEVICE_PDL: 1 = programmatic dependent launch where the device has it */
-    int lanes_group;             /* QWISP_DEVICE_LANES_GROUP: 0 a tile per pick, 1 grouped (tensor cores), 2 grouped (dp4a), 3 (unset) grouped (tensor cores) from 8 tokens */
+    int lanes_group;             /* QWISP_DEVICE_LANES_GROUP: 0 a tile per pick, 1 grouped (tensor cores), 2 grouped (dp4a), QW_LANES_GROUP_AUTO (unset) grouped (tensor cores) from 8 tokens */
     /* QWISP_DEVICE_HOST_EXPERTS: up to host_experts of a layer's experts that
      * miss the VRAM cache computed by host_run(host, ...) (qw_host_experts_run:
      * out[i] = expert[i]'s FFN of row tok[i] of xn) instead of copied; 0 = none */

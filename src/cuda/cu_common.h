@@ -331,7 +331,7 @@ void cu_route(cudaStream_t s, const float *logits, int n_tok, int n_expert, int 
  * read once for each of them; 1: grouped by expert on the device
  * (cu_group_tiles), each expert read once, the matmul's usual kernel choice
  * (the tensor cores, as in prefill); 2: grouped, the dp4a kernels for sets
- * of at most 64 assignments (8 tokens at top-8); 3 (the knob unset): 1 for
+ * of at most 64 assignments (8 tokens at top-8); QW_LANES_GROUP_AUTO (the knob unset): 1 for
  * steps of CU_LANES_GROUP_MIN tokens or more, 0 below.  Every dot is
  * computed alone whatever its tile, so all give the same bits.
  * Measured on an H200, A3B-width Q8_0 (bench/RESULTS.md, 2026-12-07): 1
@@ -341,7 +341,7 @@ extern int cu_lanes_group;
 enum { CU_LANES_GROUP_MIN = 8 };
 /* Whether a lanes step of n tokens groups its picks by expert (above). */
 static inline bool cu_lanes_grouped(int n) {
-    return cu_lanes_group == 3 ? n >= CU_LANES_GROUP_MIN : cu_lanes_group != 0;
+    return cu_lanes_group == QW_LANES_GROUP_AUTO ? n >= CU_LANES_GROUP_MIN : cu_lanes_group != 0;
 }
 /* The grouping on the device (prefill's, and lanes steps' under
  * QWISP_DEVICE_LANES_GROUP): the n_assign assignments of sel sorted by

@@ -191,12 +191,8 @@ static inline __attribute__((always_inline)) __m512 chunk_products(const uint8_t
                                                                    const bo_token *tk, const bool q4) {
     const int64_t bw = q4 ? (int64_t)sizeof(qw_block_q4_0) : (int64_t)sizeof(qw_block_q8_0);
     const __m512i isum = chunk_sums(row, c, ng, tk, q4);
-    /* the blocks' scales: 4 bytes at each block start, the low 2 are d */
     const __mmask16 mk = (__mmask16)((1u << (4 * ng)) - 1);
-    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)bw));
-    const __m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, off, (const void *)(row + 16 * c * bw), 1);
-    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32)), _mm512_maskz_loadu_ps(mk, tk->dx + 16 * c));
+    const __m512 d = _mm512_mul_ps(scales16(row + 16 * c * bw, (int)bw, mk), _mm512_maskz_loadu_ps(mk, tk->dx + 16 * c));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d);
 }
 

@@ -113,12 +113,14 @@ typedef struct {
     __m256 d;
 } prep_tok;
 
-static void q8_prep_token(const qw_block_q8_0 *x, int64_t nb, prep_tok *pt) {
+/* dx[k]: block k's scale as a float, for the row loop's 16-block chunks. */
+static void q8_prep_token(const qw_block_q8_0 *x, int64_t nb, prep_tok *pt, float *dx) {
     const __m256i k80 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
     for (int64_t k = 0; k < nb; k++) {
         pt[k].x = _mm256_loadu_si256((const __m256i *)x[k].qs);
         pt[k].nx = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, k80, pt[k].x));
-        pt[k].d = _mm256_set1_ps(_cvtsh_ss(load_u16(&x[k].d)));
+        dx[k] = _cvtsh_ss(load_u16(&x[k].d));
+        pt[k].d = _mm256_set1_ps(dx[k]);
     }
 }
 
@@ -147,8 +149,6 @@ static void q8_row1(int64_t nb, const qw_block_q8_0 *w, const prep_tok *pt, floa
 static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char *wv, size_t w_row_bytes, int64_t r,
                                                           const prep_tok *pt, const float *dx, float *y, const int R) {
     const __m512i k80 = _mm512_set1_epi8((char)0x80);
-    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)sizeof(qw_block_q8_0)));
     const qw_block_q8_0 *w[8];
     __m512 acc[4];
     for (int i = 0; i < R; i++) w[i] = (const qw_block_q8_0 *)(wv + (size_t)(r + i) * w_row_bytes);
@@ -159,8 +159,7 @@ static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char
         const __m512 dx16 = _mm512_maskz_loadu_ps(mk, dx + k0);
         __m512 ds[8]; /* row i's d_w * d_x of the chunk's blocks, one a lane */
         _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {
-            const __m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, off, (const void *)&w[i][k0], 1);
-            ds[i] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32)), dx16);
+            ds[i] = _mm512_mul_ps(scales16(&w[i][k0], (int)sizeof(qw_block_q8_0), mk), dx16);
         }
         /* lanes 0..7 take lane j of the pair's first row, 8..15 of its second */
         __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
@@ -188,8 +187,7 @@ static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char
 static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
                          float *const *y, prep_tok *pt, float *dx) {
     const int64_t nb = n / QW_QK8_0;
-    q8_prep_token(xv[0], nb, pt);
-    for (int64_t k = 0; k < nb; k++) dx[k] = _cvtsh_ss(load_u16(&((const qw_block_q8_0 *)xv[0])[k].d));
+    q8_prep_token(xv[0], nb, pt, dx);
     const int64_t R = qw_tune_get(QW_TUNE_DECODE_ROWS);
     const int64_t ahead = (qw_decode_ahead_rows(w_row_bytes) + R - 1) / R * R;
     const char *w = wv;

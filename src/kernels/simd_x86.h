@@ -7,7 +7,9 @@
  *             every level that ends a chain with it gives the same bits;
  *   load_u16  an unaligned 16-bit load (a block's f16 scale);
  *   sum8_epi32  the sum of 8 int32 lanes (exact in any order);
- *   q4_0_i8   a Q4_0 block's 32 quants as int8 (nibble - 8), in element order.
+ *   q4_0_i8   a Q4_0 block's 32 quants as int8 (nibble - 8), in element order;
+ *   scales16  (AVX-512 files) the fp16 scales of up to 16 consecutive blocks
+ *             as floats, one gather (the decode row loops' chunks).
  */
 #ifndef QWISP_KERNELS_SIMD_X86_H
 #define QWISP_KERNELS_SIMD_X86_H
@@ -35,6 +37,17 @@ static inline __m256i q4_0_i8(const void *qs) {
     const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
     return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0f)), _mm256_set1_epi8(8));
 }
+
+#ifdef __AVX512F__
+/* Lane j (j < 16, mask bit j set; 0 elsewhere): the fp16 at p + j * stride,
+ * a block's scale at its start, as a float.  Reads 4 bytes a lane. */
+static inline __m512 scales16(const void *p, int stride, __mmask16 mask) {
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(stride));
+    const __m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, off, p, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
+}
+#endif
 
 static inline int32_t sum8_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

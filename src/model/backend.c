@@ -122,8 +122,8 @@ static int cfg_from_options(int64_t kv_positions, qw_backend_cfg *cfg, qw_error 
     cfg->chunk = (int32_t)qw_opt_int(QW_OPT_CHUNK);
     cfg->stage_bytes = (uint64_t)qw_opt_int(QW_OPT_DEVICE_STAGE_MB) << 20;
     cfg->pdl = (int)qw_opt_int(QW_OPT_DEVICE_PDL);
-    /* unset: 3, the CUDA side's "grouped from CU_LANES_GROUP_MIN tokens" */
-    cfg->lanes_group = qw_opt_is_set(QW_OPT_DEVICE_LANES_GROUP) ? (int)qw_opt_int(QW_OPT_DEVICE_LANES_GROUP) : 3;
+    cfg->lanes_group = qw_opt_is_set(QW_OPT_DEVICE_LANES_GROUP) ? (int)qw_opt_int(QW_OPT_DEVICE_LANES_GROUP)
+                                                                : QW_LANES_GROUP_AUTO;
     cfg->host_experts = (int)qw_opt_int(QW_OPT_DEVICE_HOST_EXPERTS);
     const char *misses = qw_opt_str(QW_OPT_DEVICE_MISSES);
     cfg->host_misses = misses && !strcmp(misses, "host");
