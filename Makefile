@@ -133,7 +133,7 @@ bench: $(BUILD)/qwisp
 
 # The kernel micro-benchmarks that link the library, rebuilt when it changes
 # (bench/micro_isa.c and micro_mapread.c build alone: their headers say how).
-$(BUILD)/micro_gemm $(BUILD)/micro_dot: $(BUILD)/%: bench/%.c $(BUILD)/libqwisp.a
+$(BUILD)/micro_gemm $(BUILD)/micro_dot $(BUILD)/micro_rows: $(BUILD)/%: bench/%.c $(BUILD)/libqwisp.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libqwisp.a $(LDFLAGS) $(LDLIBS) -o $@
 
 # models/default.gguf is the trained model, committed (models/README.md); this

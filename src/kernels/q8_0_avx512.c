@@ -27,9 +27,10 @@
  * two ROWS of the same block, one per half, each its own 8-lane chain: half
  * the instructions a (row, block) of one ymm chain per row, same bits.  The
  * scales come 16 blocks at a time (one gather a row), so a block costs nine
- * instructions for two rows, not fourteen: decode streams DRAM at the rate
- * the core keeps misses in flight, and fewer instructions a byte let it run
- * further ahead (bench/RESULTS.md, 2026-12-07: one thread 18 -> 26 GB/s).
+ * instructions for two rows, not fourteen.  On the AMD EPYC VM of
+ * 2026-12-07 (bench/RESULTS.md) that was ahead or even in every alternated
+ * decode run, but one thread alone read DRAM faster with it in one phase of
+ * that VM (18 -> 26 GB/s) and slower in another (20 -> 17-19): not settled.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -141,9 +142,8 @@ static void q8_row1(int64_t nb, const qw_block_q8_0 *w, const prep_tok *pt, floa
  * chunk: each half is its row's own 8-lane chain of the dot, so every row
  * gets the dot's bits.  A chunk's 16 scales of a row come with one gather and
  * are multiplied by the token's 16 at once (the dot's d_w * d_x products);
- * a block's pair of them is then one VPERMT2PS.  Fewer instructions a block
- * than fetching and converting each block's two scales let the core run
- * further ahead of its DRAM reads.  R reads in flight at once (tune.h's
+ * a block's pair of them is then one VPERMT2PS (fewer instructions a block
+ * than fetching and converting each block's two scales).  R reads in flight at once (tune.h's
  * decode_rows: an Intel server core needs more misses outstanding than a Zen
  * core to stream DRAM). */
 static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char *wv, size_t w_row_bytes, int64_t r,
