@@ -9,7 +9,7 @@
  *   sum8_epi32  the sum of 8 int32 lanes (exact in any order);
  *   q4_0_i8   a Q4_0 block's 32 quants as int8 (nibble - 8), in element order;
  *   scales16  (AVX-512 files) the fp16 scales of up to 16 consecutive blocks
- *             as floats, one gather (the decode row loops' chunks).
+ *             as floats, picked out with word permutes (the decode row loops' chunks).
  */
 #ifndef QWISP_KERNELS_SIMD_X86_H
 #define QWISP_KERNELS_SIMD_X86_H
@@ -39,13 +39,38 @@ static inline __m256i q4_0_i8(const void *qs) {
 }
 
 #ifdef __AVX512F__
-/* Lane j (j < 16, mask bit j set; 0 elsewhere): the fp16 at p + j * stride,
- * a block's scale at its start, as a float.  Reads 4 bytes a lane. */
-static inline __m512 scales16(const void *p, int stride, __mmask16 mask) {
-    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(stride));
-    const __m512i d32 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, off, p, 1);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
+/* Lane j (j < m = the mask's count of set bits, which are its low ones; 0
+ * elsewhere): the fp16 at p + j * stride (even, at most 34: scale 15 then
+ * lies in the first 512 bytes), a block's scale at its start, as a float.  The scales' words are picked out of the chunk's bytes
+ * with 16-bit two-register permutes, 128 bytes a permute, instead of a
+ * 16-lane gather: a gather cost the decode loops a third of their speed from
+ * cache (bench/RESULTS.md, session 24), and Intel's microcode for Gather
+ * Data Sampling slows gathers further.  Reads only the m blocks' bytes. */
+static inline __attribute__((always_inline)) __mmask32 words_mask(int n) {
+    return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+}
+static inline __attribute__((always_inline)) __m512 scales16(const void *p, const int stride, __mmask16 mask) {
+    const int w = stride / 2, m = __builtin_popcount(mask), nwords = w * (m - 1) + 1;
+    /* 16-bit lane j (j = 0..15; the pairs 0x10000 … are lanes 2i, 2i + 1): scale
+     * j's word index within its 64-word (128-byte) window */
+    const __m512i idx = _mm512_and_si512(
+        _mm512_mullo_epi16(_mm512_setr_epi32(0x10000, 0x30002, 0x50004, 0x70006, 0x90008, 0xb000a, 0xd000c, 0xf000e, 0,
+                                             0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set1_epi16((short)w)),
+        _mm512_set1_epi16(63));
+    const char *c = p;
+    __m512i words = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        if (64 * q >= nwords) break;
+        __mmask32 in_q = 0; /* the lanes whose scale lies in window q */
+        for (int j = 0; j < 16; j++)
+            if (w * j / 64 == q) in_q |= (__mmask32)1 << j;
+        const __m512i lo = _mm512_maskz_loadu_epi16(words_mask(nwords - 64 * q), c + 128 * q);
+        const __m512i hi = _mm512_maskz_loadu_epi16(words_mask(nwords - 64 * q - 32), c + 128 * q + 64);
+        words = _mm512_mask_blend_epi16(in_q, words, _mm512_permutex2var_epi16(lo, idx, hi));
+    }
+    return _mm512_maskz_cvtph_ps(mask, _mm512_castsi512_si256(words));
 }
 #endif
 
