@@ -313,8 +313,10 @@ amx_vs_avx512() {
 step amx && need 180 "AMX vs avx512 pp512 / tg64" &&
     amx_vs_avx512 QWISP_AMX_KQUANT 16 "a3b-q4_K a3b-q6_K" "q4_K q6_K q5_K" "2048 512"
 # Q8_0/Q4_0's (QWISP_AMX_Q4_0; Q8_0 is on AMX at avx512-amx either way), 2 threads as issue 16's table
+# (then the two orders' decode row loops alternated in one process: bench/micro_rows.c)
 step amxq8 && need 150 "AMX Q8_0/Q4_0 vs avx512" &&
-    amx_vs_avx512 QWISP_AMX_Q4_0 2 "${AMXQ8FILES:-a3b-q4_0 a3b-q8_0}" "q4_0 q8_0" "2048 768"
+    amx_vs_avx512 QWISP_AMX_Q4_0 2 "${AMXQ8FILES:-a3b-q4_0 a3b-q8_0}" "q4_0 q8_0" "2048 768" &&
+    make -s build/micro_rows && for t in q8_0 q4_0; do QWISP_TUNE=off taskset -c 3 build/micro_rows $t 2048 1.0 5; done
 if step vsllama && [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
     QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \
         $(for f in ${VSFILES:-bench-q4_K a3b-q4_K bench-q8_0}; do echo $S/$f.gguf; done) 2>&1 | grep -v "^$"
