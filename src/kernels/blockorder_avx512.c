@@ -23,7 +23,7 @@
  * (VPDPBUSD against the token prepared once a call: Q8_0 weights made
  * unsigned by one XOR with the token's -128 * sum4(x) as the start, Q4_0's
  * nibbles against the token's two halves with -8 * sum(x) as the start, then
- * an unpack tree), the 16 scales come with one gather, and the 16 products
+ * an unpack tree), the 16 scales come at once (scales16), and the 16 products
  * (float)isum * (d_w * d_x) are made at once.  Four rows go side by side and
  * their products are turned so that one 4-lane add takes block j of all
  * four: each row's sum still adds its products one by one in block order.

@@ -26,7 +26,7 @@
  * prepared once and the weights are made unsigned (one XOR), and a zmm holds
  * two ROWS of the same block, one per half, each its own 8-lane chain: half
  * the instructions a (row, block) of one ymm chain per row, same bits.  The
- * scales come 16 blocks at a time (one gather a row), so a block costs nine
+ * scales come 16 blocks at a time (scales16: word permutes, no gather), so a block costs nine
  * instructions for two rows, not fourteen.  On the AMD EPYC VM of
  * 2026-12-07 (bench/RESULTS.md) that was ahead or even in every alternated
  * decode run, but one thread alone read DRAM faster with it in one phase of
@@ -140,7 +140,7 @@ static void q8_row1(int64_t nb, const qw_block_q8_0 *w, const prep_tok *pt, floa
 
 /* R rows from `r` on, two rows a zmm (one per 256-bit half), 16 blocks a
  * chunk: each half is its row's own 8-lane chain of the dot, so every row
- * gets the dot's bits.  A chunk's 16 scales of a row come with one gather and
+ * gets the dot's bits.  A chunk's 16 scales of a row come at once (scales16) and
  * are multiplied by the token's 16 at once (the dot's d_w * d_x products);
  * a block's pair of them is then one VPERMT2PS (fewer instructions a block
  * than fetching and converting each block's two scales).  R reads in flight at once (tune.h's
