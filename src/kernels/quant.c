@@ -194,8 +194,10 @@ static void build_amx(qw_kernel_table *t) {
  * every call of 16 tokens, so prefill was 12-30 % slower than AVX-512's at 2
  * threads, and the reference-order row loop (16 rows a zmm then) streamed 6.6
  * GB/s from DRAM on a core where AVX-512's streams 11.7.  Both have changed
- * since (a strip widened once a call for up to 64 tokens; one stream a row):
- * the default waits for the Xeon's measurement. */
+ * since (a strip widened once a call for up to 64 tokens; one stream a row,
+ * scales without a gather), and on the Xeon on 2026-12-07 the knob gave +15 %
+ * prefill for -8 % decode (the reference-order Q4_0 loop still the slower
+ * from cache there), so off stays the default. */
 static void set_amx_q4_0(qw_kernel_table *t, bool on) {
     __atomic_store_n(&t->dot_q4_0, on ? qw_blockorder_avx512.dot_q4_0 : qw_kernels_avx512.dot_q4_0, __ATOMIC_RELEASE);
     __atomic_store_n(&t->gemv_q4_0, on ? qw_blockorder_avx512.gemv_q4_0 : qw_kernels_avx512.gemv_q4_0, __ATOMIC_RELEASE);
