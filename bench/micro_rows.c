@@ -1,6 +1,6 @@
 /* micro_rows.c — the Q8_0 / Q4_0 decode row loops of this CPU's AVX-512 level
- * and the reference-order ones of the avx512-amx level (blockorder_avx512.c,
- * which need AVX-512 VNNI, not AMX), alternated in one process over one
+ * and the reference-order ones of the avx512-amx level (blockorder_avx512vbmi.c,
+ * which need AVX-512 VNNI + VBMI, not AMX), alternated in one process over one
  * matrix larger than the caches: this machine's speed moves by ±20 % over
  * minutes, so loops timed in turn, pass by pass, compare where separate runs
  * do not.  Prints each loop's median (min, max) GB/s from DRAM and from a
@@ -41,8 +41,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")) {
-        fprintf(stderr, "micro_rows: this CPU has no AVX-512 VNNI\n");
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vbmi")) {
+        fprintf(stderr, "micro_rows: this CPU has no AVX-512 VNNI + VBMI\n");
         return 1;
     }
     const bool q4 = !strcmp(argv[1], "q4_0");

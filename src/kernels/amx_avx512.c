@@ -8,7 +8,7 @@
  * A comes straight from the file's Q8_0 rows (tile rows at stride = row
  * bytes, 2 bytes past each block's scale), or, for Q4_0, from the strip's 16
  * rows widened to int8 (nibble - 8).  Then, per block, in the scalar
- * reference's order (see blockorder_avx512.c, which holds the level's dots
+ * reference's order (see blockorder_avx512vbmi.c, which holds the level's dots
  * and row loops):
  *     acc[row][token] = acc + (float)isum * (d_w * d_x)
  * one f32 lane per token, one accumulator per row of the strip — so the tile
@@ -204,7 +204,8 @@ void qw_amx_gemm_n_q4_0(int64_t n, const void *w, size_t rb, int64_t n_rows, con
     amx_q8(n, w, rb, n_rows, x, y, n_tok, true);
 }
 
-/* The same tiles through the software model: any AVX-512 VNNI CPU (tests). */
+/* The same tiles through the software model: any AVX-512 VNNI + VBMI CPU (tests;
+ * the rows past the last strip take blockorder_avx512vbmi.c's loop). */
 AMX static bool emulated(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
                          int nt, bool q4) {
     if (nt < 1 || nt > QW_GEMM_N_TOKS || n <= 0 || n % QW_GEMM_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;

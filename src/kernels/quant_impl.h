@@ -124,7 +124,7 @@ void qw_avx512_delta_step(float *M, const float *q, const float *k, const float 
 
 /* The avx512-amx level (quant.c): its Q8_0 dots and row loops (Q4_0's with
  * qw_simd_amx_q4_0(true)) compute in the scalar reference's order
- * (blockorder_avx512.c), its prefill tiles
+ * (blockorder_avx512vbmi.c), its prefill tiles
  * with AMX-INT8 (amx_avx512.c); qw_amx_usable says whether this CPU and
  * kernel allow AMX (and requests the permission, once). */
 typedef struct {
@@ -147,7 +147,7 @@ void qw_amx_gemm_n_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_
 void qw_amx_gemm_n_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                         float *const *y, int64_t n_tok);
 /* The same tiles through a software model of the tile instructions, on any
- * AVX-512 VNNI CPU: for tests; false when out of memory or outside the
+ * AVX-512 VNNI + VBMI CPU: for tests; false when out of memory or outside the
  * tiles' limits (nt 1..QW_GEMM_N_TOKS, n % QW_GEMM_K == 0, n <= QW_GEMM_K_MAX). */
 bool qw_amx_emulated_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                           float *const *y, int nt);

@@ -11,8 +11,8 @@
  * one for Q4_0, so they agree with the reference only within rounding; the
  * last test states that difference.)
  *
- *  - test_blockorder: the AVX-512 half (blockorder_avx512.c) on any CPU with
- *    AVX-512 VNNI, called straight from the private table, and the Q8_0 and
+ *  - test_blockorder: the AVX-512 half (blockorder_avx512vbmi.c) on any CPU with
+ *    AVX-512 VNNI + VBMI, called straight from the private table, and the Q8_0 and
  *    Q4_0 tiles through the software model of the tile instructions, so a
  *    machine without AMX still checks them;
  *  - test_amx_tiles / test_amx_matmul: the AMX tiles and matmul; skipped with
@@ -159,8 +159,8 @@ static void test_blockorder(void **s) {
     (void)s;
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl")) {
-        printf("SKIP: reference-order AVX-512 kernels: this CPU has no AVX-512 VNNI\n");
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vbmi")) {
+        printf("SKIP: reference-order AVX-512 kernels: this CPU has no AVX-512 VNNI + VBMI\n");
         return;
     }
     check_blockorder(QW_TYPE_Q8_0);

@@ -1,4 +1,4 @@
-/* blockorder_avx512.c — Q8_0 and Q4_0 dots and decode row loops (AVX-512 VNNI)
+/* blockorder_avx512vbmi.c — Q8_0 and Q4_0 dots and decode row loops (AVX-512 VNNI + VBMI)
  * in the scalar reference's order: the kernels of the "avx512-amx" level
  * beside its AMX prefill tiles (amx_avx512.c).
  *
@@ -24,7 +24,11 @@
  * unsigned by one XOR with the token's -128 * sum4(x) as the start, Q4_0's
  * nibbles against the token's two halves with -8 * sum(x) as the start, then
  * an unpack tree), the 16 scales come at once (scales16), and the 16 products
- * (float)isum * (d_w * d_x) are made at once.  Four rows go side by side and
+ * (float)isum * (d_w * d_x) are made at once.  Q4_0's four blocks of a
+ * group come out of the chunk's bytes, loaded whole, with one VPERMT2B
+ * (AVX-512 VBMI, which the level requires; four 16-byte loads and three
+ * inserts before, port-5 work that left this loop the slower from cache on
+ * the Xeon).  Four rows go side by side and
  * their products are turned so that one 4-lane add takes block j of all
  * four: each row's sum still adds its products one by one in block order.
  * Rows left over (n_rows % 4) go alone; a row that is not whole groups of 4
@@ -131,6 +135,16 @@ static void token_prep(int64_t nb, const qw_block_q8_0 *x, bo_token *tk, const b
     for (int64_t b = 0; b < nb; b++) tk->dx[b] = _cvtsh_ss(x[b].d);
 }
 
+/* Byte j of a group's quants (block j / 16, byte j % 16 of its 16) as an
+ * offset from the group's first block: 18 (j / 16) + j % 16. */
+static inline __attribute__((always_inline)) __m512i q4_group_idx(void) {
+    static const uint8_t idx[64] = {
+        0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 18, 19, 20, 21, 22, 23,
+        24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
+        48, 49, 50, 51, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69};
+    return _mm512_loadu_si512(idx);
+}
+
 /* The exact sums of blocks 16c .. 16c + 4 ng - 1 of a row, lane j block 16c + j
  * (lanes past them 0). */
 static inline __attribute__((always_inline)) __m512i chunk_sums(const uint8_t *row, int64_t c, int ng,
@@ -138,6 +152,17 @@ static inline __attribute__((always_inline)) __m512i chunk_sums(const uint8_t *r
     const int64_t bw = q4 ? (int64_t)sizeof(qw_block_q4_0) : (int64_t)sizeof(qw_block_q8_0);
     const __m512i zero = _mm512_setzero_si512();
     if (q4) {
+        /* the chunk's 72 ng bytes in up to five zmm (masked: only its blocks) */
+        __m512i zb[5];
+#pragma GCC unroll 5
+        for (int i = 0; i < 5; i++) {
+            const int nbytes = 72 * ng - 64 * i;
+            zb[i] = nbytes >= 64 ? _mm512_loadu_si512(row + 16 * c * bw + 64 * i)
+                    : nbytes > 0 ? _mm512_maskz_loadu_epi8((__mmask64)((1ull << nbytes) - 1), row + 16 * c * bw + 64 * i)
+                                 : zero;
+        }
+        /* byte 16b + i of group g's quants = chunk byte 72g + 18b + 2 + i = byte 8g + 18b + 2 + i
+         * of zb[g]:zb[g + 1] (72g = 64g + 8g) */
         /* group g: lanes 4b..4b+3 hold block b's sum in four parts */
         __m512i z[4];
 #pragma GCC unroll 4
@@ -147,7 +172,7 @@ static inline __attribute__((always_inline)) __m512i chunk_sums(const uint8_t *r
                 continue;
             }
             const bo_group *x = &tk->g[4 * c + g];
-            const __m512i q = load_4x128(row + (16 * c + 4 * g) * bw + 2, (size_t)bw);
+            const __m512i q = _mm512_permutex2var_epi8(zb[g], _mm512_add_epi8(q4_group_idx(), _mm512_set1_epi8((char)(8 * g + 2))), zb[g + 1]);
             const __m512i m = _mm512_set1_epi8(0x0f);
             z[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(x->b0, _mm512_and_si512(q, m), x->x0),
                                        _mm512_and_si512(_mm512_srli_epi16(q, 4), m), x->x1);
