@@ -26,9 +26,10 @@
  * an unpack tree), the 16 scales come at once (scales16), and the 16 products
  * (float)isum * (d_w * d_x) are made at once.  Q4_0's four blocks of a
  * group come out of the chunk's bytes, loaded whole, with one VPERMT2B
- * (AVX-512 VBMI, which the level requires; four 16-byte loads and three
- * inserts before, port-5 work that left this loop the slower from cache on
- * the Xeon).  Four rows go side by side and
+ * (AVX-512 VBMI, which the level requires), where four 16-byte loads and
+ * three inserts did it: +17-25 % from cache on the AMD EPYC; on the Xeon
+ * this loop stayed the slower of the two orders (bench/RESULTS.md, session
+ * 24).  Four rows go side by side and
  * their products are turned so that one 4-lane add takes block j of all
  * four: each row's sum still adds its products one by one in block order.
  * Rows left over (n_rows % 4) go alone; a row that is not whole groups of 4
@@ -157,13 +158,14 @@ static inline __attribute__((always_inline)) __m512i chunk_sums(const uint8_t *r
 #pragma GCC unroll 5
         for (int i = 0; i < 5; i++) {
             const int nbytes = 72 * ng - 64 * i;
-            zb[i] = nbytes >= 64 ? _mm512_loadu_si512(row + 16 * c * bw + 64 * i)
-                    : nbytes > 0 ? _mm512_maskz_loadu_epi8((__mmask64)((1ull << nbytes) - 1), row + 16 * c * bw + 64 * i)
+            const uint8_t *at = row + 16 * c * bw + 64 * i;
+            zb[i] = nbytes >= 64 ? _mm512_loadu_si512(at)
+                    : nbytes > 0 ? _mm512_maskz_loadu_epi8((__mmask64)((1ull << nbytes) - 1), at)
                                  : zero;
         }
-        /* byte 16b + i of group g's quants = chunk byte 72g + 18b + 2 + i = byte 8g + 18b + 2 + i
-         * of zb[g]:zb[g + 1] (72g = 64g + 8g) */
-        /* group g: lanes 4b..4b+3 hold block b's sum in four parts */
+        /* group g's quant byte 16b + i = chunk byte 72g + 18b + 2 + i = byte
+         * 8g + 18b + 2 + i of zb[g]:zb[g + 1] (72g = 64g + 8g); its sums:
+         * lanes 4b..4b+3 hold block b's sum in four parts */
         __m512i z[4];
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
@@ -172,7 +174,8 @@ static inline __attribute__((always_inline)) __m512i chunk_sums(const uint8_t *r
                 continue;
             }
             const bo_group *x = &tk->g[4 * c + g];
-            const __m512i q = _mm512_permutex2var_epi8(zb[g], _mm512_add_epi8(q4_group_idx(), _mm512_set1_epi8((char)(8 * g + 2))), zb[g + 1]);
+            const __m512i at = _mm512_add_epi8(q4_group_idx(), _mm512_set1_epi8((char)(8 * g + 2)));
+            const __m512i q = _mm512_permutex2var_epi8(zb[g], at, zb[g + 1]);
             const __m512i m = _mm512_set1_epi8(0x0f);
             z[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(x->b0, _mm512_and_si512(q, m), x->x0),
                                        _mm512_and_si512(_mm512_srli_epi16(q, 4), m), x->x1);

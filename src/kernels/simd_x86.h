@@ -41,11 +41,12 @@ static inline __m256i q4_0_i8(const void *qs) {
 #ifdef __AVX512F__
 /* Lane j (j < m = the mask's count of set bits, which are its low ones; 0
  * elsewhere): the fp16 at p + j * stride (even, at most 34: scale 15 then
- * lies in the first 512 bytes), a block's scale at its start, as a float.  The scales' words are picked out of the chunk's bytes
- * with 16-bit two-register permutes, 128 bytes a permute, instead of a
- * 16-lane gather: a gather cost the decode loops a third of their speed from
- * cache (bench/RESULTS.md, session 24), and Intel's microcode for Gather
- * Data Sampling slows gathers further.  Reads only the m blocks' bytes. */
+ * lies in the first 512 bytes), a block's scale at its start, as a float.
+ * The scales' words are picked out of the chunk's bytes with 16-bit
+ * two-register permutes, 128 bytes a permute, instead of a 16-lane gather:
+ * a gather cost the decode loops a third of their speed from cache
+ * (bench/RESULTS.md, session 24), and Intel's microcode for Gather Data
+ * Sampling slows gathers further.  Reads only the m blocks' bytes. */
 static inline __attribute__((always_inline)) __mmask32 words_mask(int n) {
     return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
 }
