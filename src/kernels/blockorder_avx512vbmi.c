@@ -146,23 +146,26 @@ static inline __attribute__((always_inline)) __m512i q4_group_idx(void) {
     return _mm512_loadu_si512(idx);
 }
 
+/* Q4_0: the chunk's 72 ng bytes in zb[0..4] (masked: only its blocks; zb[5]
+ * zero), for its quants and its scales (scales16_picked) alike. */
+static inline __attribute__((always_inline)) void q4_chunk_bytes(const uint8_t *chunk, int ng, __m512i zb[6]) {
+#pragma GCC unroll 5
+    for (int i = 0; i < 5; i++) {
+        const int nbytes = 72 * ng - 64 * i;
+        zb[i] = nbytes >= 64 ? _mm512_loadu_si512(chunk + 64 * i)
+                : nbytes > 0 ? _mm512_maskz_loadu_epi8((__mmask64)((1ull << nbytes) - 1), chunk + 64 * i)
+                             : _mm512_setzero_si512();
+    }
+    zb[5] = _mm512_setzero_si512();
+}
+
 /* The exact sums of blocks 16c .. 16c + 4 ng - 1 of a row, lane j block 16c + j
- * (lanes past them 0). */
+ * (lanes past them 0); Q4_0's from the chunk's bytes zb (q4_chunk_bytes). */
 static inline __attribute__((always_inline)) __m512i chunk_sums(const uint8_t *row, int64_t c, int ng,
-                                                                const bo_token *tk, const bool q4) {
+                                                                const bo_token *tk, const __m512i *zb, const bool q4) {
     const int64_t bw = q4 ? (int64_t)sizeof(qw_block_q4_0) : (int64_t)sizeof(qw_block_q8_0);
     const __m512i zero = _mm512_setzero_si512();
     if (q4) {
-        /* the chunk's 72 ng bytes in up to five zmm (masked: only its blocks) */
-        __m512i zb[5];
-#pragma GCC unroll 5
-        for (int i = 0; i < 5; i++) {
-            const int nbytes = 72 * ng - 64 * i;
-            const uint8_t *at = row + 16 * c * bw + 64 * i;
-            zb[i] = nbytes >= 64 ? _mm512_loadu_si512(at)
-                    : nbytes > 0 ? _mm512_maskz_loadu_epi8((__mmask64)((1ull << nbytes) - 1), at)
-                                 : zero;
-        }
         /* group g's quant byte 16b + i = chunk byte 72g + 18b + 2 + i = byte
          * 8g + 18b + 2 + i of zb[g]:zb[g + 1] (72g = 64g + 8g); its sums:
          * lanes 4b..4b+3 hold block b's sum in four parts */
@@ -218,9 +221,13 @@ static inline __attribute__((always_inline)) __m512i chunk_sums(const uint8_t *r
 static inline __attribute__((always_inline)) __m512 chunk_products(const uint8_t *row, int64_t c, int ng,
                                                                    const bo_token *tk, const bool q4) {
     const int64_t bw = q4 ? (int64_t)sizeof(qw_block_q4_0) : (int64_t)sizeof(qw_block_q8_0);
-    const __m512i isum = chunk_sums(row, c, ng, tk, q4);
+    const uint8_t *chunk = row + 16 * c * bw;
     const __mmask16 mk = (__mmask16)((1u << (4 * ng)) - 1);
-    const __m512 d = _mm512_mul_ps(scales16(row + 16 * c * bw, (int)bw, mk), _mm512_maskz_loadu_ps(mk, tk->dx + 16 * c));
+    __m512i zb[6]; /* Q4_0: the chunk's bytes, loaded once for its quants and scales */
+    if (q4) q4_chunk_bytes(chunk, ng, zb);
+    const __m512i isum = chunk_sums(row, c, ng, tk, zb, q4);
+    const __m512 dw = q4 ? scales16_picked(zb, (int)bw, mk) : scales16(chunk, (int)bw, mk);
+    const __m512 d = _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(mk, tk->dx + 16 * c));
     return _mm512_mul_ps(_mm512_cvtepi32_ps(isum), d);
 }
 

@@ -50,8 +50,16 @@ static inline __m256i q4_0_i8(const void *qs) {
 static inline __attribute__((always_inline)) __mmask32 words_mask(int n) {
     return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
 }
-static inline __attribute__((always_inline)) __m512 scales16(const void *p, const int stride, __mmask16 mask) {
-    const int w = stride / 2, m = __builtin_popcount(mask), nwords = w * (m - 1) + 1;
+/* The words needed from a chunk of m blocks: up to block m - 1's scale. */
+static inline __attribute__((always_inline)) int scales16_words(const int stride, __mmask16 mask) {
+    return stride / 2 * (__builtin_popcount(mask) - 1) + 1;
+}
+/* scales16 from the chunk's bytes already loaded: piece[i] = bytes 64i ..
+ * 64i + 63 (zero or anything past the blocks), as many pieces as the
+ * scales' words reach (2 per 128-byte window; 8 for stride 34). */
+static inline __attribute__((always_inline)) __m512 scales16_picked(const __m512i *piece, const int stride,
+                                                                     __mmask16 mask) {
+    const int w = stride / 2, nwords = scales16_words(stride, mask);
     /* 16-bit lane j (j = 0..15; the pairs 0x10000 … are lanes 2i, 2i + 1): scale
      * j's word index within its 64-word (128-byte) window */
     const __m512i idx = _mm512_and_si512(
@@ -59,7 +67,6 @@ static inline __attribute__((always_inline)) __m512 scales16(const void *p, cons
                                              0, 0, 0, 0, 0, 0, 0),
                            _mm512_set1_epi16((short)w)),
         _mm512_set1_epi16(63));
-    const char *c = p;
     __m512i words = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int q = 0; q < 4; q++) {
@@ -67,11 +74,19 @@ static inline __attribute__((always_inline)) __m512 scales16(const void *p, cons
         __mmask32 in_q = 0; /* the lanes whose scale lies in window q */
         for (int j = 0; j < 16; j++)
             if (w * j / 64 == q) in_q |= (__mmask32)1 << j;
-        const __m512i lo = _mm512_maskz_loadu_epi16(words_mask(nwords - 64 * q), c + 128 * q);
-        const __m512i hi = _mm512_maskz_loadu_epi16(words_mask(nwords - 64 * q - 32), c + 128 * q + 64);
-        words = _mm512_mask_blend_epi16(in_q, words, _mm512_permutex2var_epi16(lo, idx, hi));
+        words = _mm512_mask_blend_epi16(in_q, words, _mm512_permutex2var_epi16(piece[2 * q], idx, piece[2 * q + 1]));
     }
     return _mm512_maskz_cvtph_ps(mask, _mm512_castsi512_si256(words));
+}
+static inline __attribute__((always_inline)) __m512 scales16(const void *p, const int stride, __mmask16 mask) {
+    const int nwords = scales16_words(stride, mask);
+    const char *c = p;
+    __m512i piece[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) /* the windows scales16_picked reads, whole */
+        piece[i] = 64 * (i / 2) < nwords ? _mm512_maskz_loadu_epi16(words_mask(nwords - 32 * i), c + 64 * i)
+                                         : _mm512_setzero_si512();
+    return scales16_picked(piece, stride, mask);
 }
 #endif
 
