@@ -107,6 +107,41 @@ template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *s
     return d;
 }
 
+/* A staged round's words (32 blocks from block j0, fewer at the row's end)
+ * loaded to registers: every load issued before any is used, so a lane has
+ * all of its words on the way at once. */
+template <int T> struct cu_round {
+    enum { BS = cu_w8_shape<T>::BS, RW = 32 * BS / 4, NV = (RW + 31) / 32 }; /* a round's words, a lane's */
+    uint32_t v[NV];
+    __device__ __forceinline__ void load(const uint8_t *wr, int j0, int nsb, int lane) {
+        const uint32_t *src = (const uint32_t *)(wr + (size_t)j0 * BS);
+        const int nw = min(32, nsb - j0) * BS / 4;
+#pragma unroll
+        for (int c = 0; c < NV; c++)
+            if (lane + 32 * c < nw) v[c] = src[lane + 32 * c];
+    }
+    __device__ __forceinline__ void store(uint32_t *st, int j0, int nsb, int lane) const {
+        const int nw = min(32, nsb - j0) * BS / 4;
+#pragma unroll
+        for (int c = 0; c < NV; c++)
+            if (lane + 32 * c < nw) st[lane + 32 * c] = v[c];
+    }
+};
+
+/* Block j's product of a weight row (w, dw: cu_w8) and an activation row
+ * (xrow: its int8 values, 16-byte aligned; xdrow: its block scales): the
+ * exact integer sum (dp4a) times (d_w * d_x), each float operation rounded
+ * on its own (quant_ref.c). */
+__device__ __forceinline__ float cu_q8_block_prod(const int32_t *w, float dw, const int8_t *xrow, const float *xdrow, int j) {
+    const int4 *y4 = (const int4 *)(xrow + (size_t)j * 32); /* 32 activation bytes in two 16-byte loads */
+    const int4 ya = y4[0], yb = y4[1];
+    const int yv[8] = {ya.x, ya.y, ya.z, ya.w, yb.x, yb.y, yb.z, yb.w};
+    int isum = 0;
+#pragma unroll
+    for (int c = 0; c < 8; c++) isum = __dp4a(w[c], yv[c], isum);
+    return __fmul_rn((float)isum, __fmul_rn(dw, xdrow[j]));
+}
+
 /* The CPU's Q8_0 / Q4_0 dot (quant_ref.c): per block an exact integer sum
  * (dp4a) times (d_w * d_x), each float operation rounded on its own, summed
  * block by block in order. */
@@ -130,7 +165,7 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
      * memory — the scalar reference's serial chain (and the avx512-amx
      * level's), so a row's dot has the CPU's bits there.  (All lanes adding
      * every token's products through shuffles cost a lanes step 32 shuffles
-     * a token a round; one token keeps that way.) */
+     * a token a round; a launch of one-token tiles goes to mv_q8_kernel.) */
     __shared__ float prod[MM_WARPS][CU_MM_NT][33]; /* 33: lane i reading its row is conflict-free */
     float(*pw)[33] = prod[threadIdx.x >> 5];
     enum { BS = cu_w8_shape<T>::BS, RW = 32 * BS / 4, NBUF = QW_MM_Q8_ASYNC ? 2 : 1 }; /* a round's words */
@@ -181,15 +216,9 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
                 for (int c = 0; c < (RW / 4 + 31) / 32; c++)
                     if (lane + 32 * c < nq) ((uint4 *)st)[lane + 32 * c] = v[c];
             } else {
-                const uint32_t *src = (const uint32_t *)(wr + (size_t)j0 * BS);
-                const int nw = nb * BS / 4;
-                uint32_t v[(RW + 31) / 32]; /* every load issued before the first store */
-#pragma unroll
-                for (int c = 0; c < (RW + 31) / 32; c++)
-                    if (lane + 32 * c < nw) v[c] = src[lane + 32 * c];
-#pragma unroll
-                for (int c = 0; c < (RW + 31) / 32; c++)
-                    if (lane + 32 * c < nw) st[lane + 32 * c] = v[c];
+                cu_round<T> rd;
+                rd.load(wr, j0, nsb, lane);
+                rd.store(st, j0, nsb, lane);
             }
             __syncwarp();
             if (j < nsb) dw = cu_w8_staged<T>(st, lane, w);
@@ -201,28 +230,14 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
         for (int i = 0; i < CU_MM_NT; i++) {
             if (i >= nt) break; /* warp-uniform */
             const size_t xr = (size_t)(a[i] / xdiv);
-            float p = 0.0f;
-            if (j < nsb) {
-                /* 32 activation bytes in two 16-byte loads (the scratch's start, k a multiple of 32) */
-                const int4 *y4 = (const int4 *)(xq + xr * k + (size_t)j * 32);
-                const int4 ya = y4[0], yb = y4[1];
-                const int yv[8] = {ya.x, ya.y, ya.z, ya.w, yb.x, yb.y, yb.z, yb.w};
-                int isum = 0;
-#pragma unroll
-                for (int c = 0; c < 8; c++) isum = __dp4a(w[c], yv[c], isum);
-                p = __fmul_rn((float)isum, __fmul_rn(dw, xd[xr * nsb + j]));
-            }
-            if (nt == 1) /* decode: every lane follows the chain through shuffles, no round trip to memory */
-                for (int l = 0; l < nb; l++) s = __fadd_rn(s, __shfl_sync(0xffffffffu, p, l));
-            else
-                pw[i][lane] = p;
+            const float p = j < nsb ? cu_q8_block_prod(w, dw, xq + xr * k, xd + xr * nsb, j) : 0.0f;
+            pw[i][lane] = p;
         }
-        if (nt > 1) {
-            __syncwarp();
-            if (lane < nt)
-                for (int l = 0; l < nb; l++) s = __fadd_rn(s, pw[lane][l]);
-            __syncwarp(); /* read before the next round writes */
-        }
+        __syncwarp();
+        if (lane < nt)
+#pragma unroll 8 /* eight reads on the way before their adds: the chain waits on the adds alone */
+            for (int l = 0; l < nb; l++) s = __fadd_rn(s, pw[lane][l]);
+        __syncwarp(); /* read before the next round writes */
     }
     int mine = a[0]; /* lane i's token: a[i] (a register array is not indexed by lane) */
 #pragma unroll
@@ -230,6 +245,119 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
     if (lane < nt) {
         float *dst = P.y + (size_t)mine * P.ldy + r;
         *dst = D.acc ? *dst + s : s;
+    }
+}
+
+#ifndef QW_MV_Q8 /* decode's Q8_0 / Q4_0 GEMV: 0 = mm_q8_kernel's (to time against), 1 = mv_q8_kernel, 2 = and its next round's weights loaded while this one is summed */
+#define QW_MV_Q8 2
+#endif
+#ifndef QW_MV_Q8_DIRECT /* 1: each lane loads the aligned 16-byte words holding its block and picks the block out in registers, no staging in shared memory */
+#define QW_MV_Q8_DIRECT 0
+#endif
+/* cu_w8 of block j of a row that starts on 16 bytes and has a multiple of 8
+ * blocks (so every 16-byte word a block touches lies in the row): the two
+ * (Q4_0) or three (Q8_0) aligned 16-byte words around the block loaded
+ * whole, the block's words then picked by its offset in them (0..14 bytes,
+ * even) with selects and funnel shifts instead of indexing. */
+template <int T> __device__ __forceinline__ float cu_w8_direct(const uint8_t *row, int j, int32_t *w) {
+    enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS, NQ = T == QW_TYPE_Q8_0 ? 3 : 2 };
+    const size_t ob = (size_t)j * BS;
+    const int o = (int)(ob & 15), q4 = o >> 2, sh = 8 * (o & 3);
+    const uint4 *c = (const uint4 *)(row + (ob & ~(size_t)15));
+    uint32_t x[4 * NQ];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) {
+        const uint4 v = c[i];
+        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
+    }
+    uint32_t y1[WORDS + 2], y[WORDS]; /* y[i] = x[q4 + i], by the bits of q4 */
+#pragma unroll
+    for (int i = 0; i < WORDS + 2; i++) y1[i] = (q4 & 1) ? x[i + 1] : x[i];
+#pragma unroll
+    for (int i = 0; i < WORDS; i++) y[i] = (q4 & 2) ? y1[i + 2] : y1[i];
+    const float d = cu_h2f((uint16_t)(__funnelshift_rc(y[0], y[1], sh) & 0xffffu));
+    uint32_t q[WORDS - 1];
+#pragma unroll
+    for (int i = 0; i < WORDS - 1; i++) q[i] = __funnelshift_rc(y[i], y[i + 1], sh + 16);
+    if (T == QW_TYPE_Q8_0) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) w[i] = (int32_t)q[i];
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            w[i] = (int32_t)__vsub4(q[i] & 0x0f0f0f0fu, 0x08080808u);
+            w[i + 4] = (int32_t)__vsub4((q[i] >> 4) & 0x0f0f0f0fu, 0x08080808u);
+        }
+    }
+    return d;
+}
+
+/* Decode's Q8_0 / Q4_0 GEMV (cu_mm_one_token): mm_q8_kernel's warp a row and
+ * block products, the one token's chain summed from shared memory: each
+ * lane stores its block's product and every lane reads the round back as
+ * eight 16-byte broadcasts and adds it in block order — nine shared-memory
+ * operations and 32 dependent adds a round where mm_q8_kernel waited on 32
+ * shuffles one after another.  The next round's words are loaded while this
+ * one is summed (QW_MV_Q8 2).  A tile of more tokens is served a token at a
+ * time.  The same products added in the same order: the same bits. */
+template <int T>
+__global__ void __launch_bounds__(MM_WARPS * 32, 8) /* 64 registers: a full SM's warps (71 unbounded) */
+mv_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles, int n_tok) {
+    const int lane = threadIdx.x & 31;
+    cu_mm_pick P;
+    const bool ok = cu_mm_row(D, &P);
+    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
+    cu_pdl_enter();
+    if (!ok) return;
+    int nt, e;
+    cu_tile_head(tiles, n_tok, &nt, &e);
+    if (nt <= 0) return;
+    const uint8_t *wr = P.W + (size_t)e * P.mat_bytes + (size_t)P.r * P.row_bytes;
+    const int nsb = k >> 5;
+    __shared__ __align__(16) float prod[MM_WARPS][32];
+    __shared__ __align__(16) uint32_t stage[MM_WARPS][cu_round<T>::RW];
+    float *pw = prod[threadIdx.x >> 5];
+    uint32_t *st = stage[threadIdx.x >> 5];
+    const bool direct = QW_MV_Q8_DIRECT && (nsb & 7) == 0 && ((uintptr_t)wr & 15) == 0;
+    const bool staged = !direct && QW_MM_Q8_STAGE && (nsb & 1) == 0 && ((uintptr_t)wr & 3) == 0; /* as in mm_q8_kernel */
+    for (int i = 0; i < nt; i++) {
+        const int a = cu_tile_token(tiles, i);
+        const size_t xr = (size_t)(a / xdiv);
+        cu_round<T> rd;
+        if (staged) rd.load(wr, 0, nsb, lane);
+        float s = 0.0f;
+        for (int j0 = 0; j0 < nsb; j0 += 32) {
+            const int j = j0 + lane, nb = min(32, nsb - j0);
+            int32_t w[8];
+            float dw = 0.0f;
+            if (staged) {
+                if (QW_MV_Q8 < 2 && j0) rd.load(wr, j0, nsb, lane);
+                rd.store(st, j0, nsb, lane);
+                __syncwarp();
+                if (j < nsb) dw = cu_w8_staged<T>(st, lane, w);
+                __syncwarp(); /* read before a later round stages into it */
+                if (QW_MV_Q8 >= 2 && j0 + 32 < nsb) rd.load(wr, j0 + 32, nsb, lane);
+            } else if (j < nsb) {
+                dw = direct ? cu_w8_direct<T>(wr, j, w) : cu_w8<T>(wr, j, w);
+            }
+            pw[lane] = j < nsb ? cu_q8_block_prod(w, dw, xq + xr * k, xd + xr * nsb, j) : 0.0f;
+            __syncwarp();
+            if (nb == 32) {
+                const float4 *q4 = (const float4 *)pw;
+#pragma unroll
+                for (int l = 0; l < 8; l++) {
+                    const float4 v = q4[l];
+                    s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v.x), v.y), v.z), v.w);
+                }
+            } else {
+                for (int l = 0; l < nb; l++) s = __fadd_rn(s, pw[l]);
+            }
+            __syncwarp(); /* read before the next round writes */
+        }
+        if (lane == 0) {
+            float *dst = P.y + (size_t)a * P.ldy + P.r;
+            *dst = D.acc ? *dst + s : s;
+        }
     }
 }
 
@@ -459,6 +587,15 @@ static void matmul_dst(cudaStream_t s, const cu_tensor *w, const cu_mm_dst &D, c
             cu_matmul_mma_q8(s, w->type, D.W[0], D.mat_bytes[0], D.row_bytes[0], D.rows[0], k, (const int8_t *)sc->xq,
                              sc->xd, xdiv, tiles, n_tiles, n_tok, D.y[0], D.ldy[0], D.acc))
             return;
+        if (QW_MV_Q8 && cu_mm_one_token(tiles, n_tiles, n_tok, xdiv)) {
+            if (w->type == QW_TYPE_Q8_0)
+                cu_launch(mv_q8_kernel<QW_TYPE_Q8_0>, grid, MM_WARPS * 32, 0, s, D, k, (const int8_t *)sc->xq, sc->xd, xdiv,
+                          tiles, n_tok);
+            else
+                cu_launch(mv_q8_kernel<QW_TYPE_Q4_0>, grid, MM_WARPS * 32, 0, s, D, k, (const int8_t *)sc->xq, sc->xd, xdiv,
+                          tiles, n_tok);
+            return;
+        }
         if (w->type == QW_TYPE_Q8_0)
             cu_launch(mm_q8_kernel<QW_TYPE_Q8_0>, grid, MM_WARPS * 32, 0, s, D, k, (const int8_t *)sc->xq, sc->xd, xdiv, tiles,
                                                                      n_tok);

@@ -40,6 +40,15 @@ for t in q8_0 q4_0; do
         { echo "FAIL: gen-model qwen3moe $t ff96"; continue; }
     list="$list:$m"
 done
+# Q8_0 and Q4_0 at a width of 40 blocks (1280) in and out: decode's GEMV (mv_q8_kernel)
+# sums a full round of 32 blocks, with the next round's loads on the way, then a round of 8
+for t in q8_0 q4_0; do
+    m=$D/qwen3moe-$t-w1280.gguf
+    # shellcheck disable=SC2086
+    [ -s "$m" ] || "$BIN" gen-model --preset tiny --tokenizer bytes --type $t $K3 --n-embd 1280 --n-ff-exp 1280 --untied --seed 7 -o "$m" >/dev/null ||
+        { echo "FAIL: gen-model qwen3moe $t w1280"; continue; }
+    list="$list:$m"
+done
 # eight query heads on one KV head: prefill attention takes them in one block (cu_attn.cu)
 m=$D/qwen3moe-q8_0-g8.gguf
 # shellcheck disable=SC2086
