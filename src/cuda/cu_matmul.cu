@@ -107,6 +107,55 @@ template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *s
     return d;
 }
 
+/* 1: where a row starts on 16 bytes and has a multiple of 8 blocks, each
+ * lane loads the aligned 16-byte words that hold its block and picks the
+ * block out in registers (cu_w8_direct), instead of the warp staging the
+ * round in shared memory: decode's GEMV (QW_MV_Q8_DIRECT) and the
+ * few-token one (QW_MM_Q8_DIRECT).  0: staged (to time against). */
+#ifndef QW_MV_Q8_DIRECT
+#define QW_MV_Q8_DIRECT 1
+#endif
+#ifndef QW_MM_Q8_DIRECT
+#define QW_MM_Q8_DIRECT 1
+#endif
+/* cu_w8 of block j of a row that starts on 16 bytes and has a multiple of 8
+ * blocks (so every 16-byte word a block touches lies in the row): the two
+ * (Q4_0) or three (Q8_0) aligned 16-byte words around the block loaded
+ * whole, the block's words then picked by its offset in them (0..14 bytes,
+ * even) with selects and funnel shifts instead of indexing. */
+template <int T> __device__ __forceinline__ float cu_w8_direct(const uint8_t *row, int j, int32_t *w) {
+    enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS, NQ = T == QW_TYPE_Q8_0 ? 3 : 2 };
+    const size_t ob = (size_t)j * BS;
+    const int o = (int)(ob & 15), q4 = o >> 2, sh = 8 * (o & 3);
+    const uint4 *c = (const uint4 *)(row + (ob & ~(size_t)15));
+    uint32_t x[4 * NQ];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) {
+        const uint4 v = c[i];
+        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
+    }
+    uint32_t y1[WORDS + 2], y[WORDS]; /* y[i] = x[q4 + i], by the bits of q4 */
+#pragma unroll
+    for (int i = 0; i < WORDS + 2; i++) y1[i] = (q4 & 1) ? x[i + 1] : x[i];
+#pragma unroll
+    for (int i = 0; i < WORDS; i++) y[i] = (q4 & 2) ? y1[i + 2] : y1[i];
+    const float d = cu_h2f((uint16_t)(__funnelshift_rc(y[0], y[1], sh) & 0xffffu));
+    uint32_t q[WORDS - 1];
+#pragma unroll
+    for (int i = 0; i < WORDS - 1; i++) q[i] = __funnelshift_rc(y[i], y[i + 1], sh + 16);
+    if (T == QW_TYPE_Q8_0) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) w[i] = (int32_t)q[i];
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            w[i] = (int32_t)__vsub4(q[i] & 0x0f0f0f0fu, 0x08080808u);
+            w[i + 4] = (int32_t)__vsub4((q[i] >> 4) & 0x0f0f0f0fu, 0x08080808u);
+        }
+    }
+    return d;
+}
+
 /* A staged round's words (32 blocks from block j0, fewer at the row's end)
  * loaded to registers: every load issued before any is used, so a lane has
  * all of its words on the way at once. */
@@ -172,7 +221,8 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
     __shared__ __align__(16) uint32_t stage[MM_WARPS][NBUF][RW]; /* RW * 4: a multiple of 16 bytes */
     uint32_t(*stw)[RW] = stage[threadIdx.x >> 5];
     /* a row of whole words (an even block count) from a 4-byte aligned start: staged; else each lane loads its block */
-    const bool staged = QW_MM_Q8_STAGE && (nsb & 1) == 0 && ((uintptr_t)wr & 3) == 0;
+    const bool direct = QW_MM_Q8_DIRECT && !QW_MM_Q8_ASYNC && (nsb & 7) == 0 && ((uintptr_t)wr & 15) == 0;
+    const bool staged = !direct && QW_MM_Q8_STAGE && (nsb & 1) == 0 && ((uintptr_t)wr & 3) == 0;
     /* ... and in 16-byte words (QW_MM_Q8_V16) */
     const bool v16 = QW_MM_Q8_V16 && staged && (nsb & 7) == 0 && ((uintptr_t)wr & 15) == 0;
     /* the words of the round from block j0 into buffer b (QW_MM_Q8_ASYNC) */
@@ -224,7 +274,7 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
             if (j < nsb) dw = cu_w8_staged<T>(st, lane, w);
             __syncwarp(); /* read before a later round stages into it */
         } else if (j < nsb) {
-            dw = cu_w8<T>(wr, j, w);
+            dw = direct ? cu_w8_direct<T>(wr, j, w) : cu_w8<T>(wr, j, w);
         }
 #pragma unroll
         for (int i = 0; i < CU_MM_NT; i++) {
@@ -251,55 +301,16 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
 #ifndef QW_MV_Q8 /* decode's Q8_0 / Q4_0 GEMV: 0 = mm_q8_kernel's (to time against), 1 = mv_q8_kernel, 2 = and its next round's weights loaded while this one is summed */
 #define QW_MV_Q8 2
 #endif
-#ifndef QW_MV_Q8_DIRECT /* 1: each lane loads the aligned 16-byte words holding its block and picks the block out in registers, no staging in shared memory */
-#define QW_MV_Q8_DIRECT 0
-#endif
-/* cu_w8 of block j of a row that starts on 16 bytes and has a multiple of 8
- * blocks (so every 16-byte word a block touches lies in the row): the two
- * (Q4_0) or three (Q8_0) aligned 16-byte words around the block loaded
- * whole, the block's words then picked by its offset in them (0..14 bytes,
- * even) with selects and funnel shifts instead of indexing. */
-template <int T> __device__ __forceinline__ float cu_w8_direct(const uint8_t *row, int j, int32_t *w) {
-    enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS, NQ = T == QW_TYPE_Q8_0 ? 3 : 2 };
-    const size_t ob = (size_t)j * BS;
-    const int o = (int)(ob & 15), q4 = o >> 2, sh = 8 * (o & 3);
-    const uint4 *c = (const uint4 *)(row + (ob & ~(size_t)15));
-    uint32_t x[4 * NQ];
-#pragma unroll
-    for (int i = 0; i < NQ; i++) {
-        const uint4 v = c[i];
-        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
-    }
-    uint32_t y1[WORDS + 2], y[WORDS]; /* y[i] = x[q4 + i], by the bits of q4 */
-#pragma unroll
-    for (int i = 0; i < WORDS + 2; i++) y1[i] = (q4 & 1) ? x[i + 1] : x[i];
-#pragma unroll
-    for (int i = 0; i < WORDS; i++) y[i] = (q4 & 2) ? y1[i + 2] : y1[i];
-    const float d = cu_h2f((uint16_t)(__funnelshift_rc(y[0], y[1], sh) & 0xffffu));
-    uint32_t q[WORDS - 1];
-#pragma unroll
-    for (int i = 0; i < WORDS - 1; i++) q[i] = __funnelshift_rc(y[i], y[i + 1], sh + 16);
-    if (T == QW_TYPE_Q8_0) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) w[i] = (int32_t)q[i];
-    } else {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            w[i] = (int32_t)__vsub4(q[i] & 0x0f0f0f0fu, 0x08080808u);
-            w[i + 4] = (int32_t)__vsub4((q[i] >> 4) & 0x0f0f0f0fu, 0x08080808u);
-        }
-    }
-    return d;
-}
-
 /* Decode's Q8_0 / Q4_0 GEMV (cu_mm_one_token): mm_q8_kernel's warp a row and
  * block products, the one token's chain summed from shared memory: each
  * lane stores its block's product and every lane reads the round back as
  * eight 16-byte broadcasts and adds it in block order — nine shared-memory
  * operations and 32 dependent adds a round where mm_q8_kernel waited on 32
- * shuffles one after another.  The next round's words are loaded while this
- * one is summed (QW_MV_Q8 2).  A tile of more tokens is served a token at a
- * time.  The same products added in the same order: the same bits. */
+ * shuffles one after another.  Rows of whole 16-byte words load each block
+ * directly (QW_MV_Q8_DIRECT); others are staged, the next round's words
+ * loaded while this one is summed (QW_MV_Q8 2).  A tile of more tokens is
+ * served a token at a time.  The same products added in the same order:
+ * the same bits. */
 template <int T>
 __global__ void __launch_bounds__(MM_WARPS * 32, 8) /* 64 registers: a full SM's warps (71 unbounded) */
 mv_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles, int n_tok) {
