@@ -84,12 +84,20 @@ template <> struct cu_w8_shape<QW_TYPE_Q4_0> { enum { BS = 18, WORDS = 5 }; };
  * for half the blocks (their words straddle) and each load instruction
  * spans the warp's whole kilobyte, which kept the LM head's GEMV near
  * 1.9 TB/s on an H100. */
+template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x, int sh, int32_t *w);
 template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *st, int lane, int32_t *w) {
     enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS };
-    const int b = lane * BS, sh = 8 * (b & 3); /* the block's byte offset in its first word: 0 or 16 bits */
+    const int b = lane * BS; /* the block's byte offset in its first word: 0 or 2 */
     uint32_t x[WORDS];
 #pragma unroll
     for (int i = 0; i < WORDS; i++) x[i] = st[(b >> 2) + i];
+    return cu_w8_words<T>(x, 8 * (b & 3), w);
+}
+
+/* cu_w8 of a block from the WORDS 32-bit words it lies in, starting sh bits
+ * (0 or 16) into the first. */
+template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x, int sh, int32_t *w) {
+    enum { WORDS = cu_w8_shape<T>::WORDS };
     const float d = cu_h2f((uint16_t)(__funnelshift_rc(x[0], x[1], sh) & 0xffffu));
     uint32_t q[WORDS - 1]; /* the quant bytes start 2 bytes after d: 16 or 32 bits in */
 #pragma unroll
@@ -111,7 +119,8 @@ template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *s
  * lane loads the aligned 16-byte words that hold its block and picks the
  * block out in registers (cu_w8_direct), instead of the warp staging the
  * round in shared memory: decode's GEMV (QW_MV_Q8_DIRECT) and the
- * few-token one (QW_MM_Q8_DIRECT).  0: staged (to time against). */
+ * few-token one (QW_MM_Q8_DIRECT).  0: staged (to time against); decode's
+ * 2: and the next round's words loaded while this one is summed. */
 #ifndef QW_MV_Q8_DIRECT
 #define QW_MV_Q8_DIRECT 1
 #endif
@@ -121,39 +130,34 @@ template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *s
 /* cu_w8 of block j of a row that starts on 16 bytes and has a multiple of 8
  * blocks (so every 16-byte word a block touches lies in the row): the two
  * (Q4_0) or three (Q8_0) aligned 16-byte words around the block loaded
- * whole, the block's words then picked by its offset in them (0..14 bytes,
- * even) with selects and funnel shifts instead of indexing. */
-template <int T> __device__ __forceinline__ float cu_w8_direct(const uint8_t *row, int j, int32_t *w) {
+ * whole (cu_direct::load), the block's words then picked by its offset in
+ * them (0..14 bytes, even) with selects and funnel shifts instead of
+ * indexing (pick). */
+template <int T> struct cu_direct {
     enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS, NQ = T == QW_TYPE_Q8_0 ? 3 : 2 };
-    const size_t ob = (size_t)j * BS;
-    const int o = (int)(ob & 15), q4 = o >> 2, sh = 8 * (o & 3);
-    const uint4 *c = (const uint4 *)(row + (ob & ~(size_t)15));
     uint32_t x[4 * NQ];
+    __device__ __forceinline__ void load(const uint8_t *row, int j) {
+        const uint4 *c = (const uint4 *)(row + (((size_t)j * BS) & ~(size_t)15));
 #pragma unroll
-    for (int i = 0; i < NQ; i++) {
-        const uint4 v = c[i];
-        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
-    }
-    uint32_t y1[WORDS + 2], y[WORDS]; /* y[i] = x[q4 + i], by the bits of q4 */
-#pragma unroll
-    for (int i = 0; i < WORDS + 2; i++) y1[i] = (q4 & 1) ? x[i + 1] : x[i];
-#pragma unroll
-    for (int i = 0; i < WORDS; i++) y[i] = (q4 & 2) ? y1[i + 2] : y1[i];
-    const float d = cu_h2f((uint16_t)(__funnelshift_rc(y[0], y[1], sh) & 0xffffu));
-    uint32_t q[WORDS - 1];
-#pragma unroll
-    for (int i = 0; i < WORDS - 1; i++) q[i] = __funnelshift_rc(y[i], y[i + 1], sh + 16);
-    if (T == QW_TYPE_Q8_0) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) w[i] = (int32_t)q[i];
-    } else {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            w[i] = (int32_t)__vsub4(q[i] & 0x0f0f0f0fu, 0x08080808u);
-            w[i + 4] = (int32_t)__vsub4((q[i] >> 4) & 0x0f0f0f0fu, 0x08080808u);
+        for (int i = 0; i < NQ; i++) {
+            const uint4 v = c[i];
+            x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
         }
     }
-    return d;
+    __device__ __forceinline__ float pick(int j, int32_t *w) const {
+        const int o = (int)(((size_t)j * BS) & 15), q4 = o >> 2;
+        uint32_t y1[WORDS + 2], y[WORDS]; /* y[i] = x[q4 + i], by the bits of q4 */
+#pragma unroll
+        for (int i = 0; i < WORDS + 2; i++) y1[i] = (q4 & 1) ? x[i + 1] : x[i];
+#pragma unroll
+        for (int i = 0; i < WORDS; i++) y[i] = (q4 & 2) ? y1[i + 2] : y1[i];
+        return cu_w8_words<T>(y, 8 * (o & 3), w);
+    }
+};
+template <int T> __device__ __forceinline__ float cu_w8_direct(const uint8_t *row, int j, int32_t *w) {
+    cu_direct<T> c;
+    c.load(row, j);
+    return c.pick(j, w);
 }
 
 /* A staged round's words (32 blocks from block j0, fewer at the row's end)
@@ -336,6 +340,8 @@ mv_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xd
         const size_t xr = (size_t)(a / xdiv);
         cu_round<T> rd;
         if (staged) rd.load(wr, 0, nsb, lane);
+        cu_direct<T> dc; /* QW_MV_Q8_DIRECT 2: the next round's words loaded while this one is summed */
+        if (QW_MV_Q8_DIRECT >= 2 && direct && lane < nsb) dc.load(wr, lane);
         float s = 0.0f;
         for (int j0 = 0; j0 < nsb; j0 += 32) {
             const int j = j0 + lane, nb = min(32, nsb - j0);
@@ -348,6 +354,9 @@ mv_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xd
                 if (j < nsb) dw = cu_w8_staged<T>(st, lane, w);
                 __syncwarp(); /* read before a later round stages into it */
                 if (QW_MV_Q8 >= 2 && j0 + 32 < nsb) rd.load(wr, j0 + 32, nsb, lane);
+            } else if (QW_MV_Q8_DIRECT >= 2 && direct) {
+                if (j < nsb) dw = dc.pick(j, w);
+                if (j + 32 < nsb) dc.load(wr, j + 32);
             } else if (j < nsb) {
                 dw = direct ? cu_w8_direct<T>(wr, j, w) : cu_w8<T>(wr, j, w);
             }
