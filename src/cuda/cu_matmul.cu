@@ -118,14 +118,16 @@ template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x,
 /* 1: where a row starts on 16 bytes and has a multiple of 8 blocks, each
  * lane loads the aligned 16-byte words that hold its block and picks the
  * block out in registers (cu_w8_direct), instead of the warp staging the
- * round in shared memory: decode's GEMV (QW_MV_Q8_DIRECT) and the
- * few-token one (QW_MM_Q8_DIRECT).  0: staged (to time against); decode's
- * 2: and the next round's words loaded while this one is summed. */
+ * round in shared memory: decode's GEMV (QW_MV_Q8_DIRECT; +18 % decode on
+ * an H100, bench/RESULTS.md) and the few-token one (QW_MM_Q8_DIRECT: off
+ * until it has been timed on a GPU).  0: staged (to time against).
+ * Decode's 2: and the next round's words loaded while this one is summed
+ * (not yet timed). */
 #ifndef QW_MV_Q8_DIRECT
 #define QW_MV_Q8_DIRECT 1
 #endif
 #ifndef QW_MM_Q8_DIRECT
-#define QW_MM_Q8_DIRECT 1
+#define QW_MM_Q8_DIRECT 0
 #endif
 /* cu_w8 of block j of a row that starts on 16 bytes and has a multiple of 8
  * blocks (so every 16-byte word a block touches lies in the row): the two
