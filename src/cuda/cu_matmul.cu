@@ -318,7 +318,7 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
  * served a token at a time.  The same products added in the same order:
  * the same bits. */
 template <int T>
-__global__ void __launch_bounds__(MM_WARPS * 32, 8) /* 64 registers: a full SM's warps (71 unbounded) */
+__global__ void __launch_bounds__(MM_WARPS * 32, 8) /* 8 blocks an SM: 64 registers a thread (71 unbounded: 7) */
 mv_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles, int n_tok) {
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
