@@ -227,6 +227,14 @@ __device__ __forceinline__ bool cu_mm_row_in(const cu_mm_dst &D, int per_block, 
 __device__ __forceinline__ bool cu_mm_row(const cu_mm_dst &D, cu_mm_pick *p) {
     return cu_mm_row_in(D, CU_MM_WARPS, (int)(threadIdx.x >> 5), p);
 }
+/* A warp-a-row kernel's start: its row (cu_mm_row), that row's L2 prefetch
+ * while the predecessor still runs, then the PDL wait; false: no row. */
+__device__ __forceinline__ bool cu_mm_enter(const cu_mm_dst &D, const cu_tile *tiles, cu_mm_pick *p) {
+    const bool ok = cu_mm_row(D, p);
+    if (ok) cu_prefetch_row(tiles, p->W + (size_t)p->r * p->row_bytes, p->row_bytes, (int)(threadIdx.x & 31), 32);
+    cu_pdl_enter();
+    return ok;
+}
 #endif
 
 /* K-quant weights with Q8_K activations and the CPU's integer block dots

@@ -205,9 +205,7 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
                              int n_tok) {
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
-    const bool ok = cu_mm_row(D, &P);
-    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
-    cu_pdl_enter();
+    const bool ok = cu_mm_enter(D, tiles, &P);
     if (!ok) return;
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
@@ -322,9 +320,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32, 8) /* 8 blocks an SM: 64 regist
 mv_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xdiv, const cu_tile *tiles, int n_tok) {
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
-    const bool ok = cu_mm_row(D, &P);
-    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
-    cu_pdl_enter();
+    const bool ok = cu_mm_enter(D, tiles, &P);
     if (!ok) return;
     int nt, e;
     cu_tile_head(tiles, n_tok, &nt, &e);
@@ -407,9 +403,7 @@ template <int T>
 __global__ void mm_kernel(const cu_mm_dst D, int k, const float *x, int ldx, int xdiv, const cu_tile *tiles, int n_tok) {
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
-    const bool ok = cu_mm_row(D, &P);
-    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
-    cu_pdl_enter();
+    const bool ok = cu_mm_enter(D, tiles, &P);
     if (!ok) return;
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
@@ -482,9 +476,7 @@ __global__ void mm_f32_kernel(const cu_mm_dst D, int k, const float *x, int ldx,
                               int n_tok) {
     const int lane = threadIdx.x & 31;
     cu_mm_pick P;
-    const bool ok = cu_mm_row(D, &P);
-    if (ok) cu_prefetch_row(tiles, P.W + (size_t)P.r * P.row_bytes, P.row_bytes, lane, 32);
-    cu_pdl_enter();
+    const bool ok = cu_mm_enter(D, tiles, &P);
     if (!ok) return;
     const int r = P.r;
     int nt, a[CU_MM_NT], e;
