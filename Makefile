@@ -165,4 +165,6 @@ uninstall:
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+# the test programs' header dependencies too (-MMD writes build/tests/X.d beside each), so
+# a changed header rebuilds the tests that include it
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d)

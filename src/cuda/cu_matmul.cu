@@ -17,6 +17,7 @@
  * a warp tree, with f32 activations, and agree to rounding (tests/gpu/).
  */
 #include "cu_common.h"
+#include "cu_pick.h"
 #include "cu_q8act.cuh"
 #include "cu_quant.cuh"
 
@@ -98,10 +99,8 @@ template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *s
  * (0 or 16) into the first. */
 template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x, int sh, int32_t *w) {
     enum { WORDS = cu_w8_shape<T>::WORDS };
-    const float d = cu_h2f((uint16_t)(__funnelshift_rc(x[0], x[1], sh) & 0xffffu));
     uint32_t q[WORDS - 1]; /* the quant bytes start 2 bytes after d: 16 or 32 bits in */
-#pragma unroll
-    for (int c = 0; c < WORDS - 1; c++) q[c] = __funnelshift_rc(x[c], x[c + 1], sh + 16);
+    const float d = cu_h2f(cu_pick_block(x, sh, WORDS, q));
     if (T == QW_TYPE_Q8_0) {
 #pragma unroll
         for (int c = 0; c < 8; c++) w[c] = (int32_t)q[c];
@@ -139,7 +138,7 @@ template <int T> struct cu_direct {
     enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS, NQ = T == QW_TYPE_Q8_0 ? 3 : 2 };
     uint32_t x[4 * NQ];
     __device__ __forceinline__ void load(const uint8_t *row, int j) {
-        const uint4 *c = (const uint4 *)(row + (((size_t)j * BS) & ~(size_t)15));
+        const uint4 *c = (const uint4 *)(row + cu_pick_base(j, BS));
 #pragma unroll
         for (int i = 0; i < NQ; i++) {
             const uint4 v = c[i];
@@ -147,12 +146,9 @@ template <int T> struct cu_direct {
         }
     }
     __device__ __forceinline__ float pick(int j, int32_t *w) const {
-        const int o = (int)(((size_t)j * BS) & 15), q4 = o >> 2;
-        uint32_t y1[WORDS + 2], y[WORDS]; /* y[i] = x[q4 + i], by the bits of q4 */
-#pragma unroll
-        for (int i = 0; i < WORDS + 2; i++) y1[i] = (q4 & 1) ? x[i + 1] : x[i];
-#pragma unroll
-        for (int i = 0; i < WORDS; i++) y[i] = (q4 & 2) ? y1[i + 2] : y1[i];
+        const int o = cu_pick_off(j, BS);
+        uint32_t y[WORDS];
+        cu_pick_words(x, o, WORDS, y);
         return cu_w8_words<T>(y, 8 * (o & 3), w);
     }
 };

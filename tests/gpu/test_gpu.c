@@ -2,8 +2,9 @@
  * selection that needs no GPU.
  *
  * Without a GPU (CI): the selection tests run (QWISP_BACKEND words; `cuda`
- * fails with one line naming why; `auto` stays on the CPU) and every GPU
- * test prints one "SKIP: <reason>" line and passes.
+ * fails with one line naming why; `auto` stays on the CPU), so do the tier
+ * decision and the Q8_0/Q4_0 GEMVs' block picking (cu_pick.h, host-compiled),
+ * and every GPU test prints one "SKIP: <reason>" line and passes.
  *
  * With a GPU, for each model of QWISP_GPU_MODELS (':'-separated; default the
  * two shipped models; tests/gpu/run.sh adds generated models of every type
@@ -44,6 +45,7 @@
 #include "qwisp/place.h"
 #include "qwisp/pool.h"
 #include "qwisp/quant.h"
+#include "cuda/cu_pick.h"
 #include "model/context.h"
 
 #include <math.h>
@@ -190,6 +192,42 @@ static void test_tier_decision(void **state) {
     assert_int_equal(t.slots, 0); /* forced resident */
     t = qw_device_tier_decide(8 * GB, 1 * GB, dense, experts, one, 256, 8, 300);
     assert_int_equal(t.slots, 0); /* as many slots as experts = resident */
+}
+
+/* ---- the GEMVs' direct block loads (cu_pick.h; no GPU needed) ------------- */
+
+/* Every block of Q8_0 and Q4_0 rows of 8..80 blocks, as the direct loads
+ * reach it: the 16-byte words from cu_pick_base lie inside the row, and the
+ * scale and quant words picked out of them (cu_pick_words, cu_pick_block)
+ * are the block's own bytes. */
+static void test_block_pick(void **state) {
+    static const int bs_of[2] = {34, 18}, nq_of[2] = {3, 2}, nw_of[2] = {9, 5};
+    uint8_t *row = malloc(80 * 34 + 16);
+    assert_non_null(row);
+    unsigned seed = 7;
+    for (int t = 0; t < 2; t++) {
+        const int bs = bs_of[t], nq = nq_of[t], nw = nw_of[t];
+        for (int nsb = 8; nsb <= 80; nsb += 8) {
+            const size_t rb = (size_t)nsb * bs;
+            assert_int_equal(rb % 16, 0);
+            for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)((seed = seed * 1103515245u + 12345u) >> 16);
+            for (int j = 0; j < nsb; j++) {
+                const size_t base = cu_pick_base(j, bs);
+                const int o = cu_pick_off(j, bs);
+                assert_int_equal(base % 16, 0);
+                assert_true(base + (size_t)o == (size_t)j * bs && o % 2 == 0);
+                assert_true(base + 16 * (size_t)nq <= rb); /* no word past the row */
+                uint32_t x[12], y[9], q[8];
+                memcpy(x, row + base, 16 * (size_t)nq);
+                cu_pick_words(x, o, nw, y);
+                const uint16_t d = cu_pick_block(y, 8 * (o & 3), nw, q);
+                const uint8_t *b = row + (size_t)j * bs;
+                if (d != (uint16_t)(b[0] | b[1] << 8) || memcmp(q, b + 2, (size_t)bs - 2))
+                    fail_msg("block %d of a %d-block row (%d bytes a block): wrong bytes picked", j, nsb, bs);
+            }
+        }
+    }
+    free(row);
 }
 
 /* ---- GPU vs CPU ---------------------------------------------------------- */
@@ -829,6 +867,7 @@ int main(void) {
         cmocka_unit_test(test_backend_words),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_tier_decision),
+        cmocka_unit_test(test_block_pick),
         cmocka_unit_test(test_pool_limit),
         cmocka_unit_test(test_state_io),
         cmocka_unit_test(test_batch),
