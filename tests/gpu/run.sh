@@ -41,7 +41,8 @@ for t in q8_0 q4_0; do
     list="$list:$m"
 done
 # Q8_0 and Q4_0 at a width of 40 blocks (1280) in and out: decode's GEMV (mv_q8_kernel)
-# sums a full round of 32 blocks, with the next round's loads on the way, then a round of 8
+# sums a full round of 32 blocks, then a round of 8, each block loaded directly (its rows
+# are whole 16-byte words; the shipped models' narrower rows take the staged loads)
 for t in q8_0 q4_0; do
     m=$D/qwen3moe-$t-w1280.gguf
     # shellcheck disable=SC2086
