@@ -30,6 +30,16 @@ __global__ void quant_q8_kernel(const float *x, int n_blocks, int8_t *xq, float 
     if (b < n_blocks) cu_q8_0_block(x[(size_t)b * 32 + lane], xq + (size_t)b * 32, &xd[b], lane);
 }
 
+/* A Q4_0 block's 16 quant bytes (q, four words) as its 32 values - 8 in
+ * int8, low nibbles first (w, eight words). */
+__device__ __forceinline__ void cu_q4_unpack(const uint32_t *q, int32_t *w) {
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        w[c] = (int32_t)__vsub4(q[c] & 0x0f0f0f0fu, 0x08080808u);
+        w[c + 4] = (int32_t)__vsub4((q[c] >> 4) & 0x0f0f0f0fu, 0x08080808u);
+    }
+}
+
 /* The weight's 32 integer values of sub-block j as int8, four to a word,
  * and its scale (Q8_0, Q4_0: nibble - 8, low nibbles first). */
 template <int T> __device__ __forceinline__ float cu_w8(const uint8_t *row, int j, int32_t *w);
@@ -42,11 +52,7 @@ template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *
     const uint8_t *b = row + (size_t)j * 18;
     uint32_t q[4];
     cu_ldw<4>(b + 2, q);
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        w[c] = (int32_t)__vsub4(q[c] & 0x0f0f0f0fu, 0x08080808u);
-        w[c + 4] = (int32_t)__vsub4((q[c] >> 4) & 0x0f0f0f0fu, 0x08080808u);
-    }
+    cu_q4_unpack(q, w);
     return cu_h2f(cu_ld16(b));
 }
 
@@ -105,11 +111,7 @@ template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x,
 #pragma unroll
         for (int c = 0; c < 8; c++) w[c] = (int32_t)q[c];
     } else {
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            w[c] = (int32_t)__vsub4(q[c] & 0x0f0f0f0fu, 0x08080808u);
-            w[c + 4] = (int32_t)__vsub4((q[c] >> 4) & 0x0f0f0f0fu, 0x08080808u);
-        }
+        cu_q4_unpack(q, w);
     }
     return d;
 }
@@ -119,9 +121,7 @@ template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x,
  * block out in registers (cu_w8_direct), instead of the warp staging the
  * round in shared memory: decode's GEMV (QW_MV_Q8_DIRECT; +18 % decode on
  * an H100, bench/RESULTS.md) and the few-token one (QW_MM_Q8_DIRECT: off
- * until it has been timed on a GPU).  0: staged (to time against).
- * Decode's 2: and the next round's words loaded while this one is summed
- * (not yet timed). */
+ * until it has been timed on a GPU).  0: staged (to time against). */
 #ifndef QW_MV_Q8_DIRECT
 #define QW_MV_Q8_DIRECT 1
 #endif
@@ -131,31 +131,20 @@ template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x,
 /* cu_w8 of block j of a row that starts on 16 bytes and has a multiple of 8
  * blocks (so every 16-byte word a block touches lies in the row): the two
  * (Q4_0) or three (Q8_0) aligned 16-byte words around the block loaded
- * whole (cu_direct::load), the block's words then picked by its offset in
- * them (0..14 bytes, even) with selects and funnel shifts instead of
- * indexing (pick). */
-template <int T> struct cu_direct {
-    enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS, NQ = T == QW_TYPE_Q8_0 ? 3 : 2 };
-    uint32_t x[4 * NQ];
-    __device__ __forceinline__ void load(const uint8_t *row, int j) {
-        const uint4 *c = (const uint4 *)(row + cu_pick_base(j, BS));
-#pragma unroll
-        for (int i = 0; i < NQ; i++) {
-            const uint4 v = c[i];
-            x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
-        }
-    }
-    __device__ __forceinline__ float pick(int j, int32_t *w) const {
-        const int o = cu_pick_off(j, BS);
-        uint32_t y[WORDS];
-        cu_pick_words(x, o, WORDS, y);
-        return cu_w8_words<T>(y, 8 * (o & 3), w);
-    }
-};
+ * whole, the block's words then picked by its offset in them (0..14 bytes,
+ * even) with selects and funnel shifts instead of indexing (cu_pick.h). */
 template <int T> __device__ __forceinline__ float cu_w8_direct(const uint8_t *row, int j, int32_t *w) {
-    cu_direct<T> c;
-    c.load(row, j);
-    return c.pick(j, w);
+    enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS, NQ = T == QW_TYPE_Q8_0 ? 3 : 2 };
+    const uint4 *c = (const uint4 *)(row + cu_pick_base(j, BS));
+    uint32_t x[4 * NQ], y[WORDS];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) {
+        const uint4 v = c[i];
+        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
+    }
+    const int o = cu_pick_off(j, BS);
+    cu_pick_words(x, o, WORDS, y);
+    return cu_w8_words<T>(y, 8 * (o & 3), w);
 }
 
 /* A staged round's words (32 blocks from block j0, fewer at the row's end)
@@ -298,8 +287,8 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
     }
 }
 
-#ifndef QW_MV_Q8 /* decode's Q8_0 / Q4_0 GEMV: 0 = mm_q8_kernel's (to time against), 1 = mv_q8_kernel, 2 = and its next round's weights loaded while this one is summed */
-#define QW_MV_Q8 2
+#ifndef QW_MV_Q8 /* decode's Q8_0 / Q4_0 GEMV: 1 = mv_q8_kernel, 0 = mm_q8_kernel's (to time against) */
+#define QW_MV_Q8 1
 #endif
 /* Decode's Q8_0 / Q4_0 GEMV (cu_mm_one_token): mm_q8_kernel's warp a row and
  * block products, the one token's chain summed from shared memory: each
@@ -308,7 +297,7 @@ __global__ void mm_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const f
  * operations and 32 dependent adds a round where mm_q8_kernel waited on 32
  * shuffles one after another.  Rows of whole 16-byte words load each block
  * directly (QW_MV_Q8_DIRECT); others are staged, the next round's words
- * loaded while this one is summed (QW_MV_Q8 2).  A tile of more tokens is
+ * loaded while this one is summed.  A tile of more tokens is
  * served a token at a time.  The same products added in the same order:
  * the same bits. */
 template <int T>
@@ -334,23 +323,17 @@ mv_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xd
         const size_t xr = (size_t)(a / xdiv);
         cu_round<T> rd;
         if (staged) rd.load(wr, 0, nsb, lane);
-        cu_direct<T> dc; /* QW_MV_Q8_DIRECT 2: the next round's words loaded while this one is summed */
-        if (QW_MV_Q8_DIRECT >= 2 && direct && lane < nsb) dc.load(wr, lane);
         float s = 0.0f;
         for (int j0 = 0; j0 < nsb; j0 += 32) {
             const int j = j0 + lane, nb = min(32, nsb - j0);
             int32_t w[8];
             float dw = 0.0f;
             if (staged) {
-                if (QW_MV_Q8 < 2 && j0) rd.load(wr, j0, nsb, lane);
                 rd.store(st, j0, nsb, lane);
                 __syncwarp();
                 if (j < nsb) dw = cu_w8_staged<T>(st, lane, w);
                 __syncwarp(); /* read before a later round stages into it */
-                if (QW_MV_Q8 >= 2 && j0 + 32 < nsb) rd.load(wr, j0 + 32, nsb, lane);
-            } else if (QW_MV_Q8_DIRECT >= 2 && direct) {
-                if (j < nsb) dw = dc.pick(j, w);
-                if (j + 32 < nsb) dc.load(wr, j + 32);
+                if (j0 + 32 < nsb) rd.load(wr, j0 + 32, nsb, lane); /* on the way while this round is summed */
             } else if (j < nsb) {
                 dw = direct ? cu_w8_direct<T>(wr, j, w) : cu_w8<T>(wr, j, w);
             }
