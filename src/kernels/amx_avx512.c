@@ -208,15 +208,11 @@ void qw_amx_gemm_n_q4_0(int64_t n, const void *w, size_t rb, int64_t n_rows, con
  * the rows past the last strip take blockorder_avx512vbmi.c's loop). */
 AMX static bool emulated(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,
                          int nt, bool q4) {
-    if (nt < 1 || nt > QW_GEMM_N_TOKS || n <= 0 || n % QW_GEMM_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
-    tile_model *e = aligned_alloc(64, sizeof *e);
-    q8_tokens *tk = aligned_alloc(64, sizeof *tk * GROUPS);
-    q8_strip *st = aligned_alloc(64, sizeof *st);
-    const bool ok = e && tk && st;
-    if (ok) q8_tiles(n, w, rb, n_rows, x, y, nt, q4, e, tk, st);
-    free(e);
-    free(tk);
-    free(st);
+    if (!amx_emu_shape_ok(n, QW_GEMM_K, n_rows, nt)) return false;
+    amx_emu_scratch s;
+    const bool ok = amx_emu_alloc(&s, sizeof(q8_tokens) * GROUPS, sizeof(q8_strip));
+    if (ok) q8_tiles(n, w, rb, n_rows, x, y, nt, q4, s.e, s.tok, s.strip);
+    amx_emu_free(&s);
     return ok;
 }
 bool qw_amx_emulated_q8_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,

@@ -250,15 +250,11 @@ static void gemm_n_q5_K(int64_t n, const void *w, size_t rb, int64_t n_rows, con
  * QW_GEMM_N_TOKS, n a multiple of 256 up to QW_GEMM_K_MAX). */
 AMX static bool emulated_k4(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                             float *const *y, int nt, bool five) {
-    if (nt < 1 || nt > QW_GEMM_N_TOKS || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
-    tile_model *e = aligned_alloc(64, sizeof *e);
-    tokens_prep *tp = aligned_alloc(64, sizeof *tp * GROUPS);
-    strip_sb *ss = aligned_alloc(64, sizeof *ss * MAX_SB);
-    const bool ok = e && tp && ss;
-    if (ok) k4_tiles(n, w, rb, n_rows, x, y, nt, e, tp, ss, five);
-    free(e);
-    free(tp);
-    free(ss);
+    if (!amx_emu_shape_ok(n, QW_QK_K, n_rows, nt)) return false;
+    amx_emu_scratch s;
+    const bool ok = amx_emu_alloc(&s, sizeof(tokens_prep) * GROUPS, sizeof(strip_sb) * MAX_SB);
+    if (ok) k4_tiles(n, w, rb, n_rows, x, y, nt, s.e, s.tok, s.strip, five);
+    amx_emu_free(&s);
     return ok;
 }
 static bool emulated_q4_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y,

@@ -206,15 +206,11 @@ static void gemm_n_q6_K(int64_t n, const void *w, size_t rb, int64_t n_rows, con
 /* The same tiles through the software model: any AVX-512 CPU (tests). */
 AMX static bool emulated_q6_K(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x,
                               float *const *y, int nt) {
-    if (nt < 1 || nt > QW_GEMM_N_TOKS || n <= 0 || n % QW_QK_K || n > QW_GEMM_K_MAX || n_rows < 0) return false;
-    tile_model *e = aligned_alloc(64, sizeof *e);
-    amx_tokens *tk = aligned_alloc(64, sizeof *tk * GROUPS);
-    strip_sb *ss = aligned_alloc(64, sizeof *ss * MAX_SB);
-    const bool ok = e && tk && ss;
-    if (ok) q6k_tiles(n, w, rb, n_rows, x, y, nt, e, tk, ss);
-    free(e);
-    free(tk);
-    free(ss);
+    if (!amx_emu_shape_ok(n, QW_QK_K, n_rows, nt)) return false;
+    amx_emu_scratch s;
+    const bool ok = amx_emu_alloc(&s, sizeof(amx_tokens) * GROUPS, sizeof(strip_sb) * MAX_SB);
+    if (ok) q6k_tiles(n, w, rb, n_rows, x, y, nt, s.e, s.tok, s.strip);
+    amx_emu_free(&s);
     return ok;
 }
 

@@ -20,6 +20,7 @@
 #include <stdalign.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kquant_blocks_x86.h"
@@ -124,6 +125,35 @@ AMX static inline void amx_configure_tiles(tile_model *e, int nt, int n_c, int n
 /* The K-quants' shape: n_a weight tiles of 64 bytes a row, one token tile of 16 dwords. */
 AMX static inline void amx_configure(tile_model *e, int nt, int n_c, int n_a) {
     amx_configure_tiles(e, nt, n_c, n_a, 64, 1, M);
+}
+
+/* ---- the software model's runs (tests) ---------------------------------- */
+
+/* Whether an emulated call's shape is one the tiles take: 1..QW_GEMM_N_TOKS
+ * tokens, n a multiple of `unit` (a block or a super-block) up to
+ * QW_GEMM_K_MAX. */
+static inline bool amx_emu_shape_ok(int64_t n, int64_t unit, int64_t n_rows, int nt) {
+    return nt >= 1 && nt <= QW_GEMM_N_TOKS && n > 0 && n % unit == 0 && n <= QW_GEMM_K_MAX && n_rows >= 0;
+}
+
+/* The scratch of one emulated call: the tile model and the kernel's token and
+ * strip areas (sizes its own), 64-byte aligned.  amx_emu_alloc is false when
+ * any is missing; amx_emu_free frees whatever was allocated. */
+typedef struct {
+    tile_model *e;
+    void *tok, *strip;
+} amx_emu_scratch;
+
+static inline bool amx_emu_alloc(amx_emu_scratch *s, size_t tok_bytes, size_t strip_bytes) {
+    s->e = aligned_alloc(64, sizeof *s->e);
+    s->tok = aligned_alloc(64, tok_bytes);
+    s->strip = aligned_alloc(64, strip_bytes);
+    return s->e && s->tok && s->strip;
+}
+static inline void amx_emu_free(amx_emu_scratch *s) {
+    free(s->e);
+    free(s->tok);
+    free(s->strip);
 }
 
 /* Tokens of group g (16 a group) in a round of nt. */
