@@ -7,7 +7,7 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx amxq8 vsllama spread bigvsllama big16
+#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx amxq8 smt vsllama spread bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime and lanes with this tree's object, alternated with the bases (and by llamalanes).
@@ -38,7 +38,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx amxq8 vsllama spread bigvsllama big16}
+STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx amxq8 smt vsllama spread bigvsllama big16}
 ALT=${ALT:-}
 LANESFILES=${LANESFILES:-bigq a3b-q8_0}
 NCUFILE=${NCUFILE:-l4}    # ncudec's files (/dev/shm, from the gen step)
@@ -317,6 +317,35 @@ step amx && need 180 "AMX vs avx512 pp512 / tg64" &&
 step amxq8 && need 150 "AMX Q8_0/Q4_0 vs avx512" &&
     amx_vs_avx512 QWISP_AMX_Q4_0 2 "${AMXQ8FILES:-a3b-q4_0 a3b-q8_0}" "q4_0 q8_0" "2048 768" &&
     make -s build/micro_rows && for t in q8_0 q4_0; do QWISP_TUNE=off taskset -c 3 build/micro_rows $t 2048 1.0 5; done
+# The host's SMT topology, and whether two threads on one core's two hardware threads explain
+# the avx512-amx level's slower 2-thread decode (docs/kernels.md, "What the reference order costs
+# decode on the Xeon"): the two orders' row loops on one core, then in two processes at once on
+# cpu 2 and its sibling and on cpu 2 and a core of its own; decode by level on both pairs; and
+# perf's counters where the host has perf.  SMT_CPU (default 2) and FAR (default 8) pick the cpus.
+if step smt && need 150 "SMT topology and the row loops two at a time"; then
+    grep -m1 "model name" /proc/cpuinfo; lscpu | grep -i -E "thread|core|socket|numa|L1d|L2|L3"
+    a=${SMT_CPU:-2} # the first cpu of both pairs; the second: its sibling (else a+1), and FAR
+    sib=$(tr ',-' '  ' < /sys/devices/system/cpu/cpu$a/topology/thread_siblings_list | awk -v a=$a '{ for (i = 1; i <= NF; i++) if ($i != a) { print $i; exit } }')
+    sib=${sib:-$((a + 1))}; far=${FAR:-8}
+    ts "cpu$a's siblings: $(cat /sys/devices/system/cpu/cpu$a/topology/thread_siblings_list); pairs: $a,$sib and $a,$far"
+    make -s build/micro_rows || exit 1
+    rows_pair() { # micro_rows q8_0 on cpus $1 and $2 at once, each process's two lines
+        QWISP_TUNE=off taskset -c $1 build/micro_rows q8_0 2048 1.0 5 > /tmp/mr$1.txt 2>&1 & local p=$!
+        QWISP_TUNE=off taskset -c $2 build/micro_rows q8_0 2048 1.0 5 > /tmp/mr$2.txt 2>&1; wait $p
+        for c in $1 $2; do grep -h GB/s /tmp/mr$c.txt | sed "s/^/cpu $c: /"; done
+    }
+    ts "one process, cpu $a"; QWISP_TUNE=off taskset -c $a build/micro_rows q8_0 2048 1.0 5 | grep GB/s
+    ts "cpus $a and $sib at once"; rows_pair $a $sib
+    ts "cpus $a and $far at once"; rows_pair $a $far
+    for round in 1 2; do for cpus in $a,$sib $a,$far; do for lv in avx512-amx avx512; do
+        ts "a3b-q8_0 r$round cpus $cpus $lv: $(QWISP_BACKEND=cpu QWISP_SIMD=$lv taskset -c $cpus $Q bench -m $S/a3b-q8_0.gguf -p 0 -n 32 -r 3 -t 2 --bw-mb 256 2>&1 | grep -E '^tg|roofline' | tr -s ' ' | tr '\n' ' ')"
+    done; done; done
+    if command -v perf > /dev/null; then for lv in avx512-amx avx512; do
+        ts "perf stat, $lv, cpus $a,$sib"
+        QWISP_BACKEND=cpu QWISP_SIMD=$lv taskset -c $a,$sib perf stat -e cycles,instructions,L1-dcache-load-misses,LLC-load-misses -- \
+            $Q bench -m $S/a3b-q8_0.gguf -p 0 -n 64 -r 2 -t 2 --bw-mb 0 2>&1 | grep -E '^tg|cycles|instructions|misses'
+    done; else ts "no perf on this host"; fi
+fi
 if step vsllama && [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
     QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \
         $(for f in ${VSFILES:-bench-q4_K a3b-q4_K bench-q8_0}; do echo $S/$f.gguf; done) 2>&1 | grep -v "^$"
