@@ -21,6 +21,11 @@
 #                                  scripts/device_job.sh builds and times this tree against
 #   scripts/device_kit.sh slim     move models/*.gguf out of the tree (they travel packed)
 #   scripts/device_kit.sh unslim   put them back (before any commit: they are tracked)
+# The cap does not hold the suite's models (models.tar.xz) and a llama.cpp CUDA binary
+# (llama-bench-cuda.xz, 41 MB) together.  Run them as two calls on one warm machine instead: the
+# suite with the models, then, within the machine's idle time (30 s), the llama.cpp step with the
+# binary in .devjob and the models moved aside; the build, /dev/shm's generated files and
+# the built objects stay between the calls (session 27 ran suite, llamacuda and llamalanes so).
 set -eu
 cd "$(dirname "$0")/.."
 K=.devjob
