@@ -7,7 +7,7 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx amxq8 smt vsllama spread bigvsllama big16
+#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt vsllama spread bigvsllama big16
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime and lanes with this tree's object, alternated with the bases (and by llamalanes).
@@ -38,7 +38,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda hostexp amx amxq8 smt vsllama spread bigvsllama big16}
+STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt vsllama spread bigvsllama big16}
 ALT=${ALT:-}
 LANESFILES=${LANESFILES:-bigq a3b-q8_0}
 NCUFILE=${NCUFILE:-l4}    # ncudec's files (/dev/shm, from the gen step)
@@ -274,6 +274,12 @@ if step llamacuda && gpu_need 150 "against llama.cpp CUDA" && [ -s .devjob/llama
             ts "qwisp CUDA bigq VRAM=8 $set: $(export QWISP_DEVICE_VRAM=8 $set; qbench bigq 2)"
         done
     done
+fi
+if step layout && gpu_need 40 "Q8_0 GEMV, file layout against repacked"; then
+    # decode's GEMV on the file's Q8_0 layout against one repacked once (bench/cuda_layout.cu): an
+    # LM head's shape, and down-projection rows of k = 768 (64 experts' worth)
+    nvcc -O3 -std=c++17 -arch=sm_90 -Isrc/cuda -Iinclude bench/cuda_layout.cu -o build/cuda_layout &&
+        build/cuda_layout 151936 2048 5 && build/cuda_layout 131072 768 5
 fi
 unset QWISP_BACKEND
 if step hostexp && [ -f bench/host_experts_speed.c ] && need 60 "host experts' speed"; then
