@@ -9,6 +9,8 @@
  *     checks its layout and its bits (tests/kernels/test_amx.c).
  *   - The tile configuration: n_c accumulators (16 rows × nt int32), n_a
  *     weight tiles (16 rows × 64 bytes, or a_bytes), then the token tiles.
+ *   - The software model's calls (the tests' qw_amx_emulated_* and the
+ *     K-quants' .emulated): the shapes they take, and their scratch.
  *   - The tokens' side, laid out once per call: every 64-element step of
  *     every Q8_K super-block as the B tile (dword kk of the 16 tokens in row
  *     kk), and the tokens' Q8_K scales, one lane a token.
