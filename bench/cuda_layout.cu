@@ -3,14 +3,15 @@
  * in one process: which one a resident tier should keep.
  *
  * Both kernels are decode's GEMV as src/cuda/cu_matmul.cu's mv_q8_kernel
- * runs it (a warp a row, four warps a block, 32 blocks a round one a lane,
- * each block's exact dp4a sum times (d_w * d_x), the row's products added
- * in block order from shared memory), and they differ only in where a lane
+ * runs it, with its own parts (cu_w8.cuh): a warp a row, four warps a
+ * block, 32 blocks a round one a lane, each block's exact dp4a sum times
+ * (d_w * d_x) (cu_q8_block_prod), the row's products added in block order
+ * from shared memory (cu_chain_round).  They differ only in where a lane
  * finds its block:
  *   file      34-byte blocks (fp16 scale, 32 quants) in rows of whole
- *             16-byte words: the lane loads the three aligned 16-byte words
- *             around its block and picks it out (cu_pick.h, the engine's
- *             direct loads);
+ *             16-byte words, read by the engine's direct loads
+ *             (cu_w8_direct: the three aligned 16-byte words around the
+ *             block, picked apart in registers);
  *   repacked  each row's quants alone, 16-byte aligned (two 16-byte loads a
  *             block), its scales in a separate array (one 2-byte load).
  * The two must give the same floats bit for bit (checked on every row);
@@ -20,14 +21,13 @@
  *   nvcc -O3 -std=c++17 -arch=sm_90 -Isrc/cuda -Iinclude bench/cuda_layout.cu -o build/cuda_layout
  *   build/cuda_layout [rows=151936] [k=2048] [rounds=5]
  */
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cu_pick.h"
+#include "cu_w8.cuh"
 
 enum { WARPS = 4, BS = 34 };
 
@@ -40,30 +40,20 @@ enum { WARPS = 4, BS = 34 };
         }                                                                                         \
     } while (0)
 
-/* block j's product with the token: the exact dp4a sum times (d_w * d_x) */
-__device__ __forceinline__ float block_prod(const uint32_t *q, float dw, const int8_t *x, const float *xd, int j) {
-    const int4 *y4 = (const int4 *)(x + (size_t)j * 32);
-    const int4 ya = y4[0], yb = y4[1];
-    const int yv[8] = {ya.x, ya.y, ya.z, ya.w, yb.x, yb.y, yb.z, yb.w};
-    int isum = 0;
-#pragma unroll
-    for (int c = 0; c < 8; c++) isum = __dp4a((int)q[c], yv[c], isum);
-    return __fmul_rn((float)isum, __fmul_rn(dw, xd[j]));
-}
-
-/* the row's sum: each lane's product of the round through shared memory, added in block order */
+/* the round's products added to the row's sum in block order (cu_w8.cuh), as mv_q8_kernel does */
 __device__ __forceinline__ float chain(float *pw, int lane, float p, int nb, float s) {
     pw[lane] = p;
     __syncwarp();
-    for (int l = 0; l < nb; l++) s = __fadd_rn(s, pw[l]);
+    s = cu_chain_round(pw, nb, s);
     __syncwarp();
     return s;
 }
 
+/* the file layout: each block read by the engine's direct loads (cu_w8_direct) */
 __global__ void __launch_bounds__(WARPS * 32) gemv_file(const uint8_t *W, size_t rb, int rows, int k, const int8_t *x,
                                                         const float *xd, float *y) {
     const int lane = threadIdx.x & 31, r = blockIdx.x * WARPS + (threadIdx.x >> 5);
-    __shared__ float prod[WARPS][32];
+    __shared__ __align__(16) float prod[WARPS][32];
     if (r >= rows) return;
     const uint8_t *row = W + (size_t)r * rb;
     const int nsb = k / 32;
@@ -72,39 +62,33 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_file(const uint8_t *W, size_t
         const int j = j0 + lane;
         float p = 0.0f;
         if (j < nsb) {
-            const uint4 *c = (const uint4 *)(row + cu_pick_base(j, BS));
-            uint32_t w[12], yw[9], q[8];
-#pragma unroll
-            for (int i = 0; i < 3; i++) {
-                const uint4 v = c[i];
-                w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
-            }
-            const int o = cu_pick_off(j, BS);
-            cu_pick_words(w, o, 9, yw);
-            const uint16_t d = cu_pick_block(yw, 8 * (o & 3), 9, q);
-            p = block_prod(q, __half2float(__ushort_as_half(d)), x, xd, j);
+            int32_t w[8];
+            const float dw = cu_w8_direct<QW_TYPE_Q8_0>(row, j, w);
+            p = cu_q8_block_prod(w, dw, x, xd, j);
         }
         s = chain(prod[threadIdx.x >> 5], lane, p, min(32, nsb - j0), s);
     }
     if (lane == 0) y[r] = s;
 }
 
-__global__ void __launch_bounds__(WARPS * 32) gemv_repacked(const uint8_t *Q, const __half *D, int rows, int k,
+/* the repacked layout: a block's quants in two aligned 16-byte loads, its scale from D */
+__global__ void __launch_bounds__(WARPS * 32) gemv_repacked(const uint8_t *Q, const uint16_t *D, int rows, int k,
                                                             const int8_t *x, const float *xd, float *y) {
     const int lane = threadIdx.x & 31, r = blockIdx.x * WARPS + (threadIdx.x >> 5);
-    __shared__ float prod[WARPS][32];
+    __shared__ __align__(16) float prod[WARPS][32];
     if (r >= rows) return;
     const int nsb = k / 32;
     const uint4 *row = (const uint4 *)(Q + (size_t)r * k);
-    const __half *dr = D + (size_t)r * nsb;
+    const uint16_t *dr = D + (size_t)r * nsb;
     float s = 0.0f;
     for (int j0 = 0; j0 < nsb; j0 += 32) {
         const int j = j0 + lane;
         float p = 0.0f;
         if (j < nsb) {
             const uint4 a = row[2 * j], b = row[2 * j + 1];
-            const uint32_t q[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-            p = block_prod(q, __half2float(dr[j]), x, xd, j);
+            const int32_t w[8] = {(int32_t)a.x, (int32_t)a.y, (int32_t)a.z, (int32_t)a.w,
+                                  (int32_t)b.x, (int32_t)b.y, (int32_t)b.z, (int32_t)b.w};
+            p = cu_q8_block_prod(w, cu_h2f(dr[j]), x, xd, j);
         }
         s = chain(prod[threadIdx.x >> 5], lane, p, min(32, nsb - j0), s);
     }
@@ -142,7 +126,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < k; i++) hx[i] = (int8_t)((int)(rnd() >> 24) - 128);
     for (int j = 0; j < nsb; j++) hxd[j] = 1.0f / (float)(64 + j % 7);
     uint8_t *dfile, *dq;
-    __half *dd;
+    uint16_t *dd;
     int8_t *dx;
     float *dxd, *y1, *y2;
     CHECK(cudaMalloc(&dfile, fbytes));

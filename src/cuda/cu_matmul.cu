@@ -17,7 +17,7 @@
  * a warp tree, with f32 activations, and agree to rounding (tests/gpu/).
  */
 #include "cu_common.h"
-#include "cu_pick.h"
+#include "cu_w8.cuh"
 #include "cu_q8act.cuh"
 #include "cu_quant.cuh"
 
@@ -28,16 +28,6 @@ __global__ void quant_q8_kernel(const float *x, int n_blocks, int8_t *xq, float 
     cu_pdl_enter();
     const int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (b < n_blocks) cu_q8_0_block(x[(size_t)b * 32 + lane], xq + (size_t)b * 32, &xd[b], lane);
-}
-
-/* A Q4_0 block's 16 quant bytes (q, four words) as its 32 values - 8 in
- * int8, low nibbles first (w, eight words). */
-__device__ __forceinline__ void cu_q4_unpack(const uint32_t *q, int32_t *w) {
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        w[c] = (int32_t)__vsub4(q[c] & 0x0f0f0f0fu, 0x08080808u);
-        w[c + 4] = (int32_t)__vsub4((q[c] >> 4) & 0x0f0f0f0fu, 0x08080808u);
-    }
 }
 
 /* The weight's 32 integer values of sub-block j as int8, four to a word,
@@ -78,12 +68,6 @@ template <> __device__ __forceinline__ float cu_w8<QW_TYPE_Q4_0>(const uint8_t *
 #define QW_MM_Q8_V16 0
 #endif
 
-/* Block bytes and the 32-bit words one lane reads of a staged round
- * (cu_w8_staged): a block starts 0 or 2 bytes into its first word. */
-template <int T> struct cu_w8_shape;
-template <> struct cu_w8_shape<QW_TYPE_Q8_0> { enum { BS = 34, WORDS = 9 }; };
-template <> struct cu_w8_shape<QW_TYPE_Q4_0> { enum { BS = 18, WORDS = 5 }; };
-
 /* cu_w8 of block `lane` of a round the warp staged in shared memory (st:
  * the round's bytes from a 4-byte aligned start, as words).  Staging lets
  * the warp read the row with whole, coalesced word loads: a lane reading
@@ -91,7 +75,6 @@ template <> struct cu_w8_shape<QW_TYPE_Q4_0> { enum { BS = 18, WORDS = 5 }; };
  * for half the blocks (their words straddle) and each load instruction
  * spans the warp's whole kilobyte, which kept the LM head's GEMV near
  * 1.9 TB/s on an H100. */
-template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x, int sh, int32_t *w);
 template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *st, int lane, int32_t *w) {
     enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS };
     const int b = lane * BS; /* the block's byte offset in its first word: 0 or 2 */
@@ -99,21 +82,6 @@ template <int T> __device__ __forceinline__ float cu_w8_staged(const uint32_t *s
 #pragma unroll
     for (int i = 0; i < WORDS; i++) x[i] = st[(b >> 2) + i];
     return cu_w8_words<T>(x, 8 * (b & 3), w);
-}
-
-/* cu_w8 of a block from the WORDS 32-bit words it lies in, starting sh bits
- * (0 or 16) into the first. */
-template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x, int sh, int32_t *w) {
-    enum { WORDS = cu_w8_shape<T>::WORDS };
-    uint32_t q[WORDS - 1]; /* the quant bytes start 2 bytes after d: 16 or 32 bits in */
-    const float d = cu_h2f(cu_pick_block(x, sh, WORDS, q));
-    if (T == QW_TYPE_Q8_0) {
-#pragma unroll
-        for (int c = 0; c < 8; c++) w[c] = (int32_t)q[c];
-    } else {
-        cu_q4_unpack(q, w);
-    }
-    return d;
 }
 
 /* 1: where a row starts on 16 bytes and has a multiple of 8 blocks, each
@@ -128,25 +96,6 @@ template <int T> __device__ __forceinline__ float cu_w8_words(const uint32_t *x,
 #ifndef QW_MM_Q8_DIRECT
 #define QW_MM_Q8_DIRECT 0
 #endif
-/* cu_w8 of block j of a row that starts on 16 bytes and has a multiple of 8
- * blocks (so every 16-byte word a block touches lies in the row): the two
- * (Q4_0) or three (Q8_0) aligned 16-byte words around the block loaded
- * whole, the block's words then picked by its offset in them (0..14 bytes,
- * even) with selects and funnel shifts instead of indexing (cu_pick.h). */
-template <int T> __device__ __forceinline__ float cu_w8_direct(const uint8_t *row, int j, int32_t *w) {
-    enum { BS = cu_w8_shape<T>::BS, WORDS = cu_w8_shape<T>::WORDS, NQ = T == QW_TYPE_Q8_0 ? 3 : 2 };
-    const uint4 *c = (const uint4 *)(row + cu_pick_base(j, BS));
-    uint32_t x[4 * NQ], y[WORDS];
-#pragma unroll
-    for (int i = 0; i < NQ; i++) {
-        const uint4 v = c[i];
-        x[4 * i] = v.x, x[4 * i + 1] = v.y, x[4 * i + 2] = v.z, x[4 * i + 3] = v.w;
-    }
-    const int o = cu_pick_off(j, BS);
-    cu_pick_words(x, o, WORDS, y);
-    return cu_w8_words<T>(y, 8 * (o & 3), w);
-}
-
 /* A staged round's words (32 blocks from block j0, fewer at the row's end)
  * loaded to registers: every load issued before any is used, so a lane has
  * all of its words on the way at once. */
@@ -167,20 +116,6 @@ template <int T> struct cu_round {
             if (lane + 32 * c < nw) st[lane + 32 * c] = v[c];
     }
 };
-
-/* Block j's product of a weight row (w, dw: cu_w8) and an activation row
- * (xrow: its int8 values, 16-byte aligned; xdrow: its block scales): the
- * exact integer sum (dp4a) times (d_w * d_x), each float operation rounded
- * on its own (quant_ref.c). */
-__device__ __forceinline__ float cu_q8_block_prod(const int32_t *w, float dw, const int8_t *xrow, const float *xdrow, int j) {
-    const int4 *y4 = (const int4 *)(xrow + (size_t)j * 32); /* 32 activation bytes in two 16-byte loads */
-    const int4 ya = y4[0], yb = y4[1];
-    const int yv[8] = {ya.x, ya.y, ya.z, ya.w, yb.x, yb.y, yb.z, yb.w};
-    int isum = 0;
-#pragma unroll
-    for (int c = 0; c < 8; c++) isum = __dp4a(w[c], yv[c], isum);
-    return __fmul_rn((float)isum, __fmul_rn(dw, xdrow[j]));
-}
 
 /* The CPU's Q8_0 / Q4_0 dot (quant_ref.c): per block an exact integer sum
  * (dp4a) times (d_w * d_x), each float operation rounded on its own, summed
@@ -339,16 +274,7 @@ mv_q8_kernel(const cu_mm_dst D, int k, const int8_t *xq, const float *xd, int xd
             }
             pw[lane] = j < nsb ? cu_q8_block_prod(w, dw, xq + xr * k, xd + xr * nsb, j) : 0.0f;
             __syncwarp();
-            if (nb == 32) {
-                const float4 *q4 = (const float4 *)pw;
-#pragma unroll
-                for (int l = 0; l < 8; l++) {
-                    const float4 v = q4[l];
-                    s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v.x), v.y), v.z), v.w);
-                }
-            } else {
-                for (int l = 0; l < nb; l++) s = __fadd_rn(s, pw[l]);
-            }
+            s = cu_chain_round(pw, nb, s);
             __syncwarp(); /* read before the next round writes */
         }
         if (lane == 0) {
