@@ -29,10 +29,10 @@
  * (AVX-512 VBMI, which the level requires), where four 16-byte loads and
  * three inserts did it: +17-25 % from cache on the AMD EPYC; on the Xeon
  * this loop stayed the slower of the two orders (bench/RESULTS.md, session
- * 24).  Four rows go side by side and
+ * 24).  Four rows go at once, far apart (quant_impl.h's decode streams), and
  * their products are turned so that one 4-lane add takes block j of all
  * four: each row's sum still adds its products one by one in block order.
- * Rows left over (n_rows % 4) go alone; a row that is not whole groups of 4
+ * Rows past the last whole section go alone; a row that is not whole groups of 4
  * blocks (the matmul never sends one) takes the dot.
  */
 #include <immintrin.h>
@@ -255,28 +255,31 @@ static inline __attribute__((always_inline)) __m128 add_chunk4(__m128 acc, const
     return acc;
 }
 
-/* R rows (1 or ROWS_AT_ONCE) of nb blocks from w, rb bytes apart: y[i] = row i's dot. */
-static inline __attribute__((always_inline)) void rows_dots(int64_t nb, const uint8_t *w, size_t rb, const bo_token *tk,
-                                                            float *y, const int R, const bool q4) {
+/* R rows (1 or ROWS_AT_ONCE) of nb blocks, row i at w + i * gap * rb: y[i * gap] = its dot. */
+static inline __attribute__((always_inline)) void rows_dots(int64_t nb, const uint8_t *w, size_t rb, int64_t gap,
+                                                            const bo_token *tk, float *y, const int R, const bool q4) {
     __m128 acc = _mm_setzero_ps();
     __m512 p[ROWS_AT_ONCE] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const size_t step = (size_t)gap * rb;
     const int64_t full = nb / CHUNK;
     for (int64_t c = 0; c < full; c++) {
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) p[i] = chunk_products(w + (size_t)i * rb, c, 4, tk, q4);
+        for (int i = 0; i < R; i++) p[i] = chunk_products(w + (size_t)i * step, c, 4, tk, q4);
         acc = add_chunk4(acc, p, CHUNK);
     }
     const int ng = (int)(nb % CHUNK) / 4; /* nb % 4 == 0 */
     if (ng) {
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) p[i] = chunk_products(w + (size_t)i * rb, full, ng, tk, q4);
+        for (int i = 0; i < R; i++) p[i] = chunk_products(w + (size_t)i * step, full, ng, tk, q4);
         acc = ng == 1 ? add_chunk4(acc, p, 4) : ng == 2 ? add_chunk4(acc, p, 8) : add_chunk4(acc, p, 12);
     }
     float o[4];
     _mm_storeu_ps(o, acc);
-    for (int i = 0; i < R; i++) y[i] = o[i];
+    for (int i = 0; i < R; i++) y[(size_t)i * gap] = o[i];
 }
 
+/* The rows as ROWS_AT_ONCE far-apart streams (quant_impl.h's decode streams),
+ * the rows past the last whole section one at a time. */
 static inline __attribute__((always_inline)) void gemv_rows(int64_t n, const void *wv, size_t rb, int64_t n_rows,
                                                             const void *const *xv, float *const *yv, const bool q4) {
     const int64_t nb = n / QW_QK8_0;
@@ -288,15 +291,9 @@ static inline __attribute__((always_inline)) void gemv_rows(int64_t n, const voi
     }
     bo_token tk;
     token_prep(nb, xv[0], &tk, q4);
-    const int64_t ahead = qw_decode_ahead_rows(rb);
-    qw_prefetch_decode(w, (size_t)(n_rows < ahead + ROWS_AT_ONCE ? n_rows : ahead + ROWS_AT_ONCE) * rb);
-    int64_t r = 0;
-    for (; r + ROWS_AT_ONCE <= n_rows; r += ROWS_AT_ONCE) {
-        const int64_t pf0 = r + ROWS_AT_ONCE + ahead, pf1 = pf0 + ROWS_AT_ONCE < n_rows ? pf0 + ROWS_AT_ONCE : n_rows;
-        if (pf0 < pf1) qw_prefetch_decode(w + (size_t)pf0 * rb, (size_t)(pf1 - pf0) * rb);
-        rows_dots(nb, w + (size_t)r * rb, rb, &tk, y + r, ROWS_AT_ONCE, q4);
-    }
-    for (; r < n_rows; r++) rows_dots(nb, w + (size_t)r * rb, rb, &tk, y + r, 1, q4);
+    const int64_t gap = qw_decode_stream_gap(n_rows, ROWS_AT_ONCE);
+    for (int64_t r = 0; r < gap; r++) rows_dots(nb, w + (size_t)r * rb, rb, gap, &tk, y + r, ROWS_AT_ONCE, q4);
+    for (int64_t r = gap * ROWS_AT_ONCE; r < n_rows; r++) rows_dots(nb, w + (size_t)r * rb, rb, 1, &tk, y + r, 1, q4);
 }
 
 static void gemv_q8_0(int64_t n, const void *w, size_t rb, int64_t n_rows, const void *const *x, float *const *y) {

@@ -27,10 +27,8 @@
  * two ROWS of the same block, one per half, each its own 8-lane chain: half
  * the instructions a (row, block) of one ymm chain per row, same bits.  The
  * scales come 16 blocks at a time (scales16: word permutes, no gather), so a block costs nine
- * instructions for two rows, not fourteen.  On the AMD EPYC VM of
- * 2026-12-07 (bench/RESULTS.md) that was ahead or even in every alternated
- * decode run, but one thread alone read DRAM faster with it in one phase of
- * that VM (18 -> 26 GB/s) and slower in another (20 -> 17-19): not settled.
+ * instructions for two rows, not fourteen.  The rows read at once are far
+ * apart (quant_impl.h's decode streams), not side by side.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -138,20 +136,20 @@ static void q8_row1(int64_t nb, const qw_block_q8_0 *w, const prep_tok *pt, floa
     *y = hsum8(acc);
 }
 
-/* R rows from `r` on, two rows a zmm (one per 256-bit half), 16 blocks a
- * chunk: each half is its row's own 8-lane chain of the dot, so every row
- * gets the dot's bits.  A chunk's 16 scales of a row come at once (scales16) and
- * are multiplied by the token's 16 at once (the dot's d_w * d_x products);
- * a block's pair of them is then one VPERMT2PS (fewer instructions a block
- * than fetching and converting each block's two scales).  R reads in flight at once (tune.h's
- * decode_rows: an Intel server core needs more misses outstanding than a Zen
- * core to stream DRAM). */
+/* R rows r, r + gap, r + 2 gap, ... (decode's streams, below), two rows a zmm
+ * (one per 256-bit half), 16 blocks a chunk: each half is its row's own
+ * 8-lane chain of the dot, so every row gets the dot's bits.  A chunk's 16
+ * scales of a row come at once (scales16) and are multiplied by the token's
+ * 16 at once (the dot's d_w * d_x products); a block's pair of them is then
+ * one VPERMT2PS (fewer instructions a block than fetching and converting
+ * each block's two scales). */
 static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char *wv, size_t w_row_bytes, int64_t r,
-                                                          const prep_tok *pt, const float *dx, float *y, const int R) {
+                                                          int64_t gap, const prep_tok *pt, const float *dx, float *y,
+                                                          const int R) {
     const __m512i k80 = _mm512_set1_epi8((char)0x80);
     const qw_block_q8_0 *w[8];
     __m512 acc[4];
-    for (int i = 0; i < R; i++) w[i] = (const qw_block_q8_0 *)(wv + (size_t)(r + i) * w_row_bytes);
+    for (int i = 0; i < R; i++) w[i] = (const qw_block_q8_0 *)(wv + (size_t)(r + i * gap) * w_row_bytes);
     for (int i = 0; i < R / 2; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t k0 = 0; k0 < nb; k0 += 16) {
         const int m = nb - k0 < 16 ? (int)(nb - k0) : 16;
@@ -176,31 +174,29 @@ static inline __attribute__((always_inline)) void q8_rows(int64_t nb, const char
         }
     }
     for (int i = 0; i < R / 2; i++) {
-        y[r + 2 * i] = hsum8(_mm512_castps512_ps256(acc[i]));
-        y[r + 2 * i + 1] = hsum8(_mm512_extractf32x8_ps(acc[i], 1));
+        y[r + 2 * i * gap] = hsum8(_mm512_castps512_ps256(acc[i]));
+        y[r + (2 * i + 1) * gap] = hsum8(_mm512_extractf32x8_ps(acc[i], 1));
     }
 }
 
-/* Decode: the token prepared once; R = decode_rows (2, 4 or 8) rows at a
- * time (q8_rows), so every row gets the dot's bits whatever R is.  The rows
- * qw_decode_ahead_rows ahead are prefetched whole (tune.h). */
+/* Decode: the token prepared once, then the rows as R = decode_rows streams
+ * (quant_impl.h): step r reads row r of each of R sections of gap rows, the
+ * rows past the last whole section two at a time.  Every row gets the dot's
+ * bits whatever R is. */
 static void q8_gemv_rows(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *xv,
                          float *const *y, prep_tok *pt, float *dx) {
     const int64_t nb = n / QW_QK8_0;
     q8_prep_token(xv[0], nb, pt, dx);
-    const int64_t R = qw_tune_get(QW_TUNE_DECODE_ROWS);
-    const int64_t ahead = (qw_decode_ahead_rows(w_row_bytes) + R - 1) / R * R;
+    const int R = (int)qw_tune_get(QW_TUNE_DECODE_ROWS);
+    const int64_t gap = qw_decode_stream_gap(n_rows, R);
     const char *w = wv;
-    qw_prefetch_decode(w, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
-    int64_t r = 0;
-    for (; r + R <= n_rows; r += R) {
-        const int64_t p0 = r + ahead, p1 = p0 + R < n_rows ? p0 + R : n_rows;
-        if (p0 < p1) qw_prefetch_decode(w + (size_t)p0 * w_row_bytes, (size_t)(p1 - p0) * w_row_bytes);
-        if (R == 8) q8_rows(nb, w, w_row_bytes, r, pt, dx, y[0], 8);
-        else if (R == 4) q8_rows(nb, w, w_row_bytes, r, pt, dx, y[0], 4);
-        else q8_rows(nb, w, w_row_bytes, r, pt, dx, y[0], 2);
+    for (int64_t r = 0; r < gap; r++) {
+        if (R == 8) q8_rows(nb, w, w_row_bytes, r, gap, pt, dx, y[0], 8);
+        else if (R == 4) q8_rows(nb, w, w_row_bytes, r, gap, pt, dx, y[0], 4);
+        else q8_rows(nb, w, w_row_bytes, r, gap, pt, dx, y[0], 2);
     }
-    for (; r + 2 <= n_rows; r += 2) q8_rows(nb, w, w_row_bytes, r, pt, dx, y[0], 2);
+    int64_t r = gap * R;
+    for (; r + 2 <= n_rows; r += 2) q8_rows(nb, w, w_row_bytes, r, 1, pt, dx, y[0], 2);
     if (r < n_rows) q8_row1(nb, (const qw_block_q8_0 *)(w + (size_t)r * w_row_bytes), pt, y[0] + r);
 }
 
@@ -218,10 +214,7 @@ void qw_avx512_gemm_wide_q8_0(int64_t n, const void *w, size_t w_row_bytes, int6
     q8_gemm_tiles(n, w, w_row_bytes, n_rows, x, y, pp, 4);
 }
 
-/* Decode (one token): one row at a time, the token prepared once.  Rows are
- * read strictly in order: with 4 rows interleaved the hardware prefetcher
- * lost the stream and DRAM throughput fell 3-4x (measured), while from cache
- * the 4-row tile was only ~5% faster. */
+/* Decode (one token): the token prepared once, the rows as decode_rows far-apart streams. */
 void qw_avx512_gemv_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
     prep_tok pt[QW_GEMM_K_MAX / QW_QK8_0];

@@ -220,6 +220,16 @@ static inline __attribute__((always_inline)) void qw_prefetch_block(const void *
     if (bytes % 64) qw_prefetch_line(c + bytes - 1, l2); /* its last line, where it straddles one more */
 }
 
+/* Decode's streams.  A decode row loop that reads R rows at once (the Q8_0
+ * and Q4_0 loops of the AVX-512 levels) takes rows r, r + gap, ... r + (R-1)
+ * gap with gap = n_rows / R, for r = 0 .. gap - 1: R streams that each run on
+ * in memory from one step to the next, which the hardware prefetchers follow
+ * without software prefetches.  Rows side by side (r .. r + R - 1) start R
+ * short streams every step: the prefetchers lost them (bench/RESULTS.md, "decode
+ * streams": one thread read DRAM 20-40 % slower so on an AMD EPYC and an Intel
+ * Xeon).  Which rows go together never changes a row's bits. */
+static inline int64_t qw_decode_stream_gap(int64_t n_rows, int streams) { return n_rows / streams; }
+
 /* Rows of `row_bytes` to prefetch ahead of the one being read in decode. */
 static inline int64_t qw_decode_ahead_rows(size_t row_bytes) {
     const size_t ahead = (size_t)qw_tune_get(QW_TUNE_DECODE_AHEAD);
