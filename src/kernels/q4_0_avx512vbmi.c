@@ -1,5 +1,6 @@
 /* q4_0_avx512vbmi.c — Q4_0 weights × Q8_0 activations with AVX-512 VNNI + VBMI:
- * the dot, the prefill tile (rows × 4 tokens) and the decode row loop.
+ * the dot, the prefill tile (rows × 4 tokens) and the decode row loop (its
+ * rows read as far-apart streams, quant_impl.h).
  *
  * All three walk a row in groups of four blocks (72 bytes, 128 weights) and
  * keep one 16-lane f32 accumulator per (row, token): lanes 4b..4b+3 belong to
@@ -166,15 +167,10 @@ static inline __attribute__((always_inline)) void tile_rows(int64_t ng, const ui
                                                             int64_t ahead_rows, const int TR, const int TT) {
     const __m512i ni = nib_index(), si = scale_index();
     const size_t group_bytes = (size_t)TR * w_row_bytes;
-    /* decode (one token) takes the calibrated prefetch level, tune.h */
-    if (TT == 1) qw_prefetch_decode(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
-    else qw_prefetch_bytes(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
+    qw_prefetch_bytes(w, (size_t)(n_rows < ahead_rows ? n_rows : ahead_rows) * w_row_bytes);
     for (int64_t r0 = 0; r0 < n_rows; r0 += TR) {
         const uint8_t *wr = w + (size_t)r0 * w_row_bytes;
-        if (r0 + ahead_rows < n_rows) {
-            if (TT == 1) qw_prefetch_decode(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
-            else qw_prefetch_bytes(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
-        }
+        if (r0 + ahead_rows < n_rows) qw_prefetch_bytes(wr + (size_t)ahead_rows * w_row_bytes, group_bytes);
         __m512 acc[TILE_ROWS][QW_GEMM_TOKS];
         UNROLL for (int r = 0; r < TR; r++)
             UNROLL for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();
@@ -213,12 +209,37 @@ void qw_avx512_gemm_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n
     }
 }
 
-/* Decode (one token): one row at a time, rows read strictly in order. */
-void qw_avx512_gemv_q4_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,
+/* Decode: R rows r, r + gap, ... at once (quant_impl.h's decode streams), each
+ * row its own accumulator and the dot's steps, so the dot's bits whatever R is. */
+static inline __attribute__((always_inline)) void decode_rows(int64_t ng, const uint8_t *w, size_t w_row_bytes,
+                                                              int64_t r, int64_t gap, const q4_prep *pp, float *y,
+                                                              const int R) {
+    const __m512i ni = nib_index(), si = scale_index();
+    __m512 acc[8];
+    UNROLL for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {
+            const q4_group wg = load_group(w + (size_t)(r + i * gap) * w_row_bytes + g * GROUP_BYTES, ni, si);
+            acc[i] = group_fma(&wg, &pp[g], acc[i]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) y[r + i * gap] = _mm512_reduce_add_ps(acc[i]);
+}
+
+/* Decode (one token): the token prepared once, the rows as decode_rows far-apart
+ * streams, the rows past the last whole section one at a time. */
+void qw_avx512_gemv_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                          float *const *y) {
     const int64_t ng = n / (QW_QK8_0 * GROUP_BLOCKS);
     q4_prep pp[QW_GEMM_K_MAX / (QW_QK8_0 * GROUP_BLOCKS)];
     prep_tokens(ng, x, 1, pp);
-    /* ~8 KiB ahead: two rows would be only ~600 bytes for k = 512 */
-    tile_rows(ng, w, w_row_bytes, n_rows, pp, y, qw_decode_ahead_rows(w_row_bytes), 1, 1);
+    const uint8_t *w = wv;
+    const int R = (int)qw_tune_get(QW_TUNE_DECODE_ROWS);
+    const int64_t gap = qw_decode_stream_gap(n_rows, R);
+    for (int64_t r = 0; r < gap; r++) {
+        if (R == 8) decode_rows(ng, w, w_row_bytes, r, gap, pp, y[0], 8);
+        else if (R == 4) decode_rows(ng, w, w_row_bytes, r, gap, pp, y[0], 4);
+        else decode_rows(ng, w, w_row_bytes, r, gap, pp, y[0], 2);
+    }
+    for (int64_t r = gap * R; r < n_rows; r++) decode_rows(ng, w, w_row_bytes, r, 1, pp, y[0], 1);
 }
