@@ -33,7 +33,7 @@
     X(DECODE_ITEM_BYTES, "QWISP_DECODE_ITEM_BYTES", NULL, SIZE, NULL, 1, 1073741824, "weight bytes per decode work item (16K..64M); unset = calibrated or 256K") \
     X(DECODE_AHEAD_BYTES, "QWISP_DECODE_AHEAD_BYTES", NULL, SIZE, NULL, 1, 1073741824, "decode row loops prefetch this many bytes ahead (1K..1M); unset = calibrated or 8K") \
     X(DECODE_PREFETCH_L2, "QWISP_DECODE_PREFETCH_L2", NULL, INT, NULL, 0, 1, "1: decode row loops prefetch into L2 (more misses in flight), 0: into L1; unset = calibrated or 0") \
-    X(DECODE_ROWS, "QWISP_DECODE_ROWS", NULL, INT, NULL, 2, 8, "rows the AVX-512 Q8_0 decode loop reads at once (2, 4 or 8; rounded up); unset = calibrated or 2") \
+    X(DECODE_ROWS, "QWISP_DECODE_ROWS", NULL, INT, NULL, 2, 8, "far-apart rows the AVX-512 Q8_0/Q4_0 decode loops read at once (2, 4 or 8; rounded up); unset = calibrated or 2") \
     X(DECODE_GEMV, "QWISP_DECODE_GEMV", NULL, INT, NULL, 0, 1, "1: one-token Q8_0/Q4_0 matmuls use the multi-row GEMV loop, 0: row dots (same bits); unset = the faster on the first CPU decode tokens (calibrated or 1 before)") \
     X(PREFILL_ROWS, "QWISP_PREFILL_ROWS", NULL, INT, NULL, 4, 512, "rows per prefill work item (rounded up to a multiple of 4); unset = calibrated or 32") \
     X(KV_TYPE, "QWISP_KV_TYPE", NULL, ENUM, "f16", 0, 0, "KV cache element type: f16 (as llama.cpp) | f32 (exact fp32 attention, 2x KV memory)") \

@@ -45,7 +45,7 @@
     X(DECODE_PREFETCH_L2, "decode_prefetch_l2", 0, 0, 1,                                                  \
       "1: decode prefetches into L2 (prefetcht1: the L2's miss queue, more misses in flight), 0: into L1")  \
     X(DECODE_ROWS, "decode_rows", 2, 2, 8,                                                                \
-      "rows the AVX-512 Q8_0 decode row loop reads at once (2, 4 or 8: reads in flight)")                  \
+      "far-apart rows the AVX-512 Q8_0/Q4_0 decode row loops read at once (2, 4 or 8: streams in flight)") \
     X(PREFILL_ROWS, "prefill_rows", 32, 4, 512, "rows per prefill work item (re-read from L2 per token group)") \
     X(DECODE_GEMV, "decode_gemv", 1, 0, 1,                                                                \
       "1: one-token Q8_0/Q4_0 matmuls run the level's multi-row GEMV loop, 0: one row dot at a time "      \

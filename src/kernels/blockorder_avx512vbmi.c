@@ -83,7 +83,7 @@ static void dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
  * A row is read front to back, 16 blocks a chunk: the chunk's 16 exact block
  * sums in the lanes of one zmm, their 16 products (float)isum * (d_w * d_x)
  * at once, then the row's sum takes them one by one, in block order — the
- * reference's chain.  ROWS_AT_ONCE rows go side by side so their chains
+ * reference's chain.  ROWS_AT_ONCE far-apart rows go at once so their chains
  * overlap; each is still read as one front-to-back stream. */
 
 enum { CHUNK = 16, ROWS_AT_ONCE = 4, MAX_GROUPS = QW_GEMM_K_MAX / (4 * QW_QK8_0) };
