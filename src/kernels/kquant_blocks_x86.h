@@ -68,15 +68,15 @@ static inline __attribute__((always_inline)) __m128i q4k_block_head(const qw_blo
     return sm;
 }
 
-/* The decode row loops (qw_gemv_get) of the K-quants: one row at a time, as
- * the dot a row would (two rows side by side lost the hardware prefetcher's
- * stream; RESULTS.md), in quant_impl.h's walk of two far-apart streams.  What they save over a dot a row is the per-call
+/* The decode row loops (qw_gemv_get) of the K-quants: rows read strictly in
+ * order, as the dot a row would (two rows side by side lost the hardware prefetcher's
+ * stream; RESULTS.md).  What they save over a dot a row is the per-call
  * work: the constants, the token's preparation and the call itself — much
  * of the work on short rows (an A3B expert's down projection is 2
  * super-blocks a row, where the dot's set-up and finish were a third of its
  * instructions) — and the prefetch loop: each block prefetches its twin in
- * the row qw_decode_ahead_rows rows on in the walk (a few prefetches in the
- * block's work, not a separate loop of one branch a line). */
+ * the row qw_decode_ahead_rows rows on (a few prefetches in the block's
+ * work, not a separate loop of one branch a line). */
 typedef struct {
     const void *row; /* the row to prefetch, NULL past the last */
     int l2;          /* into L2 (tune.h's decode_prefetch_l2) */
@@ -88,20 +88,16 @@ typedef struct {
     int l2;
 } decode_walk;
 
-/* Prefetches the walk's first `ahead` rows at once (the rest go block by block). */
+/* Prefetches the first `ahead` rows at once (the rest go block by block). */
 static inline decode_walk decode_rows_start(const char *w, size_t w_row_bytes, int64_t n_rows) {
     const decode_walk wk = {qw_decode_ahead_rows(w_row_bytes), qw_tune_get(QW_TUNE_DECODE_PREFETCH_L2) != 0};
-    for (int64_t i = 0; i < n_rows && i < wk.ahead; i++)
-        qw_prefetch_decode(w + (size_t)qw_decode_row_walk(i, n_rows) * w_row_bytes, w_row_bytes);
+    qw_prefetch_decode(w, (size_t)(n_rows < wk.ahead ? n_rows : wk.ahead) * w_row_bytes);
     return wk;
 }
 
-/* For the walk's i-th row: the row `ahead` further on in the walk. */
-static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes, int64_t i, int64_t n_rows,
+static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes, int64_t r, int64_t n_rows,
                                                decode_walk wk) {
-    return (row_prefetch){i + wk.ahead < n_rows ? w + (size_t)qw_decode_row_walk(i + wk.ahead, n_rows) * w_row_bytes
-                                                : NULL,
-                          wk.l2};
+    return (row_prefetch){r + wk.ahead < n_rows ? w + (size_t)(r + wk.ahead) * w_row_bytes : NULL, wk.l2};
 }
 
 /* A decode row loop NAME over blocks of BLOCK_T whose row body is
@@ -112,9 +108,8 @@ static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes
         const int64_t nb = n / QW_QK_K;                                                                          \
         if (nb <= 0) return; /* (lets the compiler set the row body's constants once, outside the rows) */      \
         const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);                                       \
-        for (int64_t i = 0; i < n_rows; i++) {                                                                   \
-            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, i, n_rows, wk);                        \
-            const int64_t r = qw_decode_row_walk(i, n_rows);                                                     \
+        for (int64_t r = 0; r < n_rows; r++) {                                                                   \
+            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);                        \
             y[0][r] = ROW((const BLOCK_T *)((const char *)w + (size_t)r * w_row_bytes), x[0], nb, &pf);         \
         }                                                                                                        \
     }
@@ -132,9 +127,8 @@ static inline row_prefetch decode_row_prefetch(const char *w, size_t w_row_bytes
         q4k_token tok;                                                                                           \
         q4k_token_prep(xt, nb, &tok);                                                                            \
         const decode_walk wk = decode_rows_start(w, w_row_bytes, n_rows);                                       \
-        for (int64_t i = 0; i < n_rows; i++) {                                                                   \
-            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, i, n_rows, wk);                        \
-            const int64_t r = qw_decode_row_walk(i, n_rows);                                                     \
+        for (int64_t r = 0; r < n_rows; r++) {                                                                   \
+            const row_prefetch pf = decode_row_prefetch(w, w_row_bytes, r, n_rows, wk);                        \
             y[0][r] = ROW((const qw_block_q4_K *)((const char *)w + (size_t)r * w_row_bytes), xt, nb, &tok, &pf); \
         }                                                                                                        \
     }

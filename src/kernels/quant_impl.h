@@ -230,17 +230,6 @@ static inline __attribute__((always_inline)) void qw_prefetch_block(const void *
  * Xeon).  Which rows go together never changes a row's bits. */
 static inline int64_t qw_decode_stream_gap(int64_t n_rows, int streams) { return n_rows / streams; }
 
-/* The decode row loops that read one row at a time (the K-quants') take the
- * rows two far-apart streams at a time, row after row: the i-th row read is
- * row i / 2 of the first half or of the second (rows 0, g, 1, g + 1, ..., g =
- * n_rows / 2), then the last row of an odd count.  On the Xeon that read DRAM
- * 12.1 GB/s against 9.1 for the rows in order; four such streams were slower
- * on the AMD EPYC (bench/RESULTS.md, "decode streams"). */
-static inline int64_t qw_decode_row_walk(int64_t i, int64_t n_rows) {
-    const int64_t g = n_rows / 2;
-    return i < 2 * g ? (i & 1 ? g + (i >> 1) : i >> 1) : i;
-}
-
 /* Rows of `row_bytes` to prefetch ahead of the one being read in decode. */
 static inline int64_t qw_decode_ahead_rows(size_t row_bytes) {
     const size_t ahead = (size_t)qw_tune_get(QW_TUNE_DECODE_AHEAD);

@@ -53,15 +53,14 @@ static inline __attribute__((always_inline)) void kq_step8(const kq_terms8 *g, f
 }
 
 /* n_rows rows of nb blocks of block_bytes each, rb bytes apart, against one
- * token: y[r] = row r's dot.  Rows go in quant_impl.h's walk of two far-apart
- * streams (qw_decode_row_walk); each block prefetches its twin `wk.ahead` rows
- * on in the walk (the dot passes ahead = 1 on one row: nothing). */
+ * token: y[r] = row r's dot.  Each block prefetches its twin `wk.ahead` rows
+ * on (the dot passes ahead = 1 on one row: nothing). */
 static inline __attribute__((always_inline)) void kq_ref_rows(kq_term_fn term, size_t block_bytes, int64_t nb,
                                                               const char *w, size_t rb, int64_t n_rows, const void *tok,
                                                               float *y, decode_walk wk) {
     kq_terms8 g;
     alignas(32) float t[8];
-#define KQ_ROW(i) (w + (size_t)qw_decode_row_walk(i, n_rows) * rb) /* the walk's i-th row */
+#define KQ_ROW(r) (w + (size_t)(r) * rb)
 #define KQ_TERM(k, r, i)                                                                                             \
     do {                                                                                                             \
         if ((r) + wk.ahead < n_rows) qw_prefetch_block(KQ_ROW((r) + wk.ahead) + (size_t)(i) * block_bytes, block_bytes, wk.l2); \
@@ -76,11 +75,11 @@ static inline __attribute__((always_inline)) void kq_ref_rows(kq_term_fn term, s
                 kq_step8(&g, t);
                 for (int k = 0; k < 8; k++) acc += t[k];
             }
-            y[qw_decode_row_walk(r, n_rows)] = acc;
+            y[r] = acc;
         }
         return;
     }
-    int64_t rin = 0, iin = 0; /* the row (in the walk) and block of the next term made */
+    int64_t rin = 0, iin = 0; /* the row and block of the next term made */
     int64_t r = 0, i = 0;     /* ... and of the next one added */
     float acc = 0.0f;
     /* the next m terms into g, lanes past m zero (m a constant 8 but in the last group) */
@@ -103,7 +102,7 @@ static inline __attribute__((always_inline)) void kq_ref_rows(kq_term_fn term, s
         kq_step8(&g, t);
         for (int k = 0; k < m; k++) {
             acc += t[k];
-            if (++i == nb) y[qw_decode_row_walk(r++, n_rows)] = acc, acc = 0.0f, i = 0;
+            if (++i == nb) y[r++] = acc, acc = 0.0f, i = 0;
         }
     }
 #undef KQ_STREAM
