@@ -114,9 +114,11 @@ void qw_avx2_gemm_q4_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
 /* ---- decode: one token, the rows streamed (qw_gemv_get's form) ----------
  * Each row is the dot's own chain again; what the row loop saves is the
  * token's side of every block (its scale's conversion, Q4_0's 8·x pair
- * sums), prepared once per call instead of once per row, and the rows
- * qw_decode_ahead_rows ahead are prefetched whole (tune.h).  Whether this or
- * the plain dot streams DRAM faster is the calibrated QWISP_DECODE_GEMV. */
+ * sums), prepared once per call instead of once per row.  Q8_0 reads two
+ * far-apart rows at once (quant_impl.h's decode streams); Q4_0 one row at a
+ * time, the rows qw_decode_ahead_rows ahead prefetched whole (tune.h).
+ * Whether this or the plain dot streams DRAM faster is the calibrated
+ * QWISP_DECODE_GEMV. */
 
 void qw_avx2_gemv_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_rows, const void *const *x,
                        float *const *y) {
@@ -124,17 +126,13 @@ void qw_avx2_gemv_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
     const qw_block_q8_0 *xb = x[0];
     float dx[NB_MAX];
     for (int64_t k = 0; k < nb; k++) dx[k] = _cvtsh_ss(load_u16(&xb[k].d));
-    const int64_t ahead = qw_decode_ahead_rows(w_row_bytes);
-    qw_prefetch_decode(wv, (size_t)(n_rows < ahead ? n_rows : ahead) * w_row_bytes);
-    int64_t r = 0;
-    /* two rows at a time: each row is one fma chain (the dot's order), and one
-     * chain alone waits on the fma latency every block */
-    for (; r + 2 <= n_rows; r += 2) {
-        if (r + ahead < n_rows)
-            qw_prefetch_decode((const char *)wv + (size_t)(r + ahead) * w_row_bytes,
-                               (size_t)(r + ahead + 2 <= n_rows ? 2 : 1) * w_row_bytes);
+    /* two rows at a time, r and r + gap (quant_impl.h's decode streams): each row
+     * is one fma chain (the dot's order), and one chain alone waits on the fma
+     * latency every block */
+    const int64_t gap = qw_decode_stream_gap(n_rows, 2);
+    for (int64_t r = 0; r < gap; r++) {
         const qw_block_q8_0 *w0 = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
-        const qw_block_q8_0 *w1 = (const qw_block_q8_0 *)((const char *)w0 + w_row_bytes);
+        const qw_block_q8_0 *w1 = (const qw_block_q8_0 *)((const char *)w0 + (size_t)gap * w_row_bytes);
         __m256 a0 = _mm256_setzero_ps(), a1 = a0;
         for (int64_t k = 0; k < nb; k++) {
             const __m256i q0 = _mm256_loadu_si256((const __m256i *)w0[k].qs);
@@ -142,9 +140,10 @@ void qw_avx2_gemv_q8_0(int64_t n, const void *wv, size_t w_row_bytes, int64_t n_
             a0 = q8_pair(_mm256_sign_epi8(q0, q0), q0, &xb[k], scale8(load_u16(&w0[k].d)), &dx[k], a0);
             a1 = q8_pair(_mm256_sign_epi8(q1, q1), q1, &xb[k], scale8(load_u16(&w1[k].d)), &dx[k], a1);
         }
-        y[0][r] = hsum8(a0), y[0][r + 1] = hsum8(a1);
+        y[0][r] = hsum8(a0), y[0][r + gap] = hsum8(a1);
     }
-    if (r < n_rows) {
+    if (2 * gap < n_rows) {
+        const int64_t r = 2 * gap;
         const qw_block_q8_0 *w = (const qw_block_q8_0 *)((const char *)wv + (size_t)r * w_row_bytes);
         __m256 acc = _mm256_setzero_ps();
         for (int64_t k = 0; k < nb; k++) {

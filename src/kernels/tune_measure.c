@@ -1,14 +1,18 @@
 /* tune_measure.c — `qwisp tune`'s measurement: the best value of each tune.h
  * parameter on this machine, found by timing the real matmul path.
  *
- * Probes (synthetic Q8_0 weights, the layout decode and prefill read):
+ * Probes (synthetic weights, the layout decode and prefill read):
  *   decode   one token through batches of 16 matrices of 1024 rows × 1024
- *            (1.1 MB each, an expert's size), cycling through opts->mb MiB of
- *            weights so every pass streams from DRAM, as decode does;
- *   prefill  64 tokens through 8 such matrices (a prefill chunk's experts).
- * One parameter at a time (prefetch distance, then item size with the best
- * distance, then the rows read at once, the prefetch's cache level, then
- * prefill rows), each candidate timed opts->passes times in
+ *            (Q8_0: 1.1 MB each, an expert's size), cycling through opts->mb
+ *            MiB of weights so every pass streams from DRAM, as decode does;
+ *            Q8_0 for the work items, the rows read at once and the loop, Q4_K
+ *            for the software prefetch's distance and level: the Q8_0 row
+ *            loops read far-apart streams without software prefetches
+ *            (quant_impl.h), the K-quant row loops prefetch;
+ *   prefill  64 tokens through 8 Q8_0 matrices (a prefill chunk's experts).
+ * One parameter at a time (prefetch distance, the prefetch's cache level,
+ * item size, the rows read at once, the decode loop, then prefill rows),
+ * each candidate timed opts->passes times in
  * turn (candidates interleaved, so a noisy neighbour slows all of them alike).
  * A candidate must beat the default by 2 % in EVERY pass to be chosen (its
  * worst per-pass ratio): on a noisy machine a tie or a lucky pass keeps the
@@ -34,24 +38,28 @@ typedef struct {
     qw_threadpool *tp;
     char *w;          /* n_mat matrices of ROWS rows */
     size_t row_bytes, mat_bytes;
-    int64_t n_mat;
+    int64_t n_mat;    /* Q8_0 matrices (the buffer's size) */
     void *xq;         /* PREFILL_TOK converted tokens */
+    qw_type dtype;    /* the decode passes' weight type: Q8_0, or Q4_K (the same bytes as its matrices) */
+    void *xq_kq;      /* one token converted for Q4_K (Q8_K) */
     float *y;         /* [PREFILL_TOK][BATCH * ROWS] */
 } probe;
 
-/* GB/s of one decode pass over every matrix. */
+/* GB/s of one decode pass over every matrix of p->dtype the buffer holds. */
 static double decode_pass(probe *p) {
     qw_mm_task t[BATCH];
+    const size_t rb = qw_row_bytes(p->dtype, K), mat = rb * ROWS;
+    const int64_t n_mat = (int64_t)((size_t)p->n_mat * p->mat_bytes / mat);
+    void *xq = p->dtype == QW_TYPE_Q8_0 ? p->xq : p->xq_kq;
     const double t0 = qw_time_s();
-    for (int64_t m0 = 0; m0 < p->n_mat; m0 += BATCH) {
-        const int n = p->n_mat - m0 < BATCH ? (int)(p->n_mat - m0) : BATCH;
+    for (int64_t m0 = 0; m0 < n_mat; m0 += BATCH) {
+        const int n = n_mat - m0 < BATCH ? (int)(n_mat - m0) : BATCH;
         for (int i = 0; i < n; i++)
-            t[i] = (qw_mm_task){p->w + (size_t)(m0 + i) * p->mat_bytes, p->row_bytes, ROWS, p->xq, NULL, 1,
-                                p->y + (size_t)i * ROWS, ROWS};
-        qw_matmul_batch(p->tp, QW_TYPE_Q8_0, K, t, n);
+            t[i] = (qw_mm_task){p->w + (size_t)(m0 + i) * mat, rb, ROWS, xq, NULL, 1, p->y + (size_t)i * ROWS, ROWS};
+        qw_matmul_batch(p->tp, p->dtype, K, t, n);
     }
     const double s = qw_time_s() - t0;
-    return (double)p->n_mat * (double)p->mat_bytes / (s > 0 ? s : 1e-9) / 1e9;
+    return (double)n_mat * (double)mat / (s > 0 ? s : 1e-9) / 1e9;
 }
 
 /* GMAC/s of one prefill pass: PREFILL_TOK tokens through PREFILL_MATS matrices. */
@@ -113,17 +121,18 @@ static double best_of(probe *p, bool decode, int passes) {
 }
 
 int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result *out, qw_error *err) {
-    probe p = {.tp = tp, .row_bytes = qw_row_bytes(QW_TYPE_Q8_0, K)};
+    probe p = {.tp = tp, .row_bytes = qw_row_bytes(QW_TYPE_Q8_0, K), .dtype = QW_TYPE_Q8_0};
     p.mat_bytes = p.row_bytes * ROWS;
     p.n_mat = (opts->mb << 20) / (int64_t)p.mat_bytes;
     if (p.n_mat < PREFILL_MATS) p.n_mat = PREFILL_MATS;
     const int passes = opts->passes > 0 ? opts->passes : 3;
     p.w = malloc((size_t)p.n_mat * p.mat_bytes);
     p.xq = malloc(qw_act_bytes(QW_TYPE_Q8_0, K, PREFILL_TOK));
+    p.xq_kq = malloc(qw_act_bytes(QW_TYPE_Q4_K, K, 1));
     p.y = malloc(sizeof(float) * PREFILL_TOK * BATCH * ROWS);
     float *x = malloc(sizeof(float) * K * PREFILL_TOK);
-    if (!p.w || !p.xq || !p.y || !x) {
-        free(p.w), free(p.xq), free(p.y), free(x);
+    if (!p.w || !p.xq || !p.xq_kq || !p.y || !x) {
+        free(p.w), free(p.xq), free(p.xq_kq), free(p.y), free(x);
         return qw_fail(err, "tune: cannot allocate %lld MiB of probe weights", (long long)opts->mb);
     }
     /* weights: pseudo-random int8 with a small fp16 scale per block (the values do not matter, only the bytes read) */
@@ -132,12 +141,13 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
         s = s * 1664525u + 1013904223u;
         memcpy(p.w + i, &s, 4);
     }
-    for (size_t off = 0; off < (size_t)p.n_mat * p.mat_bytes; off += sizeof(qw_block_q8_0)) {
-        const uint16_t d = 0x2000; /* fp16 ~0.0078 */
-        memcpy(p.w + off, &d, 2);
-    }
+    const uint16_t d = 0x2000; /* fp16 ~0.0078: no NaN, infinity or subnormal in either type's scales */
+    for (size_t off = 0; off < (size_t)p.n_mat * p.mat_bytes; off += sizeof(qw_block_q8_0)) memcpy(p.w + off, &d, 2);
+    for (size_t off = 0; off + sizeof(qw_block_q4_K) <= (size_t)p.n_mat * p.mat_bytes; off += sizeof(qw_block_q4_K))
+        memcpy(p.w + off, &d, 2), memcpy(p.w + off + 2, &d, 2); /* Q4_K's d and dmin */
     for (int i = 0; i < K * PREFILL_TOK; i++) x[i] = (float)((i * 37) % 101 - 50) / 50.0f;
     qw_act_convert(NULL, QW_TYPE_Q8_0, x, K, K, PREFILL_TOK, p.xq);
+    qw_act_convert(NULL, QW_TYPE_Q4_K, x, K, K, 1, p.xq_kq);
     free(x);
 
     int64_t saved[QW_TUNE_COUNT];
@@ -154,14 +164,18 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
     static const int64_t aheads[] = {2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10};
     static const int64_t items[] = {64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20};
     static const int64_t rows[] = {16, 32, 64, 128, 256};
-    if (opts->log) fprintf(opts->log, "decode, %lld MiB of Q8_0 weights per pass, best of %d:\n", (long long)opts->mb, passes);
+    if (opts->log)
+        fprintf(opts->log, "decode, %lld MiB of Q4_K weights per pass (the prefetch), then of Q8_0, best of %d:\n",
+                (long long)opts->mb, passes);
+    p.dtype = QW_TYPE_Q4_K;
     out->vals[QW_TUNE_DECODE_AHEAD] = aheads[pick(&p, QW_TUNE_DECODE_AHEAD, aheads, 6, 2, true, passes, MARGIN, opts->log)];
-    out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, MARGIN, opts->log)];
-    static const int64_t drows[] = {2, 4, 8};
-    out->vals[QW_TUNE_DECODE_ROWS] = drows[pick(&p, QW_TUNE_DECODE_ROWS, drows, 3, 0, true, passes, MARGIN, opts->log)];
     static const int64_t levels[] = {0, 1};
     out->vals[QW_TUNE_DECODE_PREFETCH_L2] =
         levels[pick(&p, QW_TUNE_DECODE_PREFETCH_L2, levels, 2, 0, true, passes, MARGIN, opts->log)];
+    p.dtype = QW_TYPE_Q8_0;
+    out->vals[QW_TUNE_DECODE_ITEM] = items[pick(&p, QW_TUNE_DECODE_ITEM, items, 5, 2, true, passes, MARGIN, opts->log)];
+    static const int64_t drows[] = {2, 4, 8};
+    out->vals[QW_TUNE_DECODE_ROWS] = drows[pick(&p, QW_TUNE_DECODE_ROWS, drows, 3, 0, true, passes, MARGIN, opts->log)];
     static const int64_t gemv[] = {1, 0}; /* the level's GEMV loop (default), row dots */
     out->vals[QW_TUNE_DECODE_GEMV] = gemv[pick(&p, QW_TUNE_DECODE_GEMV, gemv, 2, 0, true, passes, MARGIN_LOOP, opts->log)];
     if (opts->log) fprintf(opts->log, "prefill, %d tokens × %d matrices, best of %d:\n", PREFILL_TOK, PREFILL_MATS, passes);
@@ -173,6 +187,6 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
     out->prefill_gops[1] = best_of(&p, false, passes);
 
     for (int i = 0; i < QW_TUNE_COUNT; i++) qw_tune_set((qw_tune_id)i, saved[i], saved_src[i]);
-    free(p.w), free(p.xq), free(p.y);
+    free(p.w), free(p.xq), free(p.xq_kq), free(p.y);
     return 0;
 }
