@@ -101,8 +101,8 @@ static uint32_t rnd(void) { return g_rng = g_rng * 1664525u + 1013904223u; }
 int main(int argc, char **argv) {
     const int rows = argc > 1 ? atoi(argv[1]) : 151936, k = argc > 2 ? atoi(argv[2]) : 2048;
     const int rounds = argc > 3 ? atoi(argv[3]) : 5;
-    if (rows <= 0 || k <= 0 || k % 256 || rounds <= 0) {
-        fprintf(stderr, "usage: cuda_layout [rows > 0] [k: a multiple of 256] [rounds > 0]\n");
+    if (rows <= 0 || k <= 0 || k % 256 || k > 16384 || rounds <= 0) {
+        fprintf(stderr, "usage: cuda_layout [rows > 0] [k: a multiple of 256 up to 16384] [rounds > 0]\n");
         return 2;
     }
     const int nsb = k / 32;
@@ -112,8 +112,8 @@ int main(int argc, char **argv) {
     uint16_t *hd = (uint16_t *)malloc(dcount * 2);
     int8_t hx[16384];
     float hxd[512];
-    if (!hf || !hq || !hd || k > 16384) {
-        fprintf(stderr, "cuda_layout: out of host memory (or k > 16384)\n");
+    if (!hf || !hq || !hd) {
+        fprintf(stderr, "cuda_layout: out of host memory for %d rows of %d\n", rows, k);
         return 1;
     }
     for (size_t i = 0; i < fbytes; i++) hf[i] = (uint8_t)(rnd() >> 24);
@@ -146,6 +146,10 @@ int main(int argc, char **argv) {
     gemv_repacked<<<grid, WARPS * 32>>>(dq, dd, rows, k, dx, dxd, y2);
     CHECK(cudaDeviceSynchronize());
     float *h1 = (float *)malloc(rows * sizeof(float)), *h2 = (float *)malloc(rows * sizeof(float));
+    if (!h1 || !h2) {
+        fprintf(stderr, "cuda_layout: out of host memory for %d results\n", rows);
+        return 1;
+    }
     CHECK(cudaMemcpy(h1, y1, rows * sizeof(float), cudaMemcpyDeviceToHost));
     CHECK(cudaMemcpy(h2, y2, rows * sizeof(float), cudaMemcpyDeviceToHost));
     int differ = 0;

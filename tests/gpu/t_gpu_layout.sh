@@ -2,7 +2,7 @@
 # t_gpu_layout.sh — bench/cuda_layout.cu (decode's Q8_0 GEMV on the file's
 # layout against one repacked once) builds with nvcc, and on a GPU its two
 # layouts give the same floats on every row of a small matrix; it refuses a
-# width that is not a multiple of 256 (before touching a GPU).  Without nvcc,
+# width that is not a multiple of 256 or above 16384 (before touching a GPU).  Without nvcc,
 # or without a GPU, the part that needs it prints one SKIP line.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -26,6 +26,12 @@ if [ $? -eq 2 ] && [[ $out == *"a multiple of 256"* ]]; then
     echo "PASS: cuda_layout refuses a width that is not a multiple of 256"
 else
     echo "FAIL: cuda_layout with k = 1000: $out"
+fi
+out=$("$T/cuda_layout" 16 16640 1 2>&1)
+if [ $? -eq 2 ] && [[ $out == *"up to 16384"* ]]; then
+    echo "PASS: cuda_layout refuses a width above 16384 before allocating"
+else
+    echo "FAIL: cuda_layout with k = 16640: $out"
 fi
 if why=$(gpu_unusable "$BIN"); then
     echo "SKIP: bench/cuda_layout.cu on a GPU: $why"
