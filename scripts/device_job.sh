@@ -7,7 +7,8 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt vsllama spread bigvsllama big16
+#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt profile vsllama spread bigvsllama big16
+# PROFFILES: the profile step's files (default "a3b-q8_0 a3b-q4_K a3b-q4_0").
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime and lanes with this tree's object, alternated with the bases (and by llamalanes).
@@ -38,7 +39,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt vsllama spread bigvsllama big16}
+STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt profile vsllama spread bigvsllama big16}
 ALT=${ALT:-}
 LANESFILES=${LANESFILES:-bigq a3b-q8_0}
 NCUFILE=${NCUFILE:-l4}    # ncudec's files (/dev/shm, from the gen step)
@@ -351,6 +352,16 @@ if step smt && need 150 "SMT topology and the row loops two at a time"; then
         QWISP_BACKEND=cpu QWISP_SIMD=$lv taskset -c $a,$sib perf stat -e cycles,instructions,L1-dcache-load-misses,LLC-load-misses -- \
             $Q bench -m $S/a3b-q8_0.gguf -p 0 -n 64 -r 2 -t 2 --bw-mb 0 2>&1 | grep -E '^tg|cycles|instructions|misses'
     done; else ts "no perf on this host"; fi
+fi
+# Where prefill and decode time goes on the host CPU (QWISP_PROFILE=1: time by phase of the
+# forward pass, docs/bench.md), per PROFFILES file (default the three A3B-width ones), both
+# levels alternated, two rounds
+if step profile && need 120 "forward-pass profile by phase"; then
+    for round in 1 2; do for f in ${PROFFILES:-a3b-q8_0 a3b-q4_K a3b-q4_0}; do for lv in avx512-amx avx512; do
+        ts "profile $f r$round $lv"
+        QWISP_BACKEND=cpu QWISP_PROFILE=1 QWISP_SIMD=$lv taskset -c 2,3 $Q bench -m $S/$f.gguf -p 512 -n 32 -r 3 -t 2 --bw-mb 0 2>&1 |
+            grep -E '^(pp|tg)|^profile'
+    done; done; done
 fi
 if step vsllama && [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then
     QWISP_BACKEND=cpu LLAMA_BENCH=$LB taskset -c 2,3 bench/speed_vs_llamabench.sh -r 3 -p 512 -n 64 -t 2 \

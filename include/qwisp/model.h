@@ -246,6 +246,40 @@ typedef bool (*qw_abort_cb)(void *user);
 void qw_ctx_set_abort(qw_ctx *c, qw_abort_cb fn, void *user);
 /* KV cache bytes currently allocated (grows on demand). */
 uint64_t qw_ctx_kv_bytes(const qw_ctx *c);
+/* Where a context's CPU forward passes spend their time, by phase
+ * (QWISP_PROFILE=1, read when the context is made; docs/bench.md): wall
+ * seconds on the calling thread, each phase's parallel passes included.
+ * total is the wall time of the passes themselves; what no phase names
+ * (total minus their sum) is bookkeeping between them. */
+typedef enum {
+    QW_PHASE_EMBED,       /* token embedding rows */
+    QW_PHASE_ATTN_PROJ,   /* norm, activation conversion, q/k/v matmuls */
+    QW_PHASE_ATTN_CORE,   /* q/k norms, RoPE, KV append, attention, output gate */
+    QW_PHASE_ATTN_OUT,    /* output projection, residual */
+    QW_PHASE_DELTA_PROJ,  /* DeltaNet: norm, its four projections, beta/decay */
+    QW_PHASE_DELTA_CORE,  /* conv, q/k L2 norms, the delta rule, gated norm */
+    QW_PHASE_DELTA_OUT,   /* output projection, residual */
+    QW_PHASE_MOE_ROUTE,   /* norm, router matmul, top-k, look-ahead, grouping */
+    QW_PHASE_MOE_GATE_UP, /* activation conversion, the experts' gate/up matmuls */
+    QW_PHASE_MOE_ACT,     /* SwiGLU, conversion for the down matmuls */
+    QW_PHASE_MOE_DOWN,    /* the experts' down matmuls */
+    QW_PHASE_MOE_SHARED,  /* the shared expert (qwen35moe) */
+    QW_PHASE_MOE_OUT,     /* weighting, the top-k sum, residual */
+    QW_PHASE_HEAD,        /* output norm, LM head */
+    QW_PHASE_COUNT
+} qw_phase;
+typedef struct qw_phase_times {
+    double seconds[QW_PHASE_COUNT];
+    double total;
+    int64_t passes, tokens; /* forward passes (chunks) timed, their tokens */
+} qw_phase_times;
+/* Short name of a phase ("moe.gate_up"), for reports. */
+const char *qw_phase_name(qw_phase p);
+/* Copies c's times since the last reset into *out; false (and *out zeroed)
+ * when c is not profiling (QWISP_PROFILE unset, or a device backend runs it). */
+bool qw_ctx_phase_times(const qw_ctx *c, qw_phase_times *out);
+void qw_ctx_phase_times_reset(qw_ctx *c);
+
 /* Tokens per prefill chunk (default 512). */
 void qw_ctx_set_chunk_size(qw_ctx *c, int32_t chunk);
 

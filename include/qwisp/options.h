@@ -50,6 +50,7 @@
     X(POOL_DECAY_MS, "QWISP_POOL_DECAY_MS", NULL, INT, "0", 0, 86400000, "pool: return cached buffers unused for longer than this many ms to the OS; 0 = off") \
     X(PREFILL_MEMDBG, "QWISP_PREFILL_MEMDBG", NULL, INT, "0", 0, 2, "1: memory breakdown line every _EVERY prefill chunks; 2: also clear the cache (perturbs!)") \
     X(PREFILL_MEMDBG_EVERY, "QWISP_PREFILL_MEMDBG_EVERY", NULL, INT, "4", 1, 1000000, "chunks between QWISP_PREFILL_MEMDBG lines (the final chunk always reports)") \
+    X(PROFILE, "QWISP_PROFILE", NULL, INT, "0", 0, 1, "1: time each CPU forward pass by phase (attention, DeltaNet, MoE routing, expert matmuls, LM head); qwisp bench and run print the shares (docs/bench.md)") \
     X(LANE_MEMDBG, "QWISP_LANE_MEMDBG", NULL, INT, "0", 0, 2, "1|2: memory breakdown at the lanes path's idle points (2 clears the cache)") \
     X(RAW_C, "QWISP_RAW_C", NULL, INT, NULL, 0, 65536, "expert slots per layer (streaming tier); 0 = resident; unset = chosen from RAM") \
     X(DEVICE_RAM, "QWISP_DEVICE_RAM", NULL, STR, NULL, 0, 0, "GB of RAM to assume when choosing the tier (e.g. 16 or 0.5); unset = physical/cgroup") \

@@ -27,6 +27,7 @@
  */
 #include "cli_common.h"
 #include "commands.h"
+#include "phase_report.h"
 #include "qwisp/backend.h"
 #include "qwisp/experts.h"
 #include "qwisp/place.h"
@@ -374,23 +375,30 @@ int qw_cmd_bench(int argc, char **argv) {
     qw_threadpool_free(bw_tp);
 
     stats3 spp = {0}, stg = {0};
+    qw_phase_times ph_pp, ph_tg; /* QWISP_PROFILE=1: the timed repetitions' phases */
+    qw_ctx_phase_times(c, &ph_pp);
+    ph_tg = ph_pp;
     if (a.p > 0) {
         if (run_pp(c, toks, (int32_t)a.p, &err) < 0) goto fail; /* warm-up */
+        qw_ctx_phase_times_reset(c);
         for (long r = 0; r < a.r; r++) {
             double dt = run_pp(c, toks, (int32_t)a.p, &err);
             if (dt < 0) goto fail;
             pp[r] = a.p / dt;
         }
         spp = summarize(pp, a.r);
+        qw_ctx_phase_times(c, &ph_pp);
     }
     if (a.n > 0) {
         if (run_tg(c, toks, (int32_t)(a.n < 16 ? a.n : 16), &err) < 0) goto fail; /* warm-up */
+        qw_ctx_phase_times_reset(c);
         for (long r = 0; r < a.r; r++) {
             double dt = run_tg(c, toks, (int32_t)a.n, &err);
             if (dt < 0) goto fail;
             tg[r] = a.n / dt;
         }
         stg = summarize(tg, a.r);
+        qw_ctx_phase_times(c, &ph_tg);
     }
     for (int k = 0; k < a.n_lane_tests; k++) {
         const int b = (int)a.lanes[k];
@@ -444,6 +452,11 @@ int qw_cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "llc_bytes", (double)llc);
         if (note) cJSON_AddStringToObject(o, "roofline_note", note);
         if (trial[0]) cJSON_AddStringToObject(o, "decode_loop", trial);
+        if (ph_pp.passes || ph_tg.passes) {
+            cJSON *prof = cJSON_AddObjectToObject(o, "profile");
+            if (ph_pp.passes) qw_phase_report_json(prof, "pp", &ph_pp);
+            if (ph_tg.passes) qw_phase_report_json(prof, "tg", &ph_tg);
+        }
         char *s = cJSON_PrintUnformatted(o);
         puts(s);
         free(s);
@@ -465,6 +478,11 @@ int qw_cmd_bench(int argc, char **argv) {
         printf("\n");
         if (note) printf("note: %s\n", note);
         if (trial[0]) printf("decode loop: %s\n", trial);
+        char label[32];
+        snprintf(label, sizeof label, "pp%ld", a.p);
+        qw_phase_report_print(stdout, label, &ph_pp);
+        snprintf(label, sizeof label, "tg%ld", a.n);
+        qw_phase_report_print(stdout, label, &ph_tg);
         qw_device_stats ds; /* on a device there are no host weight reads to name */
         const bool on_host = !qw_backend_active_stats(&ds);
         if (on_host && copied) printf("weights: an anonymous copy of %.2f GB (QWISP_WEIGHTS_COPY=1)\n", copied / 1e9);

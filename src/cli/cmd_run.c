@@ -14,6 +14,7 @@
  * run, as in llama.cpp); it is printed so a run can be repeated. */
 #include "cli_common.h"
 #include "commands.h"
+#include "phase_report.h"
 #include "qwisp/experts.h"
 #include "qwisp/place.h"
 #include "qwisp/generate.h"
@@ -331,6 +332,8 @@ int qw_cmd_run(int argc, char **argv) {
             n_prompt, res.prefill_s > 0 ? n_prompt / res.prefill_s : 0, res.n_tokens, dec,
             dec > 0 ? 1e3 / dec : 0, gbs, res.ttft_s * 1e3, threads, (unsigned long long)a.sp.seed,
             (unsigned long long)res.logits_hash);
+    qw_phase_times pt; /* QWISP_PROFILE=1 */
+    if (qw_ctx_phase_times(c, &pt)) qw_phase_report_print(stderr, "run", &pt);
     rc = 0;
 done:
     qw_run_memory_end(&rmem, c);

@@ -34,6 +34,7 @@ int qw_attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spa
                        qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
+    double t = qw_phase_now(c);
     qw_rmsnorm(c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
     /* gated (qwen35moe): wq yields [head][q | gate] rows into qg */
     float *qout = L->gated_attn ? c->qg : c->q;
@@ -51,6 +52,7 @@ int qw_attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spa
                qw_fwd_linear(c, &L->wv, c->xn, n, c->vc, err)) {
         return -1;
     }
+    t = qw_phase_lap(c, QW_PHASE_ATTN_PROJ, t);
     if (L->gated_attn)
         for (int32_t r = 0; r < n; r++)
             for (int32_t h = 0; h < H; h++)
@@ -78,7 +80,9 @@ int qw_attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spa
                      ns, sq->n_past, H, HKV, D, 1.0f / sqrtf((float)D), c->attn_scratch);
     }
     if (L->gated_attn) qw_parallel_for(c->tp, (int64_t)n * H, 4, gate_heads, c);
+    t = qw_phase_lap(c, QW_PHASE_ATTN_CORE, t);
     if (qw_fwd_linear(c, &L->wo, c->attn, n, c->proj, err)) return -1;
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->proj[i];
+    qw_phase_lap(c, QW_PHASE_ATTN_OUT, t);
     return 0;
 }

@@ -137,6 +137,7 @@ qw_ctx *qw_ctx_new(const qw_model *m, int32_t n_ctx, int n_threads, qw_error *er
         }
         return c;
     }
+    if (qw_opt_int(QW_OPT_PROFILE)) c->phase = qw_xcalloc(1, sizeof *c->phase);
     c->v = qw_xcalloc((size_t)hp->n_layer, sizeof(void *));
     c->conv = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
     c->delta = qw_xcalloc((size_t)hp->n_layer, sizeof(float *));
@@ -183,6 +184,7 @@ void qw_ctx_free(qw_ctx *c) {
             qw_pool_free(c->conv[il]);
             qw_pool_free(c->delta[il]);
         }
+    free(c->phase);
     free(c->k);
     free(c->v);
     free(c->conv);

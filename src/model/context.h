@@ -81,6 +81,8 @@ struct qw_ctx {
      * cache, state and activations live there, and the host buffers above
      * stay unallocated except logits */
     void *dev;
+
+    qw_phase_times *phase; /* QWISP_PROFILE=1 on the CPU path, else NULL */
 };
 
 /* Rows [row0, row0+n) of a workspace chunk belong to sequence ctx, whose next
@@ -90,6 +92,17 @@ typedef struct {
     qw_ctx *ctx;
     int32_t row0, n;
 } seq_span;
+
+/* Phase timing (QWISP_PROFILE=1): t = qw_phase_now(c) starts a span, and
+ * t = qw_phase_lap(c, P, t) adds the time since t to phase P and starts the
+ * next.  Both cost nothing but a branch when c is not profiling. */
+static inline double qw_phase_now(const qw_ctx *c) { return c->phase ? qw_time_s() : 0.0; }
+static inline double qw_phase_lap(qw_ctx *c, qw_phase p, double t0) {
+    if (!c->phase) return 0.0;
+    const double t = qw_time_s();
+    c->phase->seconds[p] += t - t0;
+    return t;
+}
 
 /* Gives c->logits back to the pool (unpinned first where the backend pinned
  * it), leaving no rows. */

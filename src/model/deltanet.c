@@ -153,6 +153,7 @@ int qw_deltanet_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *span
     const qw_hparams *hp = &c->m->hp;
     const int64_t E = hp->n_embd, S = hp->ssm_state, HV = hp->ssm_vheads, VD = S * HV;
     const int64_t C = L->conv1d.ne[1];
+    double t = qw_phase_now(c);
     qw_rmsnorm(c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
     if (project(c, L, n, err)) return -1;
     const float *dt = L->dt_bias.data, *A = L->ssm_a.data;
@@ -162,6 +163,7 @@ int qw_deltanet_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *span
             *b = sigmoidf(*b);
             *a = softplusf(*a + dt[h]) * A[h];
         }
+    t = qw_phase_lap(c, QW_PHASE_DELTA_PROJ, t);
     for (int si = 0; si < n_spans; si++) {
         /* each sequence convolves over and updates its own state */
         const qw_ctx *sq = spans[si].ctx;
@@ -177,7 +179,9 @@ int qw_deltanet_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *span
     /* gated RMS norm per value head, then the output projection */
     qw_rmsnorm(c->o, c->o, L->ssm_norm.data, S, (int64_t)n * HV, hp->rms_eps);
     qw_parallel_for(c->tp, (int64_t)n * VD, 1024, gate_range, c);
+    t = qw_phase_lap(c, QW_PHASE_DELTA_CORE, t);
     if (qw_fwd_linear(c, &L->ssm_out, c->o, n, c->proj, err)) return -1;
     for (size_t i = 0; i < (size_t)n * E; i++) c->x[i] += c->proj[i];
+    qw_phase_lap(c, QW_PHASE_DELTA_OUT, t);
     return 0;
 }

@@ -58,10 +58,12 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
     }
     if (c->chunk_cap < n && qw_ctx_alloc_chunk_bufs(c, n > c->chunk ? n : c->chunk))
         return qw_fail(err, "out of memory for a chunk of %d tokens", n);
+    const double t_pass = qw_phase_now(c);
     for (int32_t t = 0; t < n; t++)
         qw_dequantize_row(m->tok_embd.type,
                           (const char *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
                           c->x + (size_t)t * E, E);
+    qw_phase_lap(c, QW_PHASE_EMBED, t_pass);
     *stepped = true; /* from here a failure may leave recurrent states part-way through this chunk */
     for (int il = 0; il < m->hp.n_layer; il++) {
         const qw_layer *L = &m->layers[il];
@@ -70,6 +72,7 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
             qw_moe_block(c, L, n, err))
             return -1;
     }
+    const double t_head = qw_phase_now(c);
     if (mode == QW_LOGITS_ALL) {
         if (output_logits(c, n, 0, err)) return -1;
         if (all_logits) memcpy(all_logits, c->logits, (size_t)c->logits_rows * V * sizeof(float));
@@ -97,6 +100,12 @@ static int eval_spans(qw_ctx *c, const int32_t *tokens, const seq_span *spans, i
             }
             r++;
         }
+    }
+    if (c->phase) {
+        const double t = qw_phase_lap(c, QW_PHASE_HEAD, t_head);
+        c->phase->total += t - t_pass;
+        c->phase->passes++;
+        c->phase->tokens += n;
     }
     for (int si = 0; si < n_spans; si++) spans[si].ctx->n_past += spans[si].n;
     return 0;

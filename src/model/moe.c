@@ -224,6 +224,7 @@ static int shared_expert(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err)
 int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
+    double t = qw_phase_now(c);
     qw_rmsnorm(c->xn, c->x, L->ffn_norm.data, E, n, hp->rms_eps);
     if (route(c, L, n, err)) return -1;
     qw_experts *xs = c->m->experts; /* streaming: starts reads of the chunk's missing experts */
@@ -251,6 +252,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
 #define START(e) ((e) > 0 ? c->count[(e) - 1] : 0)
 
     const qw_type gt = L->gate_exps.type, dt = L->down_exps.type;
+    t = qw_phase_lap(c, QW_PHASE_MOE_ROUTE, t);
     if (L->up_exps.type != gt) {
         for (int32_t e = 0; e < X; e++)
             if (END(e) > START(e) &&
@@ -290,19 +292,28 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
             const int32_t rows = END(e_end - 1) - row0;
             if (nt) {
                 qw_matmul_batch(c->tp, gt, E, gu, 2 * nt);
+                t = qw_phase_lap(c, QW_PHASE_MOE_GATE_UP, t);
                 swiglu_expert_rows(c, rows);
                 qw_act_convert(c->tp, dt, c->gate, F, F, rows, hq);
+                t = qw_phase_lap(c, QW_PHASE_MOE_ACT, t);
                 qw_matmul_batch(c->tp, dt, F, dn, nt);
+                t = qw_phase_lap(c, QW_PHASE_MOE_DOWN, t);
                 qw_experts_release(xs, il);
                 scatter_expert_rows(c, c->down, c->tok_of + row0, c->slot_of + row0, rows);
+                t = qw_phase_lap(c, QW_PHASE_MOE_OUT, t);
             }
             e = e_end;
         }
     }
 #undef END
 #undef START
-    if (L->gate_shexp.data && shared_expert(c, L, n, err)) return -1;
+    t = qw_phase_lap(c, QW_PHASE_MOE_GATE_UP, t); /* the mixed-type path, or a group's waits */
+    if (L->gate_shexp.data) {
+        if (shared_expert(c, L, n, err)) return -1;
+        t = qw_phase_lap(c, QW_PHASE_MOE_SHARED, t);
+    }
     rows_job cj = {c, NULL, NULL, NULL, L};
     qw_parallel_for(c->tp, n, ROW_GRAIN, combine_rows, &cj);
+    qw_phase_lap(c, QW_PHASE_MOE_OUT, t);
     return 0;
 }
