@@ -49,8 +49,9 @@ typedef struct qw_mm_task {
 } qw_mm_task;
 void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_task *tasks, int n_tasks);
 
-/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], for n_rows rows of n. */
-void qw_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t n_rows, float eps);
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], for n_rows rows of n (out
+ * may be x); the rows spread over tp's threads (NULL: the caller's alone). */
+void qw_rmsnorm(qw_threadpool *tp, float *out, const float *x, const float *w, int64_t n, int64_t n_rows, float eps);
 
 /* NeoX-style RoPE in place on x [n_heads][head_dim] at position pos, over the
  * first n_rot dims of each head (n_rot = head_dim: all of it; the rest pass

@@ -55,7 +55,12 @@ void qw_act_convert(qw_threadpool *tp, qw_type wtype, const float *x, int64_t ld
 
 /* A job is a list of matmuls sharing (wtype, k); work items are blocks of
  * row_block rows numbered across all of them, so one parallel pass (one
- * barrier) covers e.g. gate+up of every chosen expert of a decode token. */
+ * barrier) covers e.g. gate+up of every chosen expert of a decode token.
+ * When a job has fewer blocks than the threads can share (a prefill's
+ * router: 128 rows, one block), each block is cut into tok_split slices of
+ * tok_slice tokens too (a multiple of QW_GEMM_N_TOKS, so every tile call
+ * sees the token groups it would see in one piece; each output is one dot,
+ * so no split changes a bit). */
 typedef struct {
     qw_type wtype;
     int64_t k;
@@ -63,6 +68,7 @@ typedef struct {
     const qw_mm_task *tasks;
     int n_tasks;
     int64_t row_block;
+    int64_t tok_split, tok_slice;
     int64_t block0[QW_MM_MAX_TASKS + 1]; /* first block of each task (prefix sums) */
 } matmul_job;
 
@@ -191,7 +197,17 @@ static void tile_all_tokens(const matmul_job *j, const qw_mm_task *t, qw_gemm_n_
     }
 }
 
-static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
+/* Tokens [t0, t1) of task t as a task of their own. */
+static qw_mm_task token_slice(const matmul_job *j, const qw_mm_task *t, int64_t t0, int64_t t1) {
+    qw_mm_task s = *t;
+    s.n_tok = t1 - t0;
+    if (t->idx) s.idx = t->idx + t0;
+    else s.xq = (const char *)t->xq + (size_t)t0 * j->xq_row_bytes;
+    s.y = t->y + t0 * t->ldy;
+    return s;
+}
+
+static void matmul_blocks(void *p, int64_t i0, int64_t i1, int ith) {
     matmul_job *j = p;
     const qw_vec_dot_fn dot = qw_vec_dot_get(j->wtype);
     const bool tiled = j->k % QW_GEMM_K == 0 && j->k <= QW_GEMM_K_MAX;
@@ -200,9 +216,16 @@ static void matmul_blocks(void *p, int64_t b0, int64_t b1, int ith) {
     const qw_gemm_fn wide = tiled ? qw_gemm_wide_get(j->wtype) : NULL;
     const qw_gemm_n_fn many = tiled ? qw_gemm_n_get(j->wtype) : NULL;
     int ti = 0;
-    for (int64_t b = b0; b < b1; b++) {
+    for (int64_t item = i0; item < i1; item++) {
+        const int64_t b = item / j->tok_split, t0 = item % j->tok_split * j->tok_slice;
         while (b >= j->block0[ti + 1]) ti++;
-        const qw_mm_task *t = &j->tasks[ti];
+        const qw_mm_task *t = &j->tasks[ti], *whole = t;
+        qw_mm_task slice;
+        if (j->tok_split > 1) {
+            if (t0 >= whole->n_tok) continue;
+            slice = token_slice(j, whole, t0, t0 + j->tok_slice < whole->n_tok ? t0 + j->tok_slice : whole->n_tok);
+            t = &slice;
+        }
         const int64_t r0 = (b - j->block0[ti]) * j->row_block;
         const int64_t r1 = r0 + j->row_block < t->n_rows ? r0 + j->row_block : t->n_rows;
         if (many && t->n_tok >= 2) tile_all_tokens(j, t, many, r0, r1);
@@ -228,8 +251,18 @@ void qw_matmul_batch(qw_threadpool *tp, qw_type wtype, int64_t k, const qw_mm_ta
             j.block0[i + 1] = j.block0[i] + (j.tasks[i].n_rows + j.row_block - 1) / j.row_block;
             work += j.tasks[i].n_rows * k * j.tasks[i].n_tok;
         }
+        /* Fewer blocks than two a thread: slices of tokens too (matmul_job). */
+        const int64_t blocks = j.block0[nt], want = 2 * (int64_t)(tp ? qw_threadpool_size(tp) : 1);
+        j.tok_split = 1;
+        j.tok_slice = max_tok;
+        if (blocks < want && max_tok >= 2 * QW_GEMM_N_TOKS) {
+            const int64_t groups = (max_tok + QW_GEMM_N_TOKS - 1) / QW_GEMM_N_TOKS;
+            const int64_t split = (want + blocks - 1) / blocks < groups ? (want + blocks - 1) / blocks : groups;
+            j.tok_slice = (groups + split - 1) / split * QW_GEMM_N_TOKS;
+            j.tok_split = (max_tok + j.tok_slice - 1) / j.tok_slice;
+        }
         /* Tiny jobs are not worth waking a worker for. */
-        qw_parallel_for(work < 16384 ? NULL : tp, j.block0[nt], 1, matmul_blocks, &j);
+        qw_parallel_for(work < 16384 ? NULL : tp, blocks * j.tok_split, 1, matmul_blocks, &j);
     }
 }
 

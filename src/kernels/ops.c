@@ -10,16 +10,55 @@
 
 #include <math.h>
 
-void qw_rmsnorm(float *out, const float *x, const float *w, int64_t n, int64_t n_rows, float eps) {
-    for (int64_t r = 0; r < n_rows; r++) {
-        const float *xr = x + r * n;
-        float *o = out + r * n;
+typedef struct {
+    float *out;
+    const float *x, *w;
+    int64_t n;
+    float eps;
+} norm_job;
+
+static void norm_apply(const norm_job *j, int64_t r, double sum) {
+    const float *xr = j->x + r * j->n;
+    float *o = j->out + r * j->n;
+    const float mean = (float)(sum / (double)j->n);
+    const float scale = 1.0f / sqrtf(mean + j->eps);
+    for (int64_t i = 0; i < j->n; i++) o[i] = (xr[i] * scale) * j->w[i];
+}
+
+/* Rows [r0, r1).  A row's sum of squares is one chain of dependent double
+ * adds (its order is the result's), so four rows' chains run side by side:
+ * four times the adds in flight, each row's sum in its own order. */
+static void norm_rows(void *p, int64_t r0, int64_t r1, int ith) {
+    (void)ith;
+    const norm_job *j = p;
+    const int64_t n = j->n;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const float *a = j->x + r * n, *b = a + n, *c = b + n, *d = c + n;
+        double sa = 0.0, sb = 0.0, sc = 0.0, sd = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            sa += (double)(a[i] * a[i]);
+            sb += (double)(b[i] * b[i]);
+            sc += (double)(c[i] * c[i]);
+            sd += (double)(d[i] * d[i]);
+        }
+        norm_apply(j, r, sa);
+        norm_apply(j, r + 1, sb);
+        norm_apply(j, r + 2, sc);
+        norm_apply(j, r + 3, sd);
+    }
+    for (; r < r1; r++) {
+        const float *xr = j->x + r * n;
         double sum = 0.0;
         for (int64_t i = 0; i < n; i++) sum += (double)(xr[i] * xr[i]);
-        const float mean = (float)(sum / (double)n);
-        const float scale = 1.0f / sqrtf(mean + eps);
-        for (int64_t i = 0; i < n; i++) o[i] = (xr[i] * scale) * w[i];
+        norm_apply(j, r, sum);
     }
+}
+
+void qw_rmsnorm(qw_threadpool *tp, float *out, const float *x, const float *w, int64_t n, int64_t n_rows, float eps) {
+    norm_job j = {out, x, w, n, eps};
+    const int64_t grain = (8192 / (n > 0 ? n : 1) + 3) / 4 * 4; /* ~8K elements an item, whole quads */
+    qw_parallel_for(tp, n_rows, grain > 4 ? grain : 4, norm_rows, &j);
 }
 
 void qw_rope_neox_partial(float *x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int32_t pos,

@@ -30,12 +30,39 @@ static void gate_heads(void *arg, int64_t i0, int64_t i1, int ith) {
     }
 }
 
+/* RoPE at each token's position, then k and v appended to the sequence's
+ * KV cache: tokens [t0, t1) of one span (each token alone, so any split
+ * gives the same cache). */
+typedef struct {
+    qw_ctx *c, *sq;
+    int il;
+    int32_t row0;
+} rope_job;
+
+static void rope_append(void *arg, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    const rope_job *j = arg;
+    qw_ctx *c = j->c, *sq = j->sq;
+    const qw_hparams *hp = &c->m->hp;
+    const int32_t D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
+    const size_t kv_row = (size_t)HKV * D;
+    for (int64_t t = t0; t < t1; t++) {
+        const int32_t pos = sq->n_past + (int32_t)t;
+        const size_t r = (size_t)(j->row0 + t);
+        qw_rope_neox_partial(c->q + r * H * D, H, D, hp->n_rot, pos, hp->rope_base);
+        qw_rope_neox_partial(c->kc + r * kv_row, HKV, D, hp->n_rot, pos, hp->rope_base);
+        const size_t at = (size_t)pos * kv_row * sq->kv_elt;
+        qw_quantize_row(sq->kv_type, c->kc + r * kv_row, (char *)sq->k[j->il] + at, (int64_t)kv_row);
+        qw_quantize_row(sq->kv_type, c->vc + r * kv_row, (char *)sq->v[j->il] + at, (int64_t)kv_row);
+    }
+}
+
 int qw_attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spans, int n_spans, int32_t n,
                        qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, HKV = hp->n_head_kv;
     double t = qw_phase_now(c);
-    qw_rmsnorm(c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
+    qw_rmsnorm(c->tp, c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
     /* gated (qwen35moe): wq yields [head][q | gate] rows into qg */
     float *qout = L->gated_attn ? c->qg : c->q;
     if (L->wk.type == L->wq.type && L->wv.type == L->wq.type) {
@@ -57,23 +84,15 @@ int qw_attention_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *spa
         for (int32_t r = 0; r < n; r++)
             for (int32_t h = 0; h < H; h++)
                 memcpy(c->q + ((size_t)r * H + h) * D, c->qg + ((size_t)r * H + h) * 2 * D, (size_t)D * sizeof(float));
-    qw_rmsnorm(c->q, c->q, L->q_norm.data, D, (int64_t)n * H, hp->rms_eps);
-    qw_rmsnorm(c->kc, c->kc, L->k_norm.data, D, (int64_t)n * HKV, hp->rms_eps);
-    const size_t kv_row = (size_t)HKV * D;
+    qw_rmsnorm(c->tp, c->q, c->q, L->q_norm.data, D, (int64_t)n * H, hp->rms_eps);
+    qw_rmsnorm(c->tp, c->kc, c->kc, L->k_norm.data, D, (int64_t)n * HKV, hp->rms_eps);
     for (int si = 0; si < n_spans; si++) {
         /* Each sequence ropes at its own positions, appends to its own KV
          * cache and attends over it; the workspace only lends scratch. */
         qw_ctx *sq = spans[si].ctx;
         const int32_t r0 = spans[si].row0, ns = spans[si].n;
-        for (int32_t t = 0; t < ns; t++) {
-            const int32_t pos = sq->n_past + t;
-            const size_t r = (size_t)(r0 + t);
-            qw_rope_neox_partial(c->q + r * H * D, H, D, hp->n_rot, pos, hp->rope_base);
-            qw_rope_neox_partial(c->kc + r * kv_row, HKV, D, hp->n_rot, pos, hp->rope_base);
-            const size_t at = (size_t)pos * kv_row * sq->kv_elt;
-            qw_quantize_row(sq->kv_type, c->kc + r * kv_row, (char *)sq->k[il] + at, (int64_t)kv_row);
-            qw_quantize_row(sq->kv_type, c->vc + r * kv_row, (char *)sq->v[il] + at, (int64_t)kv_row);
-        }
+        rope_job rj = {c, sq, il, r0};
+        qw_parallel_for(c->tp, ns, 8, rope_append, &rj);
         size_t need = qw_attention_scratch_bytes(c->n_threads, sq->n_past + ns, D);
         if (qw_fwd_grow(&c->attn_scratch, &c->attn_scratch_cap, need, err)) return -1;
         qw_attention(c->tp, c->q + (size_t)r0 * H * D, sq->k[il], sq->v[il], sq->kv_type, c->attn + (size_t)r0 * H * D,

@@ -154,7 +154,7 @@ int qw_deltanet_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *span
     const int64_t E = hp->n_embd, S = hp->ssm_state, HV = hp->ssm_vheads, VD = S * HV;
     const int64_t C = L->conv1d.ne[1];
     double t = qw_phase_now(c);
-    qw_rmsnorm(c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
+    qw_rmsnorm(c->tp, c->xn, c->x, L->attn_norm.data, E, n, hp->rms_eps);
     if (project(c, L, n, err)) return -1;
     const float *dt = L->dt_bias.data, *A = L->ssm_a.data;
     for (int32_t r = 0; r < n; r++)
@@ -177,7 +177,7 @@ int qw_deltanet_block(qw_ctx *c, const qw_layer *L, int il, const seq_span *span
         qw_parallel_for(c->tp, HV, 1, delta_heads, &j);
     }
     /* gated RMS norm per value head, then the output projection */
-    qw_rmsnorm(c->o, c->o, L->ssm_norm.data, S, (int64_t)n * HV, hp->rms_eps);
+    qw_rmsnorm(c->tp, c->o, c->o, L->ssm_norm.data, S, (int64_t)n * HV, hp->rms_eps);
     qw_parallel_for(c->tp, (int64_t)n * VD, 1024, gate_range, c);
     t = qw_phase_lap(c, QW_PHASE_DELTA_CORE, t);
     if (qw_fwd_linear(c, &L->ssm_out, c->o, n, c->proj, err)) return -1;

@@ -36,7 +36,7 @@ static int output_logits(qw_ctx *c, int32_t n, int32_t first_row, qw_error *err)
         }
         c->logits_cap = rows;
     }
-    qw_rmsnorm(c->xn, c->x + (size_t)first_row * E, m->output_norm.data, E, rows, m->hp.rms_eps);
+    qw_rmsnorm(c->tp, c->xn, c->x + (size_t)first_row * E, m->output_norm.data, E, rows, m->hp.rms_eps);
     if (qw_fwd_linear(c, &m->output, c->xn, rows, c->logits, err)) return -1;
     c->logits_rows = rows;
     return 0;

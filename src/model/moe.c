@@ -42,7 +42,7 @@ static int look_ahead(qw_ctx *c, const qw_layer *L, int32_t n, int32_t top, qw_e
     if (il + 1 >= hp->n_layer || n > c->chunk_cap) return 0;
     const qw_layer *N = L + 1;
     if (top > K) top = K; /* tok_of holds n * K */
-    qw_rmsnorm(c->proj, c->x, N->ffn_norm.data, hp->n_embd, n, hp->rms_eps);
+    qw_rmsnorm(c->tp, c->proj, c->x, N->ffn_norm.data, hp->n_embd, n, hp->rms_eps);
     if (qw_fwd_linear(c, &N->gate_inp, c->proj, n, c->router, err)) return -1;
     int32_t *pred = c->tok_of, np = 0, sel[64]; /* top <= K <= 64 (model.c) */
     memset(c->count, 0, (size_t)X * sizeof(int32_t));
@@ -75,6 +75,38 @@ static int near_lossless(qw_ctx *c, const qw_layer *L, const float *p, int32_t *
     return 0;
 }
 
+/* Token t's routing weights w[K] from its probabilities p over the chosen
+ * experts sel (mass: near_lossless's rescale, else 1). */
+static void route_weights(const qw_hparams *hp, const float *p, const int32_t *sel, float mass, float *w) {
+    const int K = hp->n_expert_used;
+    float sum = 0.0f;
+    for (int s = 0; s < K; s++) {
+        w[s] = p[sel[s]] * mass;
+        sum += w[s];
+    }
+    if (hp->norm_topk) {
+        /* llama.cpp clamps the sum to the smallest normal f16 before dividing. */
+        if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+        for (int s = 0; s < K; s++) w[s] /= sum;
+    }
+    if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+        for (int s = 0; s < K; s++) w[s] *= hp->expert_weights_scale;
+}
+
+/* Softmax, top-k and weights of tokens [t0, t1) (each token alone). */
+static void route_rows(void *arg, int64_t t0, int64_t t1, int ith) {
+    (void)ith;
+    qw_ctx *c = arg;
+    const qw_hparams *hp = &c->m->hp;
+    const int X = hp->n_expert, K = hp->n_expert_used;
+    for (int64_t t = t0; t < t1; t++) {
+        float *p = c->router + (size_t)t * X;
+        qw_softmax(p, X);
+        top_k(p, X, K, c->sel + (size_t)t * K);
+        route_weights(hp, p, c->sel + (size_t)t * K, 1.0f, c->selw + (size_t)t * K);
+    }
+}
+
 static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int X = hp->n_expert, K = hp->n_expert_used;
@@ -83,26 +115,19 @@ static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
         return qw_fail(err, "QWISP_NEAR_LOSSLESS=%d: must be 0 (off) or more than the model's top-k (%d): it is the "
                             "furthest router rank a substitute may come from", near, K);
     if (qw_fwd_linear(c, &L->gate_inp, c->xn, n, c->router, err)) return -1;
+    if (!near) {
+        qw_parallel_for(c->tp, n, 16, route_rows, c);
+        return 0;
+    }
+    /* near-lossless asks the expert cache token by token, in order */
     for (int32_t t = 0; t < n; t++) {
         float *p = c->router + (size_t)t * X;
         qw_softmax(p, X);
         int32_t *sel = c->sel + (size_t)t * K;
-        float *w = c->selw + (size_t)t * K;
         top_k(p, X, K, sel);
-        float mass = 1.0f; /* near-lossless: substitutes keep the top-k's probability mass */
-        if (near && near_lossless(c, L, p, sel, &mass)) return -1;
-        float sum = 0.0f;
-        for (int s = 0; s < K; s++) {
-            w[s] = p[sel[s]] * mass;
-            sum += w[s];
-        }
-        if (hp->norm_topk) {
-            /* llama.cpp clamps the sum to the smallest normal f16 before dividing. */
-            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-            for (int s = 0; s < K; s++) w[s] /= sum;
-        }
-        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
-            for (int s = 0; s < K; s++) w[s] *= hp->expert_weights_scale;
+        float mass = 1.0f; /* substitutes keep the top-k's probability mass */
+        if (near_lossless(c, L, p, sel, &mass)) return -1;
+        route_weights(hp, p, sel, mass, c->selw + (size_t)t * K);
     }
     return 0;
 }
@@ -225,7 +250,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, F = hp->n_ff_exp, X = hp->n_expert, K = hp->n_expert_used;
     double t = qw_phase_now(c);
-    qw_rmsnorm(c->xn, c->x, L->ffn_norm.data, E, n, hp->rms_eps);
+    qw_rmsnorm(c->tp, c->xn, c->x, L->ffn_norm.data, E, n, hp->rms_eps);
     if (route(c, L, n, err)) return -1;
     qw_experts *xs = c->m->experts; /* streaming: starts reads of the chunk's missing experts */
     const int32_t il = (int32_t)(L - c->m->layers), max_pin = qw_experts_max_pinned(xs);
