@@ -51,12 +51,17 @@ typedef struct {
 } attn_job;
 
 /* scores (already times scale, their max mx) -> the softmax's p in place,
- * rounded to f16 with an f16 cache (p16: that row's room) */
-static void softmax_row(float *scores, uint16_t *p16, int64_t n_pos, float mx, bool f32) {
+ * rounded to f16 with an f16 cache (p16: that row's room); the level's
+ * exponentials where it has them (quant_impl.h exp_row) */
+static void softmax_row(const qw_kernel_table *kt, float *scores, uint16_t *p16, int64_t n_pos, float mx, bool f32) {
     double sum = 0.0;
-    for (int64_t s = 0; s < n_pos; s++) {
-        scores[s] = expf(scores[s] - mx);
-        sum += (double)scores[s];
+    if (kt->exp_row) {
+        sum = kt->exp_row(scores, n_pos, mx);
+    } else {
+        for (int64_t s = 0; s < n_pos; s++) {
+            scores[s] = expf(scores[s] - mx);
+            sum += (double)scores[s];
+        }
     }
     const float inv = (float)(1.0 / sum);
     for (int64_t s = 0; s < n_pos; s++) scores[s] *= inv;
@@ -96,7 +101,8 @@ static void attend_quad(const attn_job *j, const qw_kernel_table *kt, int64_t t,
         out[i] = j->out + (t * j->n_head + h0 + i) * D;
     }
     kt->attn_scores4_f16((const uint16_t *const *)q16, j->k + head_off, kv_stride, n_pos, D, scores);
-    for (int i = 0; i < QUAD; i++) softmax_row(scores[i], p16[i], n_pos, scale_max(scores[i], n_pos, j->scale), false);
+    for (int i = 0; i < QUAD; i++)
+        softmax_row(kt, scores[i], p16[i], n_pos, scale_max(scores[i], n_pos, j->scale), false);
     kt->attn_values4_f16((const float *const *)scores, j->v + head_off, kv_stride, n_pos, D, out);
 }
 
@@ -143,7 +149,7 @@ static void attend_items(void *p, int64_t i0, int64_t i1, int ith) {
                 mx = d > mx ? d : mx;
             }
         }
-        softmax_row(scores, p16, n_pos, mx, f32);
+        softmax_row(kt, scores, p16, n_pos, mx, f32);
         float *out = j->out + (t * j->n_head + h) * D;
         if (loop_values && loop_values(scores, j->v + head_off, kv_stride, n_pos, D, out)) continue;
         memset(acc, 0, (size_t)D * sizeof(float));

@@ -256,5 +256,6 @@ const qw_kernel_table qw_kernels_avx2 = {
     .gemv_q4_0 = qw_avx2_gemv_q4_0,
     .axpy_f16 = axpy_f16,
     .kq = &qw_kq_dots_avx2,
+    .exp_row = qw_avx2_exp_row,
     .delta_step = qw_avx2_delta_step,
 };
