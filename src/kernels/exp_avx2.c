@@ -25,6 +25,21 @@ static inline __m256d exp4(__m256d x) {
     return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
 }
 
+void qw_avx2_exp_f32(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        _mm_storeu_ps(y + i, _mm256_cvtpd_ps(exp4(_mm256_cvtps_pd(_mm256_castps256_ps128(v)))));
+        _mm_storeu_ps(y + i + 4, _mm256_cvtpd_ps(exp4(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)))));
+    }
+    if (i < n) { /* the tail through a padded copy: the same lanes' arithmetic */
+        float in[8] = {0}, out[8];
+        for (int64_t j = i; j < n; j++) in[j - i] = x[j];
+        qw_avx2_exp_f32(in, out, 8);
+        for (int64_t j = i; j < n; j++) y[j] = out[j - i];
+    }
+}
+
 double qw_avx2_exp_row(float *x, int64_t n, float mx) {
     const __m256 m = _mm256_set1_ps(mx);
     __m256d acc_lo = _mm256_setzero_pd(), acc_hi = acc_lo;

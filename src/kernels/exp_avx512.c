@@ -32,6 +32,16 @@ static inline __m512d exp8(__m512d x) {
     return _mm512_scalef_pd(p, n);
 }
 
+void qw_avx512_exp_f32(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        const __m256 lo = _mm512_cvtpd_ps(exp8(_mm512_cvtps_pd(_mm512_castps512_ps256(v))));
+        const __m256 hi = _mm512_cvtpd_ps(exp8(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))));
+        _mm512_mask_storeu_ps(y + i, k, _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1)));
+    }
+}
+
 double qw_avx512_exp_row(float *x, int64_t n, float mx) {
     const __m512 m = _mm512_set1_ps(mx);
     __m512d acc_lo = _mm512_setzero_pd(), acc_hi = acc_lo;

@@ -8,6 +8,8 @@
  */
 #include "qwisp/ops.h"
 
+#include "kernels/quant_impl.h"
+
 #include <math.h>
 
 typedef struct {
@@ -94,6 +96,21 @@ void qw_softmax(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
+/* silu(g) * u = (g / (1 + e^-g)) * u; e^-g from the level's exponentials
+ * where it has them (quant_impl.h exp_f32: correctly rounded but for rare
+ * inputs), in slices that stay in L1; the rest is the same float steps. */
 void qw_swiglu(float *out, const float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+    const qw_kernel_table *kt = qw_kernels_active();
+    if (!kt->exp_f32) {
+        for (int64_t i = 0; i < n; i++) out[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+        return;
+    }
+    enum { SLICE = 256 };
+    float e[SLICE];
+    for (int64_t i0 = 0; i0 < n; i0 += SLICE) {
+        const int64_t m = n - i0 < SLICE ? n - i0 : SLICE;
+        for (int64_t i = 0; i < m; i++) e[i] = -g[i0 + i];
+        kt->exp_f32(e, e, m);
+        for (int64_t i = 0; i < m; i++) out[i0 + i] = (g[i0 + i] / (1.0f + e[i])) * u[i0 + i];
+    }
 }

@@ -257,5 +257,6 @@ const qw_kernel_table qw_kernels_avx2 = {
     .axpy_f16 = axpy_f16,
     .kq = &qw_kq_dots_avx2,
     .exp_row = qw_avx2_exp_row,
+    .exp_f32 = qw_avx2_exp_f32,
     .delta_step = qw_avx2_delta_step,
 };

@@ -267,5 +267,6 @@ const qw_kernel_table qw_kernels_avx512 = {
     .attn_scores4_f16 = qw_avx512_attn_scores4_f16,
     .attn_values4_f16 = qw_avx512_attn_values4_f16,
     .exp_row = qw_avx512_exp_row,
+    .exp_f32 = qw_avx512_exp_f32,
     .delta_step = qw_avx512_delta_step,
 };

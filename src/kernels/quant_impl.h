@@ -84,6 +84,8 @@ typedef struct qw_kernel_table {
      * double (attention's softmax; exp_avx512.c says what the bits are); NULL
      * = expf an element, summed in row order */
     double (*exp_row)(float *x, int64_t n, float mx);
+    /* y[i] = e^x[i], the same evaluation (x == y allowed); NULL = expf */
+    void (*exp_f32)(const float *x, float *y, int64_t n);
     /* one token of the gated delta rule for one head (delta.c, ops.h) */
     void (*delta_step)(float *M, const float *q, const float *k, const float *v, float decay, float beta,
                        float scale, int64_t S, float *o);
@@ -95,6 +97,8 @@ const qw_kernel_table *qw_kernels_active(void);
 /* The softmax exponentials of the x86 levels (exp_avx2.c, exp_avx512.c). */
 double qw_avx2_exp_row(float *x, int64_t n, float mx);
 double qw_avx512_exp_row(float *x, int64_t n, float mx);
+void qw_avx2_exp_f32(const float *x, float *y, int64_t n);
+void qw_avx512_exp_f32(const float *x, float *y, int64_t n);
 
 /* The AVX2 level's 4-token tiles (gemm_avx2.c), bit-identical with its dots. */
 void qw_avx2_gemm_q8_0(int64_t n, const void *w, size_t w_row_bytes, int64_t n_rows, const void *const *x,

@@ -1,4 +1,4 @@
-/* test_exp.c — the x86 levels' softmax exponentials (quant_impl.h exp_row:
+/* test_exp.c — the x86 levels' exponentials (quant_impl.h exp_row, exp_f32:
  * exp_avx2.c, exp_avx512.c) against libm.
  *
  * Each result is e^(x - mx) rounded to float: it must equal the correctly
@@ -8,8 +8,10 @@
  * -inf gives 0, NaN stays NaN, below the float range gives 0 and above it
  * infinity.  The returned sum is the sum of the stored results (to double
  * rounding), and every row length 1..40 (the tails) writes exactly its n
- * elements.  Each level this CPU runs is checked; the scalar level has no
- * row kernel (NULL: attention.c calls expf).
+ * elements.  exp_f32 (SwiGLU's e^-g) is the same evaluation: the same bits
+ * as exp_row for the same inputs, in place or not, tails included.  Each
+ * level this CPU runs is checked; the scalar level has neither (NULL: the
+ * callers use expf).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -54,7 +56,14 @@ static void check_level(const char *level) {
         x[i] = (float)(mx - 110.0 * urand() * urand()); /* d in (-110, 0], dense near 0 */
         d[i] = x[i] - mx;
     }
+    /* exp_f32 of the same d: the same evaluation, so the same bits */
+    float *y = malloc(N * sizeof(float));
+    assert_non_null(y);
+    assert_non_null(kt->exp_f32);
+    kt->exp_f32(d, y, N);
     const double sum = kt->exp_row(x, N, mx);
+    assert_memory_equal(x, y, N * sizeof(float));
+    free(y);
     double want_sum = 0.0;
     int off_correct = 0, worst = 0;
     for (int i = 0; i < N; i++) {
@@ -76,11 +85,15 @@ static void check_level(const char *level) {
     enum { S = sizeof special / sizeof special[0] };
     float row[S];
     for (int i = 0; i < S; i++) row[i] = special[i];
+    float row2[S];
     kt->exp_row(row, S, 0.0f);
+    kt->exp_f32(special, row2, S);
     for (int i = 0; i < S; i++) {
         const float want = (float)exp((double)special[i]);
-        if (isnan(want)) assert_true(isnan(row[i]));
-        else if (row[i] != want) fail_msg("%s: e^%g gave %a, want %a", level, (double)special[i], (double)row[i], (double)want);
+        if (isnan(want)) assert_true(isnan(row[i]) && isnan(row2[i]));
+        else if (row[i] != want || row2[i] != want)
+            fail_msg("%s: e^%g gave %a and %a, want %a", level, (double)special[i], (double)row[i], (double)row2[i],
+                     (double)want);
     }
 
     /* tails: exactly n elements written, the sum theirs */
@@ -95,6 +108,12 @@ static void check_level(const char *level) {
         }
         for (int i = n; i < 48; i++) assert_true(buf[i] == 12345.0f);
         assert_true(fabs(s - w) <= 1e-13 * w);
+        float in[48], out[48]; /* exp_f32 in place and not, n elements written */
+        for (int i = 0; i < 48; i++) in[i] = out[i] = i < n ? (float)(-0.37 * i) : 777.0f;
+        kt->exp_f32(in, out, n);
+        kt->exp_f32(in, in, n);
+        for (int i = 0; i < n; i++) assert_true(out[i] == buf[i] && in[i] == buf[i]);
+        for (int i = n; i < 48; i++) assert_true(out[i] == 777.0f && in[i] == 777.0f);
     }
     free(x), free(d);
 }
