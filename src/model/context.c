@@ -69,15 +69,15 @@ int qw_ctx_alloc_chunk_bufs(qw_ctx *c, int32_t C) {
     const size_t VD = S * hp->ssm_vheads, HV = (size_t)hp->ssm_vheads, FS = (size_t)hp->n_ff_shexp;
     void **bufs[] = {(void **)&c->x,      (void **)&c->xn,     (void **)&c->q,    (void **)&c->kc,
                      (void **)&c->vc,     (void **)&c->attn,   (void **)&c->proj, (void **)&c->router,
-                     (void **)&c->sel,    (void **)&c->selw,   (void **)&c->eout, (void **)&c->gate,
+                     (void **)&c->sel,    (void **)&c->selw,   (void **)&c->gate,
                      (void **)&c->up,     (void **)&c->down,   (void **)&c->tok_of,
-                     (void **)&c->slot_of,
+                     (void **)&c->pos_of,
                      (void **)&c->qg,     (void **)&c->mix,    (void **)&c->cv,   (void **)&c->z,
                      (void **)&c->beta,   (void **)&c->alpha,  (void **)&c->o,    (void **)&c->sg,
                      (void **)&c->su,     (void **)&c->sd,     (void **)&c->sgate};
     const size_t row_bytes[] = {E * 4,  E * 4, QD * 4, KD * 4, KD * 4, QD * 4, E * 4,
-                                hp->n_expert * 4, K * 4, K * 4, (size_t)K * E * 4,
-                                hp->n_ff_exp * 4, hp->n_ff_exp * 4, E * 4, K * 4, K * 4,
+                                hp->n_expert * 4, K * 4, K * 4,
+                                hp->n_ff_exp * 4, hp->n_ff_exp * 4, (size_t)K * E * 4, K * 4, K * 4,
                                 q35 ? 2 * (size_t)QD * 4 : 0, CH * 4, CH * 4, VD * 4,
                                 HV * 4, HV * 4, VD * 4, FS * 4,
                                 FS * 4, q35 ? (size_t)E * 4 : 0, q35 ? 4 : 0};
@@ -190,8 +190,8 @@ void qw_ctx_free(qw_ctx *c) {
     free(c->conv);
     free(c->delta);
     void *bufs[] = {c->x,    c->xn,   c->q,    c->kc,     c->vc,      c->attn,  c->proj,
-                    c->router, c->sel, c->selw, c->eout,  c->gate,    c->up,    c->down,
-                    c->tok_of, c->slot_of, c->count, c->xq, c->attn_scratch,
+                    c->router, c->sel, c->selw, c->gate,    c->up,    c->down,
+                    c->tok_of, c->pos_of, c->count, c->xq, c->attn_scratch,
                     c->qg,   c->mix,  c->cv,   c->z,      c->beta,    c->alpha, c->o,
                     c->sg,   c->su,   c->sd,   c->sgate};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qw_pool_free(bufs[i]);

@@ -46,11 +46,10 @@ struct qw_ctx {
     float *router;   /* [chunk][n_expert] */
     int32_t *sel;    /* [chunk][k] chosen experts */
     float *selw;     /* [chunk][k] their weights */
-    float *eout;     /* [chunk][k][n_embd] weighted expert outputs */
     float *gate, *up;/* [chunk][n_ff_exp] for one expert's tokens */
-    float *down;     /* [chunk][n_embd] */
+    float *down;     /* [chunk*k][n_embd] expert outputs, row = the assignment's place in tok_of */
     int32_t *tok_of; /* [chunk*k] tokens routed to the current expert */
-    int32_t *slot_of;/* [chunk*k] their top-k slot */
+    int32_t *pos_of; /* [chunk][k] where (token, slot)'s expert output is in down */
     /* Gated DeltaNet (C = conv channels, VD = vheads*S, HV = vheads) */
     float *mix;      /* [chunk][C] q|k|v projection, conv input */
     float *cv;       /* [chunk][C] conv output */

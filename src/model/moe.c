@@ -134,15 +134,13 @@ static int route(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
 
 /* The per-row steps after the expert matmuls, spread over the pool's
  * threads (each row alone, so the bits do not depend on the split):
- * SwiGLU of a group's rows, their scaling into eout, and the final sum.
- * Grains of ROW_GRAIN rows keep decode's few rows on the calling thread (a
- * dispatch costs more than they do). */
+ * SwiGLU of a group's rows, and the weighted sum of each token's expert
+ * outputs.  Grains of ROW_GRAIN rows keep decode's few rows on the calling
+ * thread (a dispatch costs more than they do). */
 enum { ROW_GRAIN = 16 };
 
 typedef struct {
     qw_ctx *c;
-    const float *down;
-    const int32_t *tok, *slot;
     const qw_layer *L;
 } rows_job;
 
@@ -156,53 +154,42 @@ static void swiglu_rows(void *p, int64_t i0, int64_t i1, int ith) {
 
 /* gate = silu(gate) * up over the first `rows` expert rows. */
 static void swiglu_expert_rows(qw_ctx *c, int32_t rows) {
-    rows_job j = {c, NULL, NULL, NULL, NULL};
+    rows_job j = {c, NULL};
     qw_parallel_for(c->tp, rows, ROW_GRAIN, swiglu_rows, &j);
 }
 
-/* Scales expert output rows down[i] by their routing weight into eout. */
-static void scatter_rows(void *p, int64_t i0, int64_t i1, int ith) {
-    (void)ith;
-    const rows_job *j = p;
-    const int32_t E = j->c->m->hp.n_embd, K = j->c->m->hp.n_expert_used;
-    for (int64_t i = i0; i < i1; i++) {
-        const int32_t t = j->tok[i], s = j->slot[i];
-        const float w = j->c->selw[t * K + s];
-        float *dst = j->c->eout + ((size_t)t * K + s) * E;
-        const float *src = j->down + (size_t)i * E;
-        for (int32_t d = 0; d < E; d++) dst[d] = src[d] * w;
-    }
-}
-
-static void scatter_expert_rows(qw_ctx *c, const float *down, const int32_t *tok, const int32_t *slot,
-                                int32_t m) {
-    rows_job j = {c, down, tok, slot, NULL};
-    qw_parallel_for(c->tp, m, ROW_GRAIN, scatter_rows, &j);
-}
-
-/* Expert outputs summed in top-k order, the gated shared expert (if any)
- * added, then added to the residual: token rows [i0, i1). */
+/* Each expert output weighted by its routing weight (one rounding: the
+ * product), summed in top-k order, the gated shared expert (if any) added,
+ * then added to the residual: token rows [i0, i1).  The outputs are read
+ * where the down matmuls left them (pos_of), so no weighted copy is written
+ * first (that copy, a [chunk][k][n_embd] buffer, was 32 MiB written and read
+ * again per layer in a 512-token prefill at Qwen3-30B-A3B's width). */
 static void combine_rows(void *p, int64_t i0, int64_t i1, int ith) {
     (void)ith;
     const rows_job *j = p;
     qw_ctx *c = j->c;
     const int32_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
     const bool shexp = j->L->gate_shexp.data != NULL;
+    enum { K_MAX = 64 }; /* n_expert_used <= 64 (model.c) */
+    const float *eo[K_MAX];
     for (int64_t t = i0; t < i1; t++) {
         float *x = c->x + (size_t)t * E;
-        const float *eo = c->eout + (size_t)t * K * E;
+        const float *w = c->selw + (size_t)t * K;
+        for (int32_t s = 0; s < K; s++) eo[s] = c->down + (size_t)c->pos_of[t * K + s] * E;
         const float *sd = shexp ? c->sd + (size_t)t * E : NULL;
         for (int32_t d = 0; d < E; d++) {
-            float acc = eo[d];
-            for (int32_t s = 1; s < K; s++) acc += eo[(size_t)s * E + d];
+            float acc = eo[0][d] * w[0];
+            for (int32_t s = 1; s < K; s++) acc += eo[s][d] * w[s];
             x[d] += sd ? acc + sd[d] * c->sgate[t] : acc;
         }
     }
 }
 
-/* Mixed gate/up types (rare): one expert at a time, each with its own conversion. */
-static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, int32_t m,
-                            const int32_t *tok, const int32_t *slot, qw_error *err) {
+/* Mixed gate/up types (rare): one expert at a time, each with its own
+ * conversion; its m outputs go to down's rows from row0 (its place in tok_of). */
+static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, int32_t m, int32_t row0,
+                            qw_error *err) {
+    const int32_t *tok = c->tok_of + row0;
     const qw_hparams *hp = &c->m->hp;
     const int32_t E = hp->n_embd, F = hp->n_ff_exp;
     const qw_type gt = L->gate_exps.type, ut = L->up_exps.type, dt = L->down_exps.type;
@@ -217,8 +204,7 @@ static int moe_expert_mixed(qw_ctx *c, const qw_layer *L, int32_t n, int32_t e, 
     qw_matmul_q(c->tp, ut, wu, L->up_exps.row_bytes, F, E, uq, tok, m, c->up, F);
     swiglu_expert_rows(c, m);
     qw_act_convert(c->tp, dt, c->gate, F, F, m, hq);
-    qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down, E);
-    scatter_expert_rows(c, c->down, tok, slot, m);
+    qw_matmul_q(c->tp, dt, wd, L->down_exps.row_bytes, E, F, hq, NULL, m, c->down + (size_t)row0 * E, E);
     qw_experts_release(c->m->experts, (int32_t)(L - c->m->layers));
     return 0;
 }
@@ -271,7 +257,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
         for (int32_t s = 0; s < K; s++) {
             const int32_t at = c->count[c->sel[t * K + s]]++;
             c->tok_of[at] = t;
-            c->slot_of[at] = s;
+            c->pos_of[t * K + s] = at;
         }
 #define END(e) c->count[e]
 #define START(e) ((e) > 0 ? c->count[(e) - 1] : 0)
@@ -281,8 +267,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
     if (L->up_exps.type != gt) {
         for (int32_t e = 0; e < X; e++)
             if (END(e) > START(e) &&
-                moe_expert_mixed(c, L, n, e, END(e) - START(e), c->tok_of + START(e),
-                                 c->slot_of + START(e), err))
+                moe_expert_mixed(c, L, n, e, END(e) - START(e), START(e), err))
                 return -1;
     } else {
         const int32_t cap = c->chunk_cap; /* rows of gate/up/down */
@@ -309,7 +294,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
                     gu[2 * nt] = (qw_mm_task){wg, L->gate_exps.row_bytes, F, xq, tok, m, c->gate + (size_t)r * F, F};
                     gu[2 * nt + 1] = (qw_mm_task){wu, L->up_exps.row_bytes, F, xq, tok, m, c->up + (size_t)r * F, F};
                     dn[nt] = (qw_mm_task){wd, L->down_exps.row_bytes, E, hq + (size_t)r * hq_row, NULL, m,
-                                          c->down + (size_t)r * E, E};
+                                          c->down + (size_t)START(e_end) * E, E};
                     nt++;
                 }
                 e_end++;
@@ -324,8 +309,6 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
                 qw_matmul_batch(c->tp, dt, F, dn, nt);
                 t = qw_phase_lap(c, QW_PHASE_MOE_DOWN, t);
                 qw_experts_release(xs, il);
-                scatter_expert_rows(c, c->down, c->tok_of + row0, c->slot_of + row0, rows);
-                t = qw_phase_lap(c, QW_PHASE_MOE_OUT, t);
             }
             e = e_end;
         }
@@ -337,7 +320,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
         if (shared_expert(c, L, n, err)) return -1;
         t = qw_phase_lap(c, QW_PHASE_MOE_SHARED, t);
     }
-    rows_job cj = {c, NULL, NULL, NULL, L};
+    rows_job cj = {c, L};
     qw_parallel_for(c->tp, n, ROW_GRAIN, combine_rows, &cj);
     qw_phase_lap(c, QW_PHASE_MOE_OUT, t);
     return 0;
