@@ -27,7 +27,7 @@
     X(CTX, "QWISP_CTX", NULL, INT, "4096", 16, 1048576, "context length (KV cache positions) for run/chat") \
     X(SIMD, "QWISP_SIMD", NULL, ENUM, "auto", 0, 0, "kernel ISA: auto|avx512-amx|avx512[-novbmi][-nobf16]|avx2|scalar (lowers only; avx512 = no AMX)") \
     X(AMX_KQUANT, "QWISP_AMX_KQUANT", NULL, INT, "1", 0, 1, "avx512-amx level: 1 = Q4_K and Q6_K prefill on AMX tiles too, their dot and decode row loop then in the K-quant reference order (the scalar level's bits); 0 = their AVX-512 kernels (docs/kernels.md)") \
-    X(AMX_Q4_0, "QWISP_AMX_Q4_0", NULL, INT, "0", 0, 1, "avx512-amx level: 1 = Q4_0 prefill on AMX tiles, its dot and decode row loop then in the reference order (the scalar level's bits); 0 = the AVX-512 level's Q4_0 kernels, faster on the Xeon measured (docs/kernels.md)") \
+    X(AMX_Q4_0, "QWISP_AMX_Q4_0", NULL, INT, "1", 0, 1, "avx512-amx level: 1 = Q4_0 prefill on AMX tiles, its dot and decode row loop then in the reference order (the scalar level's bits); 0 = the AVX-512 level's Q4_0 kernels (docs/kernels.md)") \
     X(TUNE, "QWISP_TUNE", NULL, ENUM, "auto", 0, 0, "auto: the calibration cached for this CPU, SIMD level, binary and thread count; with none, a command that runs a model measures it once first (a few seconds) | cached: a cached one only, never measure | off: built-in defaults") \
     X(TUNE_FILE, "QWISP_TUNE_FILE", NULL, STR, NULL, 0, 0, "calibration cache file; unset = $XDG_CACHE_HOME/qwisp/tune-<SIMD level>.txt (or ~/.cache/qwisp/tune-<level>.txt)") \
     X(DECODE_ITEM_BYTES, "QWISP_DECODE_ITEM_BYTES", NULL, SIZE, NULL, 1, 1073741824, "weight bytes per decode work item (16K..64M); unset = calibrated or 256K") \

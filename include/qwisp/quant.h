@@ -185,8 +185,8 @@ typedef void (*qw_gemm_n_fn)(int64_t n, const void *w, size_t w_row_bytes, int64
 qw_gemm_n_fn qw_gemm_n_get(qw_type type);
 /* The wide form: qw_gemm_wide_toks(type) tokens per call (at most
  * QW_GEMM_WIDE_TOKS), any n_rows, same bit-exact contract and limits; NULL
- * unless the level has one (avx512-amx, Q8_0 and the K-quants on AMX, Q4_0
- * with qw_simd_amx_q4_0(true):
+ * unless the level has one (avx512-amx, Q8_0, Q4_0 and the K-quants on AMX,
+ * Q4_0 unless qw_simd_amx_q4_0(false):
  * one AMX tile multiply holds 16 tokens; avx512, the K-quants: 8 tokens
  * share each unpacked weight block). */
 #define QW_GEMM_WIDE_TOKS 16
@@ -229,10 +229,10 @@ extern const char *const qw_simd_levels[];
  * matmul runs (the QWISP_AMX_KQUANT knob does, at start-up); other levels
  * are unaffected. */
 void qw_simd_amx_kquants(bool on);
-/* The avx512-amx level's Q4_0: true = AMX tiles with the dot and the decode
- * row loop in the reference order (the scalar level's bits); false (the
- * default) = the AVX-512 level's kernels, faster on the Xeon measured.  Call
- * before any matmul runs (the QWISP_AMX_Q4_0 knob does, at start-up). */
+/* The avx512-amx level's Q4_0: true (the default) = AMX tiles with the dot
+ * and the decode row loop in the reference order (the scalar level's bits);
+ * false = the AVX-512 level's kernels.  Call before any matmul runs (the
+ * QWISP_AMX_Q4_0 knob does, at start-up). */
 void qw_simd_amx_q4_0(bool on);
 
 #endif

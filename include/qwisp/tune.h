@@ -68,10 +68,11 @@ static inline int64_t qw_tune_get(qw_tune_id id) { return qw_tune_vals[id]; }
 
 /* The value the kernels use: qw_tune_get, except that a DEFAULT prefill_rows
  * is QW_TUNE_AMX_PREFILL_ROWS at a level with a wide (AMX) tile — its tiles
- * prepare 16 tokens' activations once per call, which more rows amortize
- * (measured on a Xeon with AMX: the tune probe's prefill ran 2.1x faster
- * with 128 rows a work item than with 32). */
-enum { QW_TUNE_AMX_PREFILL_ROWS = 128 };
+ * prepare all of a call's tokens (up to 64) once per call, which more rows
+ * amortize (measured on a Xeon with AMX: the tune probe's prefill ran 2.1x
+ * faster with 128 rows a work item than with 32; an A3B-width pp512 at 2
+ * threads 2-5 % faster with 256 than with 128, 1-2 % more with 512). */
+enum { QW_TUNE_AMX_PREFILL_ROWS = 256 };
 int64_t qw_tune_effective(qw_tune_id id);
 
 const char *qw_tune_key_name(qw_tune_id id); /* "decode_item_bytes", … */

@@ -102,7 +102,7 @@ qw_type qw_vec_dot_type(qw_type type) {
 /* The levels, best first, in qw_simd_levels' order: one kernel table each.
  * "avx512-amx" is the full AVX-512 table with AMX-INT8 prefill tiles and the
  * Q8_0 dots in the reference's order (quant_impl.h; Q4_0 too with
- * qw_simd_amx_q4_0(true)); it needs every
+ * qw_simd_amx_q4_0(true), the default); it needs every
  * AVX-512 feature below plus qw_amx_usable.  The four AVX-512 ones differ by the features a CPU may lack (bits
  * MISS_BF16 / MISS_VBMI = the enum's offset from QW_LEVEL_AVX512), whose
  * kernels come from the AVX2 table. */
@@ -184,7 +184,7 @@ static void build_amx(qw_kernel_table *t) {
     t->gemm_n_q8_0 = qw_amx_gemm_n_q8_0;
     t->wide_toks_q8 = QW_GEMM_WIDE_TOKS;
     t->kq = &g_kq_amx_all;
-    /* Q4_0: the AVX-512 level's kernels unless qw_simd_amx_q4_0(true) */
+    /* Q4_0: AMX too unless qw_simd_amx_q4_0(false) (set in detect_cpu) */
 }
 
 /* The AMX level's Q4_0: on = the reference order with AMX tiles (dot, row
@@ -197,7 +197,9 @@ static void build_amx(qw_kernel_table *t) {
  * since (a strip widened once a call for up to 64 tokens; one stream a row,
  * scales without a gather), and on the Xeon on 2026-12-07 the knob gave +15 %
  * prefill for -8 % decode (the reference-order Q4_0 loop still the slower
- * from cache there), so off stays the default. */
+ * from cache there).  Since the row loops read four far-apart rows (session
+ * 28), the same Xeon's A3B-width Q4_0 ran +18 % prefill with decode level or
+ * ahead (session 29), so on is the default now. */
 static void set_amx_q4_0(qw_kernel_table *t, bool on) {
     __atomic_store_n(&t->dot_q4_0, on ? qw_blockorder_avx512.dot_q4_0 : qw_kernels_avx512.dot_q4_0, __ATOMIC_RELEASE);
     __atomic_store_n(&t->gemv_q4_0, on ? qw_blockorder_avx512.gemv_q4_0 : qw_kernels_avx512.gemv_q4_0, __ATOMIC_RELEASE);
@@ -212,7 +214,7 @@ static void detect_cpu(void) {
      * table; racing first calls write the same bytes. */
     for (int m = 0; m <= (MISS_BF16 | MISS_VBMI); m++) build_patched(&g_tables[QW_LEVEL_AVX512 + m], m);
     build_amx(&g_tables[QW_LEVEL_AMX]);
-    set_amx_q4_0(&g_tables[QW_LEVEL_AMX], false);
+    set_amx_q4_0(&g_tables[QW_LEVEL_AMX], true);
     g_tables[QW_LEVEL_AVX2] = qw_kernels_avx2;
     g_tables[QW_LEVEL_SCALAR] = qw_kernels_ref;
     qw_level best = QW_LEVEL_SCALAR;

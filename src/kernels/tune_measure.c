@@ -163,7 +163,7 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
 
     static const int64_t aheads[] = {2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10};
     static const int64_t items[] = {64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20};
-    static const int64_t rows[] = {16, 32, 64, 128, 256};
+    static const int64_t rows[] = {16, 32, 64, 128, 256, 512};
     if (opts->log)
         fprintf(opts->log, "decode, %lld MiB of Q4_K weights per pass (the prefetch), then of Q8_0, best of %d:\n",
                 (long long)opts->mb, passes);
@@ -180,9 +180,10 @@ int qw_tune_measure(qw_threadpool *tp, const qw_tune_opts *opts, qw_tune_result 
     out->vals[QW_TUNE_DECODE_GEMV] = gemv[pick(&p, QW_TUNE_DECODE_GEMV, gemv, 2, 0, true, passes, MARGIN_LOOP, opts->log)];
     if (opts->log) fprintf(opts->log, "prefill, %d tokens × %d matrices, best of %d:\n", PREFILL_TOK, PREFILL_MATS, passes);
     int rows_def = 1; /* the default in force at this level (tune.h: larger at the AMX level) */
-    for (int i = 0; i < 5; i++)
+    enum { N_ROWS = sizeof rows / sizeof rows[0] };
+    for (int i = 0; i < N_ROWS; i++)
         if (rows[i] == qw_tune_effective(QW_TUNE_PREFILL_ROWS)) rows_def = i;
-    out->vals[QW_TUNE_PREFILL_ROWS] = rows[pick(&p, QW_TUNE_PREFILL_ROWS, rows, 5, rows_def, false, passes, MARGIN, opts->log)];
+    out->vals[QW_TUNE_PREFILL_ROWS] = rows[pick(&p, QW_TUNE_PREFILL_ROWS, rows, N_ROWS, rows_def, false, passes, MARGIN, opts->log)];
     out->decode_gbs[1] = best_of(&p, true, passes);
     out->prefill_gops[1] = best_of(&p, false, passes);
 

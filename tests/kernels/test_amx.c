@@ -2,8 +2,8 @@
  * reference-order Q8_0/Q4_0 dots and row loops beside them.
  *
  * The level's contract is stronger than the other levels': every Q8_0 result
- * (and Q4_0's with qw_simd_amx_q4_0(true), QWISP_AMX_Q4_0=1; by default Q4_0
- * takes the AVX-512 level's kernels) — dot, one-token row loop, 4- and
+ * (and Q4_0's, unless qw_simd_amx_q4_0(false), QWISP_AMX_Q4_0=0, gives Q4_0
+ * the AVX-512 level's kernels) — dot, one-token row loop, 4- and
  * 16-token AMX tiles, whole batched matmuls — has EXACTLY the bits of the
  * scalar reference qw_vec_dot_ref —
  * per block an exact int32, times d_w*d_x, summed in block order.  (The
@@ -299,14 +299,14 @@ static void test_amx_tiles(void **s) {
     assert_non_null(qw_gemm_wide_get(QW_TYPE_Q8_0));
     assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q5_K), QW_GEMM_WIDE_TOKS);
     check_tiles(QW_TYPE_Q8_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
-    /* Q4_0: the AVX-512 level's kernels by default, AMX tiles on request */
+    /* Q4_0: AMX tiles by default, the AVX-512 level's kernels on request */
+    assert_non_null(qw_gemm_wide_get(QW_TYPE_Q4_0));
+    check_tiles(QW_TYPE_Q4_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
+    qw_simd_amx_q4_0(false);
     assert_null(qw_gemm_wide_get(QW_TYPE_Q4_0));
     assert_ptr_equal(qw_gemm_get(QW_TYPE_Q4_0), qw_kernels_avx512.gemm_q4_0);
     assert_ptr_equal(qw_gemv_get(QW_TYPE_Q4_0), qw_kernels_avx512.gemv_q4_0);
     qw_simd_amx_q4_0(true);
-    assert_non_null(qw_gemm_wide_get(QW_TYPE_Q4_0));
-    check_tiles(QW_TYPE_Q4_0, k_ks, sizeof k_ks / sizeof k_ks[0]);
-    qw_simd_amx_q4_0(false);
     check_tiles(QW_TYPE_Q5_K, k_kq_ks, sizeof k_kq_ks / sizeof k_kq_ks[0]);
     /* Q4_K and Q6_K on AMX by default; QWISP_AMX_KQUANT=0 gives them the AVX-512 kernels */
     assert_int_equal(qw_gemm_wide_toks(QW_TYPE_Q4_K), QW_GEMM_WIDE_TOKS);
@@ -354,9 +354,7 @@ static void test_amx_matmul(void **s) {
     for (int nt = 1; nt <= 2; nt++) {
         qw_threadpool *tp = qw_threadpool_new(nt);
         check_matmul(QW_TYPE_Q8_0, tp, 39);
-        qw_simd_amx_q4_0(true);
-        check_matmul(QW_TYPE_Q4_0, tp, 39);
-        qw_simd_amx_q4_0(false);
+        check_matmul(QW_TYPE_Q4_0, tp, 39); /* AMX by default */
         /* the K-quants: 16-token groups and a short last one; one token
          * left over goes through the row loop */
         static const int64_t kq_toks[] = {1, 2, 3, 16, 17, 39, 64};
