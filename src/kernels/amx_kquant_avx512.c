@@ -175,11 +175,7 @@ AMX INLINE void k4_strip_group(const strip_sb *ss, int64_t nsb, const tokens_pre
             acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(yd, _mm512_sub_ps(t1, t2)));
         }
     }
-    for (int r = 0; r < M; r++) {
-        float o[M];
-        _mm512_storeu_ps(o, acc[r]);
-        for (int t = 0; t < nt; t++) y[t][r0 + r] = o[t];
-    }
+    amx_store_strip(acc, y, r0, nt);
 }
 
 /* Rows [0, n_rows) × n_tok tokens, up to GROUPS groups of 16 a round: each

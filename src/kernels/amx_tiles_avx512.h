@@ -198,6 +198,17 @@ INLINE void transpose16(__m512i r[16]) {
         }
 }
 
+/* A strip's results, acc[r] lane t = row r0 + r of token t, into y[t][r0 ..
+ * r0 + 15] for t < nt: the 16 × 16 block transposed in registers, then one
+ * 64-byte store a token (16 × nt scalar stores before: at k = 768, an A3B
+ * expert's down projection, they were a large share of a strip's work). */
+INLINE void amx_store_strip(const __m512 acc[M], float *const *y, int64_t r0, int nt) {
+    __m512i r[M];
+    for (int i = 0; i < M; i++) r[i] = _mm512_castps_si512(acc[i]);
+    transpose16(r);
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y[t] + r0, _mm512_castsi512_ps(r[t]));
+}
+
 /* The B tiles and scales of nt (1..16) Q8_K tokens of nsb super-blocks. */
 static inline void amx_tokens_prep(int64_t nsb, const void *const *xv, int nt, amx_tokens *tk) {
     memset(tk->yd, 0, sizeof(float) * M * (size_t)nsb);
