@@ -846,7 +846,7 @@ int main(void) {
     }
     /* QWISP_SIMD picks the CPU side's kernel level, as the CLI does (the
      * device's bits are one level's: the scalar reference's and avx512-amx's
-     * for Q8_0, and for Q4_0 with QWISP_AMX_Q4_0=1) */
+     * for Q8_0, and for Q4_0 unless QWISP_AMX_Q4_0=0) */
     const char *simd = qw_opt_str(QW_OPT_SIMD);
     if (simd && strcmp(simd, "auto") != 0 && qw_simd_force(simd)) {
         fprintf(stderr, "test_gpu: QWISP_SIMD=%s: not a level\n", simd);
