@@ -86,23 +86,17 @@ static void prep_tokens(int64_t nb, const void *const *xv, int nt, q8_tokens *tk
         for (int64_t b = 0; b < nb; b++) tk->dx[b][t] = _cvtsh_ss(((const qw_block_q8_0 *)xv[t])[b].d);
 }
 
-/* The strip of 16 rows at ws: scales, and (q4) the widened blocks.  Block
- * b's 16 scales come in one gather (the dword at each row's block start: the
- * f16 scale in its low half, the next two bytes in the block), converted 16
- * at a time — the same exact f16 -> f32 values one conversion a scale gave. */
+/* The strip of 16 rows at ws: scales, and (q4) the widened blocks. */
 static void prep_strip(int64_t nb, const uint8_t *ws, size_t rb, bool q4, q8_strip *st) {
     const size_t bw = q4 ? sizeof(qw_block_q4_0) : sizeof(qw_block_q8_0);
-    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32((int)rb)); /* rb <= 8704 (k <= QW_GEMM_K_MAX) */
-    for (int64_t b = 0; b < nb; b++) {
-        const __m512i d = _mm512_i32gather_epi32(rows, (const void *)(ws + (size_t)b * bw), 1);
-        _mm512_store_ps(st->dw[b], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d)));
-    }
-    if (q4)
-        for (int r = 0; r < M; r++)
+    for (int r = 0; r < M; r++) {
+        const uint8_t *row = ws + (size_t)r * rb;
+        for (int64_t b = 0; b < nb; b++) st->dw[b][r] = _cvtsh_ss(load_u16(row + (size_t)b * bw));
+        if (q4)
             for (int64_t b = 0; b < nb; b++)
                 _mm256_storeu_si256((__m256i *)(st->a + ((size_t)r * nb + b) * BLK),
-                                    q4_0_i8(ws + (size_t)r * rb + (size_t)b * sizeof(qw_block_q4_0) + 2));
+                                    q4_0_i8(row + (size_t)b * sizeof(qw_block_q4_0) + 2));
+    }
 }
 
 /* acc[r] += (float)C[r][t] * (dw[r] * dx[t]) over the nt lanes, rows in order. */
