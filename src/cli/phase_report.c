@@ -2,8 +2,6 @@
  * (QWISP_PROFILE=1): which phases the time went to, largest first. */
 #include "phase_report.h"
 
-#include <stdlib.h>
-
 void qw_phase_report_print(FILE *f, const char *label, const qw_phase_times *pt) {
     if (pt->passes <= 0 || pt->total <= 0) return;
     int order[QW_PHASE_COUNT];

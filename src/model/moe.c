@@ -270,7 +270,7 @@ int qw_moe_block(qw_ctx *c, const qw_layer *L, int32_t n, qw_error *err) {
                 moe_expert_mixed(c, L, n, e, END(e) - START(e), START(e), err))
                 return -1;
     } else {
-        const int32_t cap = c->chunk_cap; /* rows of gate/up/down */
+        const int32_t cap = c->chunk_cap; /* rows of gate/up (down holds all n * k outputs) */
         const size_t gate_act_bytes = qw_act_bytes(gt, E, n);
         if (qw_fwd_grow(&c->xq, &c->xq_cap, gate_act_bytes + qw_act_bytes(dt, F, cap), err)) return -1;
         char *xq = c->xq, *hq = (char *)c->xq + gate_act_bytes;
