@@ -135,9 +135,6 @@ AMX INLINE void pair_tiles(int64_t b, const int8_t *a, size_t astride, size_t ab
     T_LOAD(e, 3, a + (size_t)(b + 1) * ablk, astride);
     T_LOAD(e, 5, tk->b[b + 1], 64);
     T_DPBSSD(e, 1, 3, 5);
-    /* TILESTORED's asm names no memory either: the last step's epilogue
-     * has read this buffer before the stores overwrite it */
-    __asm__ volatile("" : : "r"(c) : "memory");
     T_STORE(e, 0, c[0], M * 4);
     T_STORE(e, 1, c[1], M * 4);
     __asm__ volatile("" : : "r"(c) : "memory");

@@ -147,9 +147,6 @@ AMX INLINE void sb_tiles(const strip_sb *ss, int64_t s, const tokens_prep *tp, t
         T_DPBUSD(e, 0, 2, 4);
         T_DPBUSD(e, 1, 3, 4);
     }
-    /* TILESTORED's asm names no memory either: the last step's epilogue
-     * has read this buffer before the stores overwrite it */
-    __asm__ volatile("" : : "r"(c) : "memory");
     T_STORE(e, 0, c[0], M * 4);
     T_STORE(e, 1, c[1], M * 4);
     __asm__ volatile("" : : "r"(c) : "memory");

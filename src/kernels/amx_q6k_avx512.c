@@ -122,9 +122,6 @@ AMX INLINE void sb_tiles(const strip_sb *ss, int64_t s, const amx_tokens *tk, ti
         T_DPBSSD(e, 1, 4, 6);
         T_DPBSSD(e, 2, 5, 6);
     }
-    /* TILESTORED's asm names no memory either: the last step's epilogue
-     * has read this buffer before the stores overwrite it */
-    __asm__ volatile("" : : "r"(c) : "memory");
     T_STORE(e, 0, c[0], M * 4);
     T_STORE(e, 1, c[1], M * 4);
     T_STORE(e, 2, c[2], M * 4);
