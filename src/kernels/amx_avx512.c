@@ -124,41 +124,28 @@ INLINE void scale_add(__m512 *acc, const int32_t *c, const float *dw, __m512 dx,
     }
 }
 
-/* Blocks b and b + 1 of the strip × the group into c[0], c[1] (16 × 16 int32 each). */
-AMX INLINE void pair_tiles(int64_t b, const int8_t *a, size_t astride, size_t ablk, const q8_tokens *tk,
-                           tile_model *e, int32_t (*c)[M * M]) {
-    T_ZERO(e, 0);
-    T_ZERO(e, 1);
-    T_LOAD(e, 2, a + (size_t)b * ablk, astride);
-    T_LOAD(e, 4, tk->b[b], 64);
-    T_DPBSSD(e, 0, 2, 4);
-    T_LOAD(e, 3, a + (size_t)(b + 1) * ablk, astride);
-    T_LOAD(e, 5, tk->b[b + 1], 64);
-    T_DPBSSD(e, 1, 3, 5);
-    T_STORE(e, 0, c[0], M * 4);
-    T_STORE(e, 1, c[1], M * 4);
-    __asm__ volatile("" : : "r"(c) : "memory");
-}
-
 /* One strip (rows r0..r0+15) × one group of nt (1..16) tokens: block b of
- * the strip's A at a + b * ablk, rows astride apart.  The float epilogue of a
- * pair of blocks runs one step behind its tiles (two buffers of C): the
- * tiles of the next pair and their stores to memory are under way while the
- * vector units read the previous pair's, instead of each step's vector loads
- * waiting for its own tile stores.  Every accumulator still takes the blocks
- * in order. */
+ * the strip's A at a + b * ablk, rows astride apart. */
 AMX INLINE void strip_group(int64_t nb, const int8_t *a, size_t astride, size_t ablk, const q8_strip *st,
                             const q8_tokens *tk, int nt, tile_model *e, float *const *y, int64_t r0) {
     const __mmask16 mk = (__mmask16)((1u << nt) - 1);
-    alignas(64) int32_t c[2][2][M * M];
+    alignas(64) int32_t c[2][M * M];
     __m512 acc[M];
     for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
-    pair_tiles(0, a, astride, ablk, tk, e, c[0]);
     for (int64_t b = 0; b < nb; b += 2) {
-        const int cur = (int)(b / 2) & 1;
-        if (b + 2 < nb) pair_tiles(b + 2, a, astride, ablk, tk, e, c[cur ^ 1]);
-        scale_add(acc, c[cur][0], st->dw[b], _mm512_load_ps(tk->dx[b]), mk);
-        scale_add(acc, c[cur][1], st->dw[b + 1], _mm512_load_ps(tk->dx[b + 1]), mk);
+        T_ZERO(e, 0);
+        T_ZERO(e, 1);
+        T_LOAD(e, 2, a + (size_t)b * ablk, astride);
+        T_LOAD(e, 4, tk->b[b], 64);
+        T_DPBSSD(e, 0, 2, 4);
+        T_LOAD(e, 3, a + (size_t)(b + 1) * ablk, astride);
+        T_LOAD(e, 5, tk->b[b + 1], 64);
+        T_DPBSSD(e, 1, 3, 5);
+        T_STORE(e, 0, c[0], M * 4);
+        T_STORE(e, 1, c[1], M * 4);
+        __asm__ volatile("" : : "r"(c) : "memory");
+        scale_add(acc, c[0], st->dw[b], _mm512_load_ps(tk->dx[b]), mk);
+        scale_add(acc, c[1], st->dw[b + 1], _mm512_load_ps(tk->dx[b + 1]), mk);
     }
     amx_store_strip(acc, y, r0, nt);
 }

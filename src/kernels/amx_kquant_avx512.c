@@ -136,43 +136,33 @@ INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss, 
     }
 }
 
-/* Super-block s of the strip × the group: C_lo and C_hi into c[0], c[1]. */
-AMX INLINE void sb_tiles(const strip_sb *ss, int64_t s, const tokens_prep *tp, tile_model *e, int32_t (*c)[M * M]) {
-    T_ZERO(e, 0);
-    T_ZERO(e, 1);
-    for (int j = 0; j < NSTEP; j++) {
-        T_LOAD(e, 4, tp->tk.b[s * NSTEP + j], 64);
-        T_LOAD(e, 2, ss[s].a[j][0], 64);
-        T_LOAD(e, 3, ss[s].a[j][1], 64);
-        T_DPBUSD(e, 0, 2, 4);
-        T_DPBUSD(e, 1, 3, 4);
-    }
-    T_STORE(e, 0, c[0], M * 4);
-    T_STORE(e, 1, c[1], M * 4);
-    __asm__ volatile("" : : "r"(c) : "memory");
-}
-
 /* One strip (16 rows from r0) against one group of nt (1..16) tokens, the
- * strip's super-blocks laid out in ss[0..nsb); outputs y[t][r0 + r].  The
- * float step of a super-block runs one behind its tiles (two buffers of C),
- * so the next super-block's tiles and stores are under way while the vector
- * units read this one's; every accumulator still takes them in order. */
+ * strip's super-blocks laid out in ss[0..nsb); outputs y[t][r0 + r]. */
 AMX INLINE void k4_strip_group(const strip_sb *ss, int64_t nsb, const tokens_prep *tp, int nt, tile_model *e,
                                float *const *y, int64_t r0) {
     const __mmask16 mk = (__mmask16)((1u << nt) - 1);
-    alignas(64) int32_t c[2][2][M * M];
+    alignas(64) int32_t c[2][M * M];
     __m512 acc[M];
     for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
-    sb_tiles(ss, 0, tp, e, c[0]);
     for (int64_t s = 0; s < nsb; s++) {
-        const int cur = (int)s & 1;
-        if (s + 1 < nsb) sb_tiles(ss, s + 1, tp, e, c[cur ^ 1]);
+        T_ZERO(e, 0);
+        T_ZERO(e, 1);
+        for (int j = 0; j < NSTEP; j++) {
+            T_LOAD(e, 4, tp->tk.b[s * NSTEP + j], 64);
+            T_LOAD(e, 2, ss[s].a[j][0], 64);
+            T_LOAD(e, 3, ss[s].a[j][1], 64);
+            T_DPBUSD(e, 0, 2, 4);
+            T_DPBUSD(e, 1, 3, 4);
+        }
+        T_STORE(e, 0, c[0], M * 4);
+        T_STORE(e, 1, c[1], M * 4);
+        __asm__ volatile("" : : "r"(c) : "memory");
         const __m512 yd = _mm512_load_ps(tp->tk.yd[s]);
         __m512i ps[4]; /* the tokens' sub-block sums, the same for every row */
         for (int q = 0; q < 4; q++) ps[q] = _mm512_load_si512((const void *)tp->ps[s][q]);
         for (int r = 0; r < M; r++) {
-            const __m512i lo = _mm512_maskz_loadu_epi32(mk, c[cur][0] + r * M);
-            const __m512i hi = _mm512_maskz_loadu_epi32(mk, c[cur][1] + r * M);
+            const __m512i lo = _mm512_maskz_loadu_epi32(mk, c[0] + r * M);
+            const __m512i hi = _mm512_maskz_loadu_epi32(mk, c[1] + r * M);
             const __m512i sumi = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
             __m512i summ = _mm512_setzero_si512();
             for (int q = 0; q < 4; q++) summ = _mm512_dpwssd_epi32(summ, ps[q], _mm512_set1_epi32(ss[s].mins[r][q]));

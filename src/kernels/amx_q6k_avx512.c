@@ -108,45 +108,36 @@ INLINE void prep_strip_sb(const uint8_t *w, size_t rb, int64_t s, strip_sb *ss) 
     }
 }
 
-/* Super-block s of the strip × the group: the digits' C tiles into c[0..NDIG). */
-AMX INLINE void sb_tiles(const strip_sb *ss, int64_t s, const amx_tokens *tk, tile_model *e, int32_t (*c)[M * M]) {
-    T_ZERO(e, 0);
-    T_ZERO(e, 1);
-    T_ZERO(e, 2);
-    for (int j = 0; j < NSTEP; j++) {
-        T_LOAD(e, 6, tk->b[s * NSTEP + j], 64);
-        T_LOAD(e, 3, ss[s].a[j][0], 64);
-        T_LOAD(e, 4, ss[s].a[j][1], 64);
-        T_LOAD(e, 5, ss[s].a[j][2], 64);
-        T_DPBSSD(e, 0, 3, 6);
-        T_DPBSSD(e, 1, 4, 6);
-        T_DPBSSD(e, 2, 5, 6);
-    }
-    T_STORE(e, 0, c[0], M * 4);
-    T_STORE(e, 1, c[1], M * 4);
-    T_STORE(e, 2, c[2], M * 4);
-    __asm__ volatile("" : : "r"(c) : "memory");
-}
-
 /* One strip (16 rows from r0) against one group of nt (1..16) tokens, the
- * strip's super-blocks laid out in ss[0..nsb); outputs y[t][r0 + r].  The
- * float step of a super-block runs one behind its tiles (two buffers of C),
- * as in amx_kquant_avx512.c; every accumulator still takes them in order. */
+ * strip's super-blocks laid out in ss[0..nsb); outputs y[t][r0 + r]. */
 AMX INLINE void q6k_strip_group(const strip_sb *ss, int64_t nsb, const amx_tokens *tk, int nt, tile_model *e,
                                 float *const *y, int64_t r0) {
     const __mmask16 mk = (__mmask16)((1u << nt) - 1);
-    alignas(64) int32_t c[2][NDIG][M * M];
+    alignas(64) int32_t c[NDIG][M * M];
     __m512 acc[M];
     for (int r = 0; r < M; r++) acc[r] = _mm512_setzero_ps();
-    sb_tiles(ss, 0, tk, e, c[0]);
     for (int64_t s = 0; s < nsb; s++) {
-        const int cur = (int)s & 1;
-        if (s + 1 < nsb) sb_tiles(ss, s + 1, tk, e, c[cur ^ 1]);
+        T_ZERO(e, 0);
+        T_ZERO(e, 1);
+        T_ZERO(e, 2);
+        for (int j = 0; j < NSTEP; j++) {
+            T_LOAD(e, 6, tk->b[s * NSTEP + j], 64);
+            T_LOAD(e, 3, ss[s].a[j][0], 64);
+            T_LOAD(e, 4, ss[s].a[j][1], 64);
+            T_LOAD(e, 5, ss[s].a[j][2], 64);
+            T_DPBSSD(e, 0, 3, 6);
+            T_DPBSSD(e, 1, 4, 6);
+            T_DPBSSD(e, 2, 5, 6);
+        }
+        T_STORE(e, 0, c[0], M * 4);
+        T_STORE(e, 1, c[1], M * 4);
+        T_STORE(e, 2, c[2], M * 4);
+        __asm__ volatile("" : : "r"(c) : "memory");
         const __m512 yd = _mm512_load_ps(tk->yd[s]);
         for (int r = 0; r < M; r++) {
-            const __m512i c0 = _mm512_maskz_loadu_epi32(mk, c[cur][0] + r * M);
-            const __m512i c1 = _mm512_maskz_loadu_epi32(mk, c[cur][1] + r * M);
-            const __m512i c2 = _mm512_maskz_loadu_epi32(mk, c[cur][2] + r * M);
+            const __m512i c0 = _mm512_maskz_loadu_epi32(mk, c[0] + r * M);
+            const __m512i c1 = _mm512_maskz_loadu_epi32(mk, c[1] + r * M);
+            const __m512i c2 = _mm512_maskz_loadu_epi32(mk, c[2] + r * M);
             const __m512i sumi = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3)), _mm512_slli_epi32(c2, 6));
             const __m512 t = _mm512_mul_ps(_mm512_set1_ps(ss[s].d[r]), _mm512_cvtepi32_ps(sumi));
             acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(yd, t)); /* the reference's step */
