@@ -88,10 +88,11 @@ static void prep_tokens(int64_t nb, const void *const *xv, int nt, q8_tokens *tk
 
 /* The strip of 16 rows at ws: scales, and (q4) the widened blocks.  The
  * scales come 16 blocks of a row at a time (scales16: word permutes), and a
- * 16 × 16 transpose turns 16 rows' of them into dw[b], one lane a row: a
- * fraction of the instructions of one scalar conversion a (row, block),
- * which at k = 768 (an A3B expert's down projection, 24 blocks a row) cost
- * about a fifth of what the strip's tiles and epilogue did. */
+ * 16 × 16 transpose turns 16 rows' of them into dw[b], one lane a row: about
+ * a quarter of the instructions of one scalar load and conversion a (row,
+ * block), which at k = 768 (an A3B expert's down projection, 24 blocks a row)
+ * came to a fifth of a strip's epilogue by count.  (On the Xeon the gain was
+ * inside that host's noise: bench/RESULTS.md, session 30.) */
 static void prep_strip(int64_t nb, const uint8_t *ws, size_t rb, bool q4, q8_strip *st) {
     const int bw = q4 ? (int)sizeof(qw_block_q4_0) : (int)sizeof(qw_block_q8_0);
     for (int64_t b0 = 0; b0 < nb; b0 += M) {
