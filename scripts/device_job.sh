@@ -7,8 +7,13 @@
 #   scripts/device_kit.sh slim             # (put back with `unslim` before any commit)
 #   LIMIT=<seconds> [GPU=0] [STEPS="..."] [ALT="..."] bash scripts/device_job.sh   # on the device
 # GPU=0: the CPU steps only.  STEPS: the steps to run, by name (default all):
-#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt profile vsllama spread bigvsllama big16
+#   amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt profile olds vsllama spread bigvsllama big16
 # PROFFILES: the profile step's files (default "a3b-q8_0 a3b-q4_K a3b-q4_0").
+# olds: this tree's CPU kernels against earlier revisions' (scripts/device_kit.sh old REV...,
+#   .devjob/old-REV.tar, each built in /tmp/old-REV): micro_gemm's matmul per MICROS entry
+#   (TYPE:K, default "q8_0:768 q8_0:2048 q4_0:768 q4_K:768") on one core, then QWISP_PROFILE=1
+#   pp512 / tg32 of each OLDFILES file (default the three A3B-width ones), the trees alternated,
+#   two rounds.  The profile's shares steady where a loaded host makes tok/s swing (session 30).
 # ALT: space-separated settings (e.g. "QWISP_DEVICE_PDL=0 QWISP_DEVICE_PDL=1"; commas join
 #   several into one, e.g. "QWISP_DEVICE_VRAM=8,QWISP_DEVICE_HOST_EXPERTS=2"), each timed by
 #   gputime and lanes with this tree's object, alternated with the bases (and by llamalanes).
@@ -39,7 +44,7 @@ GPU=${GPU:-1}    # GPU=0: the CPU measurements only (no GPU suite, timings, ncu 
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 need() { [ "$(left)" -ge "$1" ] || { ts "SKIP (needs $1 s, $(left) left): $2"; return 1; }; }
 gpu_need() { [ "$GPU" = 1 ] || { ts "SKIP (GPU=0): $2"; return 1; }; need "$@"; }
-STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt profile vsllama spread bigvsllama big16}
+STEPS=${STEPS:-amxtests suite step0 gputime ncu ncudec nsysdec nsyslanes lanes llamalanes llamacuda layout hostexp amx amxq8 smt profile olds vsllama spread bigvsllama big16}
 ALT=${ALT:-}
 LANESFILES=${LANESFILES:-bigq a3b-q8_0}
 NCUFILE=${NCUFILE:-l4}    # ncudec's files (/dev/shm, from the gen step)
@@ -82,6 +87,12 @@ BASES=$(cd .devjob 2>/dev/null && ls -d base-* 2>/dev/null); [ "$GPU" = 1 ] || B
 for v in $BASES; do
   ( mkdir -p /tmp/$v && cp -r src include Makefile /tmp/$v/ && rm -rf /tmp/$v/src/cuda && cp -r .devjob/$v/src/cuda /tmp/$v/src/ &&
     make -s -C /tmp/$v -j4 build/libqwisp_cuda.so > /tmp/$v.log 2>&1; echo "$v object rc=$?" >> /tmp/$v.log ) &
+done
+# the earlier revisions' CPU trees (scripts/device_kit.sh old), built aside in the background
+OLDS=$(cd .devjob 2>/dev/null && ls old-*.tar 2>/dev/null | sed 's/^old-//; s/[.]tar$//'); step olds || OLDS=
+for v in $OLDS; do
+  ( mkdir -p /tmp/old-$v && tar xf .devjob/old-$v.tar -C /tmp/old-$v &&
+    make -s -C /tmp/old-$v -j4 build/qwisp build/micro_gemm > /tmp/old-$v.log 2>&1; echo "old-$v rc=$?" >> /tmp/old-$v.log ) &
 done
 NVVAR=${NVVAR:-}; [ "$GPU" = 1 ] || NVVAR=
 for v in $NVVAR; do
@@ -361,6 +372,19 @@ if step profile && need 120 "forward-pass profile by phase"; then
         ts "profile $f r$round $lv"
         QWISP_BACKEND=cpu QWISP_PROFILE=1 QWISP_SIMD=$lv taskset -c 2,3 $Q bench -m $S/$f.gguf -p 512 -n 32 -r 3 -t 2 --bw-mb 0 2>&1 |
             grep -E '^(pp|tg)|^profile'
+    done; done; done
+fi
+if step olds && [ -n "$OLDS" ] && need 120 "this tree against the old trees"; then
+    for v in $OLDS; do ts "$(tail -1 /tmp/old-$v.log)"; done
+    tree_of() { [ "$1" = this ] && echo build || echo /tmp/old-$1/build; }
+    make -s build/micro_gemm
+    for round in 1 2; do for tk in ${MICROS:-q8_0:768 q8_0:2048 q4_0:768 q4_K:768}; do for v in this $OLDS; do
+        echo "micro ${tk%:*} k=${tk#*:} $v r$round: $(taskset -c 3 $(tree_of $v)/micro_gemm ${tk%:*} ${tk#*:} 2>&1 | grep -o 'matmul.*')"
+    done; done; done
+    for round in 1 2; do for f in ${OLDFILES:-a3b-q8_0 a3b-q4_K a3b-q4_0}; do for v in this $OLDS; do
+        need 40 "olds: $f $v" || break 3
+        ts "olds $f $v r$round: $(QWISP_BACKEND=cpu QWISP_TUNE_FILE=/tmp/tune-$v.txt QWISP_PROFILE=1 taskset -c 2,3 $(tree_of $v)/qwisp \
+            bench -m $S/$f.gguf -p 512 -n 32 -r 3 -t 2 --bw-mb 0 2>&1 | grep -E '^(pp|tg)|^profile' | tr -s ' ' | tr '\n' ' ')"
     done; done; done
 fi
 if step vsllama && [ -x "$LB" ] && need 150 "speed_vs_llamabench"; then

@@ -19,6 +19,8 @@
 #   scripts/device_kit.sh          build the kit (idempotent)
 #   scripts/device_kit.sh base REV...  src/cuda of each revision into .devjob/base-REV/, which
 #                                  scripts/device_job.sh builds and times this tree against
+#   scripts/device_kit.sh old REV...   the CPU sources (Makefile, include, src, bench) of each
+#                                  revision as .devjob/old-REV.tar, for device_job.sh's olds step
 #   scripts/device_kit.sh slim     move models/*.gguf out of the tree (they travel packed)
 #   scripts/device_kit.sh unslim   put them back (before any commit: they are tracked)
 # The cap does not hold the suite's models (models.tar.xz) and a llama.cpp CUDA binary
@@ -40,6 +42,12 @@ base)   shift; rm -rf "$K"/base-*
         for rev in "$@"; do
             short=$(git rev-parse --short "$rev") && mkdir -p "$K/base-$short" &&
                 git archive "$rev" src/cuda | tar -x -C "$K/base-$short" && echo "$K/base-$short"
+        done
+        exit 0 ;;
+old)    shift; rm -f "$K"/old-*.tar
+        for rev in "$@"; do
+            short=$(git rev-parse --short "$rev") && git archive "$rev" Makefile include src bench > "$K/old-$short.tar" &&
+                echo "$K/old-$short.tar"
         done
         exit 0 ;;
 esac
