@@ -35,6 +35,10 @@ typedef enum {
     QW_ARCH_QWEN35MOE = 1, /* Gated DeltaNet / gated attention + routed MoE + shared expert */
 } qw_arch;
 
+/* The most experts a token may use (expert_used_count): the loader refuses
+ * more, so the MoE code can keep a token's picks in fixed arrays. */
+enum { QW_EXPERT_USED_MAX = 64 };
+
 typedef struct qw_hparams {
     char arch[32];
     qw_arch arch_id;

@@ -97,7 +97,7 @@ static int read_hparams(const qw_gguf *g, qw_hparams *hp, qw_error *err) {
         return qw_fail(err, "%s: unsupported head dims: key_length=%d value_length=%d", path,
                        hp->head_dim, vlen);
     if (hp->n_expert <= 0 || hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert ||
-        hp->n_expert_used > 64)
+        hp->n_expert_used > QW_EXPERT_USED_MAX)
         return qw_fail(err, "%s: bad experts: expert_count=%d expert_used_count=%d", path,
                        hp->n_expert, hp->n_expert_used);
     if (!(hp->rms_eps > 0.0f) || !(hp->rope_base > 0.0f))

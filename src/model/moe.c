@@ -44,7 +44,7 @@ static int look_ahead(qw_ctx *c, const qw_layer *L, int32_t n, int32_t top, qw_e
     if (top > K) top = K; /* tok_of holds n * K */
     qw_rmsnorm(c->tp, c->proj, c->x, N->ffn_norm.data, hp->n_embd, n, hp->rms_eps);
     if (qw_fwd_linear(c, &N->gate_inp, c->proj, n, c->router, err)) return -1;
-    int32_t *pred = c->tok_of, np = 0, sel[64]; /* top <= K <= 64 (model.c) */
+    int32_t *pred = c->tok_of, np = 0, sel[QW_EXPERT_USED_MAX]; /* top <= K (model.c) */
     memset(c->count, 0, (size_t)X * sizeof(int32_t));
     for (int32_t t = 0; t < n; t++) {
         top_k(c->router + (size_t)t * X, X, top, sel); /* softmax keeps the order */
@@ -170,8 +170,7 @@ static void combine_rows(void *p, int64_t i0, int64_t i1, int ith) {
     qw_ctx *c = j->c;
     const int32_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
     const bool shexp = j->L->gate_shexp.data != NULL;
-    enum { K_MAX = 64 }; /* n_expert_used <= 64 (model.c) */
-    const float *eo[K_MAX];
+    const float *eo[QW_EXPERT_USED_MAX];
     for (int64_t t = i0; t < i1; t++) {
         float *x = c->x + (size_t)t * E;
         const float *w = c->selw + (size_t)t * K;

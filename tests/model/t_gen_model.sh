@@ -49,6 +49,18 @@ else
     echo "FAIL: gen-model qwisp info cannot read the file: $(head -1 "$TMP/info.txt")"
 fi
 
+# experts a token uses: the loader's limit (QW_EXPERT_USED_MAX, 64; the MoE keeps a token's
+# picks in fixed arrays) runs at the limit, prefill and decode, and refuses one more, naming it
+"$BIN" gen-model --preset tiny --n-expert 128 --n-expert-used 64 --progress 0 -o "$TMP/k64.gguf" >/dev/null 2>&1 &&
+    "$BIN" run -m "$TMP/k64.gguf" --prompt-tokens 20 -n 2 --ignore-eos >"$TMP/k64.txt" 2>&1
+check $? "a file using 64 experts a token runs" "$(tail -1 "$TMP/k64.txt")"
+"$BIN" gen-model --preset tiny --n-expert 128 --n-expert-used 65 --progress 0 -o "$TMP/k65.gguf" >/dev/null 2>&1
+"$BIN" run -m "$TMP/k65.gguf" --prompt-tokens 4 -n 1 >"$TMP/k65.txt" 2>&1
+rc=$?
+[ "$rc" -ne 0 ] && grep -q "expert_used_count=65" "$TMP/k65.txt"
+check $? "a file using 65 experts a token is refused, naming the count" "rc=$rc: $(head -1 "$TMP/k65.txt")"
+rm -f "$TMP/k64.gguf" "$TMP/k65.gguf"
+
 # llama.cpp loads it, and greedy output is discriminating
 if ! command -v node >/dev/null || [ ! -d "$PEERS/node_modules/node-llama-cpp" ]; then
     echo "FAIL: gen-model discrimination: node or $PEERS/node_modules/node-llama-cpp missing"
